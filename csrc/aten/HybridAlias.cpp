@@ -1,0 +1,137 @@
+#include "aten/HybridAlias.h"
+
+#include "runtime/HybridAllocator.h"
+#include "runtime/HybridSlots.h"
+
+#include <c10/core/CPUAllocator.h>
+#include <c10/core/TensorImpl.h>
+#include <c10/util/Exception.h>
+
+namespace hybrid {
+namespace {
+
+void release_keepalive(void* ctx) noexcept { delete static_cast<c10::Storage*>(ctx); }
+
+void copy_geometry(c10::TensorImpl* dst, const c10::TensorImpl* src) {
+  dst->set_sizes_and_strides(src->sizes(), src->strides(), src->storage_offset());
+  if (src->is_conj()) dst->_set_conj(true);
+  if (src->is_neg()) dst->_set_neg(true);
+}
+
+} // namespace
+
+c10::Device execution_device(c10::DeviceIndex slot) {
+  const SlotInfo& info = slot_info(slot);
+  return info.backing == Backing::Emulated ? c10::Device(c10::kCPU)
+                                           : c10::Device(c10::kCUDA, info.cuda_index);
+}
+
+c10::DispatchKey execution_key(c10::DeviceIndex slot) {
+  return is_emulated(slot) ? c10::DispatchKey::CPU : c10::DispatchKey::CUDA;
+}
+
+AliasSet::AliasSet(c10::DeviceIndex slot)
+    : slot_(slot), exec_(execution_device(slot)), exec_key_(execution_key(slot)) {}
+
+c10::Storage AliasSet::alias_storage(const c10::Storage& original) {
+  c10::StorageImpl* impl = original.unsafeGetStorageImpl();
+  for (const StorageEntry& e : storages_) {
+    if (e.original == impl) return e.alias;
+  }
+  // mutable_data materialises a lazily-cloned (COW) storage before a kernel
+  // may write through the alias.
+  void* data = impl->nbytes() ? impl->mutable_data() : impl->mutable_data_ptr().get();
+  c10::DataPtr ptr(data, new c10::Storage(original), &release_keepalive, exec_);
+  c10::Allocator* allocator =
+      exec_.is_cpu() ? c10::GetCPUAllocator() : c10::GetAllocator(c10::kCUDA);
+  c10::Storage alias(c10::make_intrusive<c10::StorageImpl>(
+      c10::StorageImpl::use_byte_size_t(), impl->sym_nbytes(), std::move(ptr), allocator,
+      impl->resizable()));
+  storages_.push_back(StorageEntry{impl, alias, data});
+  return alias;
+}
+
+at::Tensor AliasSet::alias(const at::Tensor& t, bool written) {
+  c10::TensorImpl* src = t.unsafeGetTensorImpl();
+  auto impl = c10::make_intrusive<c10::TensorImpl>(
+      alias_storage(src->storage()), c10::DispatchKeySet(exec_key_), src->dtype());
+  copy_geometry(impl.get(), src);
+  at::Tensor alias(std::move(impl));
+  tensors_.push_back(TensorEntry{alias, t, written});
+  return alias;
+}
+
+c10::Storage AliasSet::hybrid_storage_for(c10::StorageImpl* result) {
+  for (const StorageEntry& e : storages_) {
+    if (e.alias.unsafeGetStorageImpl() == result) {
+      return c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(e.original));
+    }
+  }
+  const c10::Device label(c10::kPrivateUse1, slot_);
+  if (result->device() != label) {
+    // A new storage the kernel made. Relabelled in place: nothing but the
+    // kernel's own (dying) tensors refer to it.
+    c10::DataPtr old = result->set_data_ptr(c10::DataPtr(nullptr, label));
+    result->set_data_ptr_noswap(adopt(std::move(old), result->nbytes(), slot_));
+    result->set_allocator(device_allocator());
+  }
+  return c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(result));
+}
+
+at::Tensor AliasSet::to_hybrid(const at::Tensor& result) {
+  if (!result.defined()) return result;
+  c10::TensorImpl* impl = result.unsafeGetTensorImpl();
+  for (const TensorEntry& e : tensors_) {
+    if (e.alias.unsafeGetTensorImpl() == impl) return e.original;
+  }
+  if (result.device() != exec_ || !impl->has_storage()) {
+    // Not the slot's (a CPU scalar passed through, a host-side result of a
+    // CUDA kernel): it keeps its device, as it would under CUDA.
+    return result;
+  }
+  return make_hybrid_tensor(hybrid_storage_for(impl->storage().unsafeGetStorageImpl()), result);
+}
+
+void AliasSet::write_back_all() {
+  for (const TensorEntry& e : tensors_) {
+    if (e.written) write_back(e);
+  }
+}
+
+void AliasSet::write_back(const TensorEntry& e) {
+  c10::TensorImpl* dst = e.original.unsafeGetTensorImpl();
+  const c10::TensorImpl* src = e.alias.unsafeGetTensorImpl();
+  c10::StorageImpl* alias_storage = src->storage().unsafeGetStorageImpl();
+  c10::StorageImpl* own = dst->storage().unsafeGetStorageImpl();
+
+  const StorageEntry* entry = nullptr;
+  for (const StorageEntry& s : storages_) {
+    if (s.original == own) entry = &s;
+  }
+  TORCH_INTERNAL_ASSERT(entry != nullptr, "write_back on a tensor that was never aliased");
+
+  if (entry->alias.unsafeGetStorageImpl() != alias_storage) {
+    // set_() pointed the alias at another storage.
+    dst->set_storage_keep_dtype(hybrid_storage_for(alias_storage));
+  } else if (alias_storage->data() != entry->data_at_creation) {
+    // The kernel resized the storage: the new bytes (drawn from the slot)
+    // become the hybrid storage's.
+    c10::DataPtr moved = alias_storage->set_data_ptr(c10::DataPtr(nullptr, exec_));
+    own->set_data_ptr_noswap(adopt(std::move(moved), alias_storage->nbytes(), slot_));
+    own->set_nbytes(alias_storage->nbytes());
+  }
+  if (dst->sizes() != src->sizes() || dst->strides() != src->strides() ||
+      dst->storage_offset() != src->storage_offset()) {
+    dst->set_sizes_and_strides(src->sizes(), src->strides(), src->storage_offset());
+  }
+}
+
+at::Tensor make_hybrid_tensor(c10::Storage storage, const at::Tensor& like) {
+  const c10::TensorImpl* src = like.unsafeGetTensorImpl();
+  auto impl = c10::make_intrusive<c10::TensorImpl>(
+      std::move(storage), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), src->dtype());
+  copy_geometry(impl.get(), src);
+  return at::Tensor(std::move(impl));
+}
+
+} // namespace hybrid

@@ -1,0 +1,68 @@
+#pragma once
+// Zero-copy execution: a hybrid tensor's bytes are ordinary host memory (or the
+// memory of the real GPU behind the slot), so a kernel of the execution device
+// can run on an alias of the same bytes. This file builds those aliases and maps
+// the kernel's results back to hybrid tensors.
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Storage.h>
+#include <c10/util/SmallVector.h>
+
+namespace hybrid {
+
+// Where a slot's kernels run: CPU for an emulated slot, cuda:N for a backed one.
+c10::Device execution_device(c10::DeviceIndex slot);
+c10::DispatchKey execution_key(c10::DeviceIndex slot);
+
+// One op's worth of aliases. Tensors that share a hybrid storage share one alias
+// storage, so views stay views of each other inside the kernel.
+class AliasSet {
+ public:
+  explicit AliasSet(c10::DeviceIndex slot);
+
+  // An execution-device tensor over `t`'s bytes, with its sizes, strides, offset
+  // and conj/neg bits.
+  // `written`: the op's schema marks the argument as mutated, so write_back_all
+  // carries the kernel's metadata changes back to `t`.
+  at::Tensor alias(const at::Tensor& t, bool written);
+
+  // A kernel result as a hybrid tensor: the original tensor when the kernel
+  // returned one of our aliases (in-place and out= ops), a view of an input's
+  // storage when it returned a view, else its new storage, relabelled as the
+  // slot's (already counted when the routing allocator drew it, adopted and
+  // counted now otherwise).
+  at::Tensor to_hybrid(const at::Tensor& result);
+
+  // After the kernel: carries what it did to each mutated argument's metadata
+  // (resize, restride, set_) back to the hybrid tensor.
+  void write_back_all();
+
+  c10::DeviceIndex slot() const { return slot_; }
+
+ private:
+  struct StorageEntry {
+    c10::StorageImpl* original;
+    c10::Storage alias;
+    const void* data_at_creation;
+  };
+  struct TensorEntry {
+    at::Tensor alias;  // held so write_back_all can read it after the stack moved on
+    at::Tensor original;
+    bool written;
+  };
+
+  c10::Storage alias_storage(const c10::Storage& original);
+  c10::Storage hybrid_storage_for(c10::StorageImpl* result_storage);
+  void write_back(const TensorEntry& entry);
+
+  c10::DeviceIndex slot_;
+  c10::Device exec_;
+  c10::DispatchKey exec_key_;
+  c10::SmallVector<StorageEntry, 4> storages_;
+  c10::SmallVector<TensorEntry, 4> tensors_;
+};
+
+// A hybrid tensor over `storage` with the given geometry.
+at::Tensor make_hybrid_tensor(c10::Storage storage, const at::Tensor& like_geometry);
+
+} // namespace hybrid

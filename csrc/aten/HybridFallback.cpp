@@ -1,0 +1,226 @@
+// The boxed fallback every ATen op without a dedicated hybrid kernel reaches.
+// It runs the execution device's own kernel (CPU for an emulated slot, CUDA for
+// a backed one) on aliases of the same bytes: no copy in, no copy out. Outputs
+// are drawn from the slot's allocator (see RouteCpuAllocations) and relabelled
+// as the slot's; a compact record of the op goes to the modelled timeline.
+
+#include "aten/HybridAlias.h"
+#include "aten/HybridFallback.h"
+#include "runtime/HybridAllocator.h"
+#include "runtime/HybridGenerator.h"
+#include "runtime/HybridGuard.h"
+#include "runtime/HybridSlots.h"
+#include "runtime/HybridTimeline.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/util/SmallVector.h>
+#include <torch/library.h>
+
+#include <optional>
+#include <string_view>
+
+namespace hybrid {
+namespace {
+
+std::string device_name(const c10::Device& d) {
+  return d.is_privateuseone() ? "hybrid:" + std::to_string(static_cast<int>(d.index()))
+                              : d.str();
+}
+
+// Ops whose CUDA kernels accept host tensors beside device ones (index tensors,
+// packed-sequence lengths), so ours do too.
+bool accepts_host_tensors(const c10::OperatorHandle& op) {
+  static constexpr std::string_view kAllowed[] = {
+      "aten::index",        "aten::index_put_",      "aten::_index_put_impl_",
+      "aten::index_put",    "aten::_pack_padded_sequence", "aten::_pad_packed_sequence",
+      "aten::lstm",         "aten::gru",             "aten::rnn_tanh",
+      "aten::rnn_relu",     "aten::_unsafe_index",   "aten::_unsafe_index_put",
+  };
+  const std::string& name = op.operator_name().name;
+  for (std::string_view allowed : kAllowed) {
+    if (name == allowed) return true;
+  }
+  return false;
+}
+
+// Walks the arguments once: which slot the op runs on, and whether a host
+// tensor that CUDA would refuse is among them.
+struct Placement {
+  c10::DeviceIndex slot = -1;
+  std::optional<c10::Device> host_tensor;
+  c10::ScalarType dtype = c10::ScalarType::Undefined;
+
+  void note_device(const c10::OperatorHandle& op, c10::DeviceIndex index) {
+    if (slot < 0) {
+      slot = index;
+    } else if (index != slot) {
+      TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two "
+                  "devices, hybrid:", static_cast<int>(slot), " and hybrid:",
+                  static_cast<int>(index), "! (when checking arguments for ",
+                  op.operator_name().name, ")");
+    }
+  }
+
+  void note_tensor(const c10::OperatorHandle& op, const at::Tensor& t) {
+    if (!t.defined()) return;
+    if (t.is_privateuseone()) {
+      note_device(op, t.device().index());
+      if (dtype == c10::ScalarType::Undefined) dtype = t.scalar_type();
+    } else if (t.dim() > 0 && !host_tensor) {
+      host_tensor = t.device();
+    }
+  }
+};
+
+Placement place(const c10::OperatorHandle& op, const c10::IValue* args, size_t n) {
+  Placement p;
+  for (size_t i = 0; i < n; ++i) {
+    const c10::IValue& v = args[i];
+    if (v.isTensor()) {
+      p.note_tensor(op, v.toTensor());
+    } else if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorList()) p.note_tensor(op, t);
+    } else if (v.isOptionalTensorList()) {
+      for (const c10::IValue& e : v.toListRef()) {
+        if (e.isTensor()) p.note_tensor(op, e.toTensor());
+      }
+    } else if (v.isDevice()) {
+      const c10::Device d = v.toDevice();
+      if (d.is_privateuseone()) p.note_device(op, d.has_index() ? d.index() : current_slot());
+    }
+  }
+  if (p.slot >= 0 && p.host_tensor && !accepts_host_tensors(op)) {
+    TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two "
+                "devices, hybrid:", static_cast<int>(p.slot), " and ",
+                device_name(*p.host_tensor), "! (when checking arguments for ",
+                op.operator_name().name, ")");
+  }
+  return p;
+}
+
+bool is_generator_slot(const c10::Argument& arg) {
+  const c10::TypePtr& type = arg.real_type();
+  if (type->kind() == c10::TypeKind::GeneratorType) return true;
+  if (type->kind() != c10::TypeKind::OptionalType) return false;
+  return type->castRaw<c10::OptionalType>()->getElementType()->kind() ==
+      c10::TypeKind::GeneratorType;
+}
+
+bool is_write(const c10::Argument& arg) {
+  const c10::AliasInfo* info = arg.alias_info();
+  return info != nullptr && info->isWrite();
+}
+
+} // namespace
+
+void run_on_slot(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const c10::FunctionSchema& schema = op.schema();
+  const auto& arguments = schema.arguments();
+  const size_t n_args = arguments.size();
+  TORCH_INTERNAL_ASSERT(stack->size() >= n_args);
+  const size_t begin = stack->size() - n_args;
+  c10::IValue* args = stack->data() + begin;
+
+  const Placement placement = place(op, args, n_args);
+  if (placement.slot < 0) {
+    // No hybrid tensor or device among the arguments (a hybrid generator
+    // alone brought the op here): run it where its tensors are, which lets the
+    // kernel itself reject the generator as CUDA's would.
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+    return;
+  }
+  const c10::DeviceIndex slot = placement.slot;
+  const bool emulated = is_emulated(slot);
+  const c10::Device exec = execution_device(slot);
+
+  const bool recording = timeline::enabled();
+  c10::SmallVector<c10::IValue, 8> inputs_for_record;
+  if (recording) inputs_for_record.assign(args, args + n_args);
+
+  AliasSet aliases(slot);
+  uint8_t flags = 0;
+
+  for (size_t i = 0; i < n_args; ++i) {
+    c10::IValue& v = args[i];
+    const c10::Argument& arg = arguments[i];
+    if (v.isTensor()) {
+      const at::Tensor& t = v.toTensor();
+      if (!t.defined() || !t.is_privateuseone()) continue;
+      v = aliases.alias(t, is_write(arg));
+    } else if (v.isTensorList()) {
+      const bool write = is_write(arg);
+      c10::List<at::Tensor> list = v.toTensorList();
+      c10::List<at::Tensor> replaced;
+      replaced.reserve(list.size());
+      for (const at::Tensor& t : list) {
+        replaced.push_back(t.defined() && t.is_privateuseone() ? aliases.alias(t, write) : t);
+      }
+      v = std::move(replaced);
+    } else if (v.isOptionalTensorList()) {
+      auto list = v.toOptionalTensorList();
+      c10::List<std::optional<at::Tensor>> replaced;
+      replaced.reserve(list.size());
+      for (const std::optional<at::Tensor>& t : list) {
+        if (t.has_value() && t->defined() && t->is_privateuseone()) {
+          replaced.push_back(aliases.alias(*t, false));
+        } else {
+          replaced.push_back(t);
+        }
+      }
+      v = std::move(replaced);
+    } else if (v.isDevice()) {
+      if (v.toDevice().is_privateuseone()) v = exec;
+    } else if (v.isGenerator() || (v.isNone() && is_generator_slot(arg))) {
+      if (emulated) {
+        std::optional<at::Generator> gen;
+        if (v.isGenerator()) gen = v.toGenerator();
+        v = cpu_generator_for(gen, slot);
+      } else if (v.isGenerator() && v.toGenerator().device().is_privateuseone()) {
+        v = c10::IValue();  // the CUDA device's default generator
+      }
+    } else if (v.isBool() && v.toBool() && arg.name() == "is_causal") {
+      flags |= timeline::kCausal;
+    }
+  }
+
+  {
+    RouteCpuAllocations route(emulated ? slot : static_cast<c10::DeviceIndex>(-1));
+    std::optional<c10::DeviceGuard> cuda_guard;
+    if (!emulated) cuda_guard.emplace(exec);
+    op.redispatchBoxed(c10::DispatchKeySet(execution_key(slot)), stack);
+  }
+
+  const size_t n_returns = schema.returns().size();
+  TORCH_INTERNAL_ASSERT(stack->size() == begin + n_returns);
+  c10::IValue* rets = stack->data() + begin;
+  for (size_t i = 0; i < n_returns; ++i) {
+    c10::IValue& r = rets[i];
+    if (r.isTensor()) {
+      r = aliases.to_hybrid(r.toTensor());
+    } else if (r.isTensorList()) {
+      c10::List<at::Tensor> list = r.toTensorList();
+      c10::List<at::Tensor> mapped;
+      mapped.reserve(list.size());
+      for (const at::Tensor& t : list) mapped.push_back(aliases.to_hybrid(t));
+      r = std::move(mapped);
+    }
+  }
+  aliases.write_back_all();
+
+  if (recording) {
+    timeline::record_op(op, slot, inputs_for_record.data(), inputs_for_record.size(), rets,
+                        n_returns, placement.dtype, flags);
+  }
+}
+
+namespace {
+void fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) { run_on_slot(op, stack); }
+} // namespace
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&fallback>());
+}
+
+} // namespace hybrid

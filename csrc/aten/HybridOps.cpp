@@ -1,0 +1,56 @@
+// Registration only: which ATen ops have dedicated hybrid kernels. Everything
+// else reaches the zero-copy fallback (HybridFallback.cpp).
+
+#include "aten/native/Copy.h"
+#include "aten/native/Memory.h"
+
+#include <ATen/native/Resize.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/view_native.h>
+#include <torch/library.h>
+
+namespace hybrid {
+namespace {
+
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  // Hybrid and CPU storages are interchangeable for `param.data = ...`, which
+  // is what keeps tied weights tied through Module.to("hybrid").
+  auto dense = [](const at::Tensor& t) {
+    return t.layout() == c10::kStrided && (t.is_cpu() || t.is_privateuseone() || t.is_cuda());
+  };
+  return dense(self) && dense(from);
+}
+
+at::Tensor view(const at::Tensor& self, c10::IntArrayRef size) {
+  return at::native::view(self, size);
+}
+
+at::Tensor as_strided(const at::Tensor& self, c10::IntArrayRef size, c10::IntArrayRef stride,
+                      std::optional<int64_t> storage_offset) {
+  return at::native::as_strided_tensorimpl(self, size, stride, storage_offset);
+}
+
+at::Tensor reshape_alias(const at::Tensor& self, c10::IntArrayRef size, c10::IntArrayRef stride) {
+  return at::native::_reshape_alias(self, size, stride);
+}
+
+} // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", native::empty_memory_format);
+  m.impl("empty_strided", native::empty_strided);
+  m.impl("resize_", native::resize_);
+  m.impl("set_.source_Storage_storage_offset", native::set_storage_offset_);
+  m.impl("set_.source_Storage", native::set_storage_);
+  m.impl("set_.source_Tensor", native::set_tensor_);
+  m.impl("set_", native::set_empty_);
+  m.impl("_copy_from", native::copy_from);
+  m.impl("_copy_from_and_resize", native::copy_from_and_resize);
+  m.impl("view", view);
+  m.impl("as_strided", as_strided);
+  m.impl("_reshape_alias", reshape_alias);
+  m.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
+}
+
+} // namespace hybrid

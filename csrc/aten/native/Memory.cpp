@@ -1,0 +1,141 @@
+#include "aten/native/Memory.h"
+
+#include "runtime/HybridAllocator.h"
+#include "runtime/HybridGuard.h"
+#include "runtime/HybridSlots.h"
+
+#include <ATen/EmptyTensor.h>
+#include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/from_blob.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/core/TensorImpl.h>
+
+#include <cstring>
+
+namespace hybrid::native {
+namespace {
+
+c10::DeviceIndex slot_of(std::optional<c10::Device> device) {
+  const c10::DeviceIndex slot =
+      device.has_value() && device->has_index() ? device->index() : current_slot();
+  (void)slot_info(slot);
+  return slot;
+}
+
+void check_dense(std::optional<c10::Layout> layout, std::optional<bool> pin_memory) {
+  TORCH_CHECK(layout.value_or(c10::kStrided) == c10::kStrided,
+              "hybrid supports strided tensors only, got layout ", *layout);
+  TORCH_CHECK(!pin_memory.value_or(false), "Only dense CPU tensors can be pinned");
+}
+
+constexpr auto kHybridKeys = c10::DispatchKeySet(c10::DispatchKey::PrivateUse1);
+
+// Grows `self`'s storage to cover its current geometry.
+void cover_geometry(const at::Tensor& self) {
+  c10::TensorImpl* impl = self.unsafeGetTensorImpl();
+  if (impl->numel() == 0) return;
+  const size_t needed = at::detail::computeStorageNbytes(
+      impl->sizes(), impl->strides(), impl->dtype().itemsize(),
+      static_cast<size_t>(impl->storage_offset()));
+  c10::StorageImpl* storage = impl->storage().unsafeGetStorageImpl();
+  if (needed > storage->nbytes()) resize_storage_bytes(storage, needed);
+}
+
+} // namespace
+
+at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
+                               std::optional<c10::Layout> layout,
+                               std::optional<c10::Device> device,
+                               std::optional<bool> pin_memory,
+                               std::optional<c10::MemoryFormat> memory_format) {
+  check_dense(layout, pin_memory);
+  const c10::DeviceGuard guard(c10::Device(c10::kPrivateUse1, slot_of(device)));
+  return at::detail::empty_generic(size, device_allocator(), kHybridKeys,
+                                   c10::dtype_or_default(dtype), memory_format);
+}
+
+at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
+                         std::optional<c10::ScalarType> dtype,
+                         std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+                         std::optional<bool> pin_memory) {
+  check_dense(layout, pin_memory);
+  const c10::DeviceGuard guard(c10::Device(c10::kPrivateUse1, slot_of(device)));
+  return at::detail::empty_strided_generic(size, stride, device_allocator(), kHybridKeys,
+                                           c10::dtype_or_default(dtype));
+}
+
+void resize_storage_bytes(c10::StorageImpl* storage, size_t nbytes) {
+  TORCH_CHECK(storage->resizable(), "Trying to resize storage that is not resizable");
+  const c10::DeviceIndex slot = storage->device().index();
+  c10::DataPtr fresh = allocate_on(slot, nbytes, c10::Device(c10::kPrivateUse1, slot));
+  const size_t keep = std::min(nbytes, storage->nbytes());
+  if (keep > 0) {
+    if (is_emulated(slot)) {
+      std::memcpy(fresh.get(), storage->data(), keep);
+    } else {
+      const auto options = at::TensorOptions()
+                               .dtype(at::kByte)
+                               .device(c10::Device(c10::kCUDA, slot_info(slot).cuda_index));
+      at::from_blob(fresh.get(), {static_cast<int64_t>(keep)}, options)
+          .copy_(at::from_blob(const_cast<void*>(storage->data()),
+                               {static_cast<int64_t>(keep)}, options));
+    }
+  }
+  storage->set_data_ptr_noswap(std::move(fresh));
+  storage->set_nbytes(nbytes);
+}
+
+const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
+                          std::optional<c10::MemoryFormat> memory_format) {
+  c10::TensorImpl* impl = self.unsafeGetTensorImpl();
+  if (impl->sizes() != size || memory_format.has_value()) {
+    impl->set_sizes_contiguous(size);
+    const auto format = memory_format.value_or(c10::MemoryFormat::Contiguous);
+    if (format != c10::MemoryFormat::Preserve) impl->empty_tensor_restride(format);
+  }
+  cover_geometry(self);
+  return self;
+}
+
+at::Tensor& set_storage_offset_(at::Tensor& self, c10::Storage source, int64_t storage_offset,
+                                c10::IntArrayRef size, c10::IntArrayRef stride) {
+  TORCH_CHECK(source.device() == self.storage().device(),
+              "Attempted to set the storage of a tensor on device \"", self.storage().device(),
+              "\" to a storage on different device \"", source.device(),
+              "\".  This is no longer allowed; the devices must match.");
+  TORCH_CHECK(storage_offset >= 0, "Tensor: invalid storage offset ", storage_offset);
+  c10::TensorImpl* impl = self.unsafeGetTensorImpl();
+  if (!self.storage().is_alias_of(source)) impl->set_storage_keep_dtype(std::move(source));
+  impl->set_sizes_and_strides(size, stride, storage_offset);
+  cover_geometry(self);
+  return self;
+}
+
+at::Tensor& set_storage_(at::Tensor& self, c10::Storage source) {
+  const int64_t itemsize = static_cast<int64_t>(self.dtype().itemsize());
+  TORCH_CHECK(source.nbytes() % itemsize == 0, "Expected storage of size ", source.nbytes(),
+              " bytes to be divisible by the element size ", itemsize);
+  const int64_t numel = static_cast<int64_t>(source.nbytes()) / itemsize;
+  return set_storage_offset_(self, std::move(source), 0, {numel}, {1});
+}
+
+at::Tensor& set_tensor_(at::Tensor& self, const at::Tensor& source) {
+  if (self.unsafeGetTensorImpl() == source.unsafeGetTensorImpl()) return self;
+  TORCH_CHECK(self.dtype() == source.dtype(), "Could not set tensor of type ", source.dtype(),
+              " to a tensor of type ", self.dtype());
+  return set_storage_offset_(self, source.storage(), source.storage_offset(), source.sizes(),
+                             source.strides());
+}
+
+at::Tensor& set_empty_(at::Tensor& self) {
+  const c10::DeviceIndex slot = self.device().index();
+  c10::Storage empty(c10::make_intrusive<c10::StorageImpl>(
+      c10::StorageImpl::use_byte_size_t(), 0,
+      allocate_on(slot, 0, c10::Device(c10::kPrivateUse1, slot)), device_allocator(), true));
+  self.unsafeGetTensorImpl()->set_storage_keep_dtype(std::move(empty));
+  self.unsafeGetTensorImpl()->set_sizes_contiguous({0});
+  return self;
+}
+
+} // namespace hybrid::native

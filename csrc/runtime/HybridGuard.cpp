@@ -1,0 +1,141 @@
+#include "runtime/HybridGuard.h"
+
+#include "runtime/HybridSlots.h"
+#include "runtime/HybridTimeline.h"
+
+#include <c10/util/Exception.h>
+
+#include <array>
+#include <atomic>
+
+namespace hybrid {
+namespace {
+
+thread_local c10::DeviceIndex t_current_slot = 0;
+// Stream 0 is every slot's default stream; others are handed out by new_stream.
+thread_local std::array<c10::StreamId, 128> t_current_stream{};
+std::atomic<c10::StreamId> g_next_stream{1};
+
+c10::DeviceIndex resolve(c10::Device d) {
+  TORCH_INTERNAL_ASSERT(d.type() == c10::DeviceType::PrivateUse1);
+  return d.has_index() ? d.index() : t_current_slot;
+}
+
+// An event is a marker on the modelled timeline: its time is the modelled
+// clock of its stream when it was recorded.
+struct Event {
+  c10::DeviceIndex slot = -1;
+  c10::StreamId stream = 0;
+  int64_t marker = -1;
+};
+
+} // namespace
+
+c10::DeviceIndex current_slot() noexcept { return t_current_slot; }
+
+void set_current_slot(c10::DeviceIndex index) {
+  (void)slot_info(index);
+  t_current_slot = index;
+}
+
+c10::StreamId current_stream_id(c10::DeviceIndex index) noexcept {
+  return (index >= 0 && index < 128) ? t_current_stream[index] : 0;
+}
+
+c10::Stream current_stream(c10::DeviceIndex index) {
+  return c10::Stream(c10::Stream::UNSAFE, c10::Device(c10::kPrivateUse1, index),
+                     current_stream_id(index));
+}
+
+c10::Stream new_stream(c10::DeviceIndex index) {
+  (void)slot_info(index);
+  return c10::Stream(c10::Stream::UNSAFE, c10::Device(c10::kPrivateUse1, index),
+                     g_next_stream.fetch_add(1));
+}
+
+c10::Device HybridGuardImpl::exchangeDevice(c10::Device d) const {
+  const c10::Device old = getDevice();
+  const c10::DeviceIndex index = resolve(d);
+  if (index != t_current_slot) set_current_slot(index);
+  return old;
+}
+
+c10::Device HybridGuardImpl::getDevice() const {
+  return c10::Device(c10::kPrivateUse1, t_current_slot);
+}
+
+void HybridGuardImpl::setDevice(c10::Device d) const { set_current_slot(resolve(d)); }
+
+void HybridGuardImpl::uncheckedSetDevice(c10::Device d) const noexcept {
+  t_current_slot = resolve(d);
+}
+
+c10::Stream HybridGuardImpl::getStream(c10::Device d) const {
+  return current_stream(resolve(d));
+}
+
+c10::Stream HybridGuardImpl::getDefaultStream(c10::Device d) const {
+  return c10::Stream(c10::Stream::DEFAULT, c10::Device(c10::kPrivateUse1, resolve(d)));
+}
+
+c10::Stream HybridGuardImpl::getNewStream(c10::Device d, int /*priority*/) const {
+  return new_stream(resolve(d));
+}
+
+c10::Stream HybridGuardImpl::getStreamFromGlobalPool(c10::Device d, bool /*high_priority*/) const {
+  return new_stream(resolve(d));
+}
+
+c10::Stream HybridGuardImpl::exchangeStream(c10::Stream s) const {
+  const c10::DeviceIndex index = s.device_index();
+  (void)slot_info(index);
+  const c10::Stream old = current_stream(index);
+  t_current_stream[index] = s.id();
+  return old;
+}
+
+c10::DeviceIndex HybridGuardImpl::deviceCount() const noexcept { return slot_count(); }
+
+void HybridGuardImpl::destroyEvent(void* event, const c10::DeviceIndex) const noexcept {
+  delete static_cast<Event*>(event);
+}
+
+void HybridGuardImpl::record(void** event, const c10::Stream& stream,
+                             const c10::DeviceIndex device_index,
+                             const c10::EventFlag /*flag*/) const {
+  TORCH_CHECK(device_index == -1 || device_index == stream.device_index(),
+              "event device index ", static_cast<int>(device_index),
+              " does not match the recording stream's device ", stream.device());
+  if (*event == nullptr) *event = new Event();
+  auto* e = static_cast<Event*>(*event);
+  e->slot = stream.device_index();
+  e->stream = stream.id();
+  e->marker = timeline::record_marker(e->slot, e->stream);
+}
+
+void HybridGuardImpl::block(void* event, const c10::Stream& stream) const {
+  if (event == nullptr) return;  // never recorded: nothing to wait for, as in CUDA
+  auto* e = static_cast<Event*>(event);
+  timeline::record_wait(stream.device_index(), stream.id(), e->marker);
+}
+
+bool HybridGuardImpl::queryEvent(void* /*event*/) const {
+  return true;  // host execution is synchronous: recorded work is complete
+}
+
+bool HybridGuardImpl::queryStream(const c10::Stream&) const { return true; }
+void HybridGuardImpl::synchronizeStream(const c10::Stream&) const {}
+void HybridGuardImpl::synchronizeEvent(void*) const {}
+void HybridGuardImpl::synchronizeDevice(const c10::DeviceIndex) const {}
+
+double HybridGuardImpl::elapsedTime(void* event1, void* event2, const c10::DeviceIndex) const {
+  TORCH_CHECK(event1 && event2,
+              "both events must be recorded before elapsed_time can be computed");
+  auto* a = static_cast<Event*>(event1);
+  auto* b = static_cast<Event*>(event2);
+  return timeline::elapsed_ms(a->marker, b->marker);
+}
+
+C10_REGISTER_GUARD_IMPL(PrivateUse1, HybridGuardImpl);
+
+} // namespace hybrid

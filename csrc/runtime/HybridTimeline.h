@@ -1,0 +1,76 @@
+#pragma once
+// The record side of the modelled timeline. The per-op dispatch only appends a
+// compact record here; costing (devices.cost) happens in Python, in batches,
+// when a clock is read. Nothing here knows a chip's speed.
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+#include <c10/core/Stream.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace hybrid::timeline {
+
+enum class RecordKind : uint8_t {
+  Op = 0,          // an ATen op executed on `slot`
+  Copy = 1,        // bytes moved from `slot` to `peer` (-1: host memory)
+  Marker = 2,      // an event recorded on (slot, stream); `value` is its id
+  Wait = 3,        // (slot, stream) waits for marker `value`
+  Collective = 4,  // placed by the collective layer; `value` indexes its own log
+};
+
+enum RecordFlags : uint8_t {
+  kCausal = 1,    // the op had is_causal=True (attention FLOPs halve)
+  kMeasured = 2,  // measured_s holds a real CUDA-event time
+  kNonBlocking = 4,
+};
+
+struct Record {
+  RecordKind kind;
+  uint8_t flags;
+  c10::ScalarType dtype;
+  c10::DeviceIndex slot;
+  c10::DeviceIndex peer;
+  uint32_t name;             // index into names(); 0 for non-op records
+  uint32_t shapes_begin;     // into the shape arena: per tensor [ndim, sizes...]
+  uint32_t n_inputs;         // tensors before the outputs in the arena
+  uint32_t n_outputs;
+  c10::StreamId stream;
+  c10::StreamId peer_stream;
+  int64_t value;             // copy: bytes; marker/wait: marker id
+  double measured_s;
+};
+
+bool enabled() noexcept;
+void set_enabled(bool on) noexcept;
+
+// Appends an op record. `inputs` are the op's arguments (tensors and tensor
+// lists are read; everything else skipped), `outputs` its returns.
+void record_op(const c10::OperatorHandle& op, c10::DeviceIndex slot,
+               const c10::IValue* inputs, size_t n_inputs,
+               const c10::IValue* outputs, size_t n_outputs,
+               c10::ScalarType dtype, uint8_t flags);
+void record_copy(c10::DeviceIndex src, c10::DeviceIndex dst, int64_t nbytes,
+                 c10::ScalarType dtype, bool non_blocking);
+int64_t record_marker(c10::DeviceIndex slot, c10::StreamId stream);
+void record_wait(c10::DeviceIndex slot, c10::StreamId stream, int64_t marker);
+void record_collective(c10::DeviceIndex slot, c10::StreamId stream, int64_t log_index);
+
+// Hands over everything recorded since the last drain.
+struct Batch {
+  std::vector<Record> records;
+  std::vector<int64_t> shapes;
+};
+Batch drain();
+std::string name_of(uint32_t id);
+
+// Python installs this: modelled milliseconds between two markers.
+void set_elapsed_hook(std::function<double(int64_t, int64_t)> hook);
+double elapsed_ms(int64_t start_marker, int64_t end_marker);
+
+} // namespace hybrid::timeline

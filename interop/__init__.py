@@ -1,0 +1,24 @@
+"""hybrid-interop: a heterogeneous Trainium + NVIDIA rack as a PyTorch device.
+
+``import interop`` registers the device type ``hybrid`` and the module
+``torch.hybrid`` (mirroring ``torch.cuda``), and installs the embedded default
+rack (``fusion-default``: 4 projected Trn4 + 4 B200 in one NVLink Fusion
+domain). Every op on a hybrid tensor runs for real, on the same bytes; its
+modelled time goes to the rack's timeline.
+
+Public names: :class:`Rack`, :func:`set_rack`, :func:`current_rack`,
+:func:`presets`.
+"""
+
+from __future__ import annotations
+
+from interop._backend import DEVICE_TYPE, register
+from interop.rack import Rack, RackDevice, current_rack, presets, set_rack
+
+__version__ = "0.1.0"
+
+register()
+if current_rack() is None:
+    set_rack(Rack.preset("fusion-default"))
+
+__all__ = ["DEVICE_TYPE", "Rack", "RackDevice", "current_rack", "presets", "set_rack", "__version__"]

@@ -1,0 +1,29 @@
+"""Registers the `hybrid` device type with PyTorch (once per process)."""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+
+DEVICE_TYPE = "hybrid"
+_registered = False
+
+
+def register() -> None:
+    """Rename PrivateUse1 to ``hybrid``, install ``torch.hybrid`` and the
+    ``Tensor.hybrid()`` / ``Module.hybrid()`` / storage methods."""
+    global _registered
+    if _registered:
+        return
+    from interop import _C  # noqa: F401  (loading it registers the C++ backend)
+    from interop import hybrid as module
+
+    if torch._C._get_privateuse1_backend_name() != DEVICE_TYPE:
+        torch.utils.rename_privateuse1_backend(DEVICE_TYPE)
+    torch._register_device_module(DEVICE_TYPE, module)
+    sys.modules.setdefault(f"torch.{DEVICE_TYPE}", module)
+    torch.utils.generate_methods_for_privateuse1_backend(
+        for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
+    )
+    _registered = True
