@@ -1,0 +1,71 @@
+"""Rows for listings (``hybrid racks``): every catalogue figure with its unit, source and status, and the presets.
+
+Rows are plain dicts of strings (plus the raw value), so a CLI, a test or a
+notebook can print them without knowing the dataclasses.
+"""
+
+from __future__ import annotations
+
+from devices.chip import catalogue
+from devices.rack_parse import load_preset, presets
+from devices.units import format_value
+
+CATALOGUE_COLUMNS: tuple[str, ...] = ("kind", "name", "figure", "value", "unit", "display", "status", "source", "note")
+"""Keys of each :func:`catalogue_rows` row, in display order."""
+
+PRESET_COLUMNS: tuple[str, ...] = ("name", "slots", "kinds", "domains", "network", "description")
+"""Keys of each :func:`presets_rows` row, in display order."""
+
+_UNITS = {"hbm_capacity": "B", "hbm_bandwidth": "B/s", "scale_up_bandwidth": "B/s",
+          "power": "W", "price_per_hour": "USD/h"}
+
+
+def catalogue_rows(kinds: list[str] | None = None) -> list[dict]:
+    """One row per chip figure: kind, name, figure (``"peak.bfloat16"``...), value, unit, display, status, source, note.
+
+    A figure the catalogue leaves unset (no power or price was found) gets a
+    row too, with value None, display ``"-"`` and status ``"unset"``, so the
+    listing shows what is missing rather than hiding it.
+    """
+    chips = catalogue()
+    rows: list[dict] = []
+    for kind in (sorted(chips) if kinds is None else kinds):
+        member = chips[kind] if kind in chips else None
+        if member is None:
+            from devices.chip import chip
+
+            member = chip(kind)  # raises listing the accepted kinds
+        for field_name, fig in member.figures().items():
+            if fig is None:
+                rows.append({"kind": member.kind, "name": member.name, "figure": field_name, "value": None,
+                             "unit": _UNITS.get(field_name, ""), "display": "-", "status": "unset",
+                             "source": "no figure found; left unset rather than invented", "note": ""})
+                continue
+            rows.append({"kind": member.kind, "name": member.name, "figure": field_name, "value": fig.value,
+                         "unit": fig.unit, "display": format_value(fig.value, fig.unit), "status": fig.status,
+                         "source": fig.source, "note": fig.note})
+    return rows
+
+
+def presets_rows() -> list[dict]:
+    """One row per preset: name, slots, kinds (``"4 trn4, 4 b200"``), domains, network, description."""
+    rows = []
+    for name, description in presets().items():
+        rack = load_preset(name)
+        domains = ", ".join(
+            f"{d.name} {d.fabric}" + (f" {'x'.join(map(str, d.shape))}" if d.shape else "")
+            + (" +reduction" if d.in_switch_reduction else "") for d in rack.domains)
+        network = "-" if rack.network is None else (
+            f"{rack.network.fabric} {format_value(rack.network.bandwidth, 'B/s')}/slot")
+        rows.append({"name": name, "slots": str(len(rack)),
+                     "kinds": ", ".join(f"{n} {k}" for k, n in rack.counts().items()),
+                     "domains": domains, "network": network, "description": description})
+    return rows
+
+
+def format_table(rows: list[dict], columns: tuple[str, ...] | list[str]) -> str:
+    """Rows as a plain aligned text table (no third-party dependency), one line per row."""
+    cells = [[str(c) for c in columns]] + [["-" if r.get(c) is None else str(r.get(c)) for c in columns]
+                                          for r in rows]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() for line in cells)

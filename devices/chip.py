@@ -1,0 +1,218 @@
+"""The chip record and the catalogue that finds chips by their kind.
+
+One chip per file under ``devices/chips/``; the file name is the kind, and
+each file defines ``CHIP = Chip(...)``.  Adding a chip is adding a file: the
+catalogue discovers modules by name, so there is no table to edit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from types import MappingProxyType
+from typing import Mapping
+
+from devices.figure import Figure
+
+VENDORS: tuple[str, ...] = ("nvidia", "aws")
+"""Accepted values of :attr:`Chip.vendor`."""
+
+FAMILIES: tuple[str, ...] = ("gpu", "trainium")
+"""Accepted values of :attr:`Chip.family`."""
+
+SCALE_UP_FABRICS: tuple[str, ...] = (
+    "nvlink4", "nvlink5", "nvlink-fusion", "neuronlink-v2", "neuronlink-v3", "neuronlink-v4",
+)
+"""Accepted values of :attr:`Chip.scale_up_fabric` (the chip's own link generation)."""
+
+PEAK_KEYS: tuple[str, ...] = ("bfloat16", "float16", "float8", "float4", "float32", "float64", "int8")
+"""Keys a chip's :attr:`Chip.peak` may hold (torch dtype names; float8/float4 cover their variants)."""
+
+# Which catalogue keys answer a dtype, in order of preference.  The first key
+# the chip has wins; a key other than the first is a fallback and is recorded
+# in the returned figure's note.  Why each fallback:
+#   float16 -> bfloat16: every catalogued chip runs FP16 and BF16 at one rate
+#                        (vendors list them together, "BF16/FP16").
+#   float4  -> float8:   a chip without an FP4 path (H100, H200, Trn2) computes
+#                        FP4 data at best at its FP8 rate after upcasting.
+#   int8    -> float8:   NVIDIA lists dense INT8 at the FP8 rate through Hopper
+#                        and Blackwell; the exception (GB300) carries its own.
+#   float64 -> float32:  Trainium has no FP64 units; the float32 figure is an
+#                        optimistic upper bound, marked as such in the note.
+#   other integers, bool, complex64 -> float32; complex128 -> float64 chain:
+#                        no tensor-engine path; such ops are memory-bound in
+#                        practice, so the compute rate is only a bound.
+_FLOAT8 = ("float8",)
+_DTYPE_RULES: dict[str, tuple[str, ...]] = {
+    "bfloat16": ("bfloat16",),
+    "float16": ("float16", "bfloat16"),
+    "float32": ("float32",),
+    "float64": ("float64", "float32"),
+    "float8": _FLOAT8,
+    "float8_e4m3fn": _FLOAT8, "float8_e5m2": _FLOAT8, "float8_e4m3fnuz": _FLOAT8,
+    "float8_e5m2fnuz": _FLOAT8, "float8_e8m0fnu": _FLOAT8,
+    "float4": ("float4", "float8"),
+    "float4_e2m1fn_x2": ("float4", "float8"),
+    "int8": ("int8", "float8"),
+    "uint8": ("int8", "float8"),
+    "int16": ("float32",), "int32": ("float32",), "int64": ("float32",),
+    "uint16": ("float32",), "uint32": ("float32",), "uint64": ("float32",),
+    "bool": ("float32",),
+    "complex32": ("float16", "bfloat16"),
+    "complex64": ("float32",),
+    "complex128": ("float64", "float32"),
+}
+_DTYPE_ALIASES = {"half": "float16", "float": "float32", "double": "float64", "chalf": "complex32",
+                  "cfloat": "complex64", "cdouble": "complex128", "long": "int64", "int": "int32",
+                  "short": "int16"}
+
+DTYPE_NAMES: tuple[str, ...] = tuple(_DTYPE_RULES)
+"""Dtype names :meth:`Chip.peak_for` accepts (plus torch aliases and ``torch.``-prefixed forms)."""
+
+
+def _dtype_name(dtype: object) -> str:
+    # str(torch.bfloat16) == "torch.bfloat16": accept torch dtypes without importing torch.
+    name = str(dtype).strip()
+    if name.startswith("torch."):
+        name = name[len("torch."):]
+    return _DTYPE_ALIASES.get(name, name)
+
+
+@dataclass(frozen=True, slots=True)
+class Chip:
+    """One accelerator's sourced figures (per chip, dense rates, SI units)."""
+
+    kind: str
+    """Catalogue key and file name, e.g. ``"h100"``."""
+    name: str
+    """Marketing name, e.g. ``"NVIDIA H100 SXM5"``."""
+    vendor: str
+    """One of :data:`VENDORS`."""
+    family: str
+    """One of :data:`FAMILIES`."""
+    peak: Mapping[str, Figure]
+    """Dense peak FLOP/s keyed by torch dtype name (see :data:`PEAK_KEYS`); read it with :meth:`peak_for`."""
+    hbm_capacity: Figure
+    """Device memory in bytes."""
+    hbm_bandwidth: Figure
+    """Device memory bandwidth in bytes/s."""
+    scale_up_bandwidth: Figure
+    """Bytes/s per direction per chip on its scale-up fabric (vendor bidirectional totals are halved)."""
+    scale_up_fabric: str
+    """One of :data:`SCALE_UP_FABRICS`."""
+    power: Figure | None
+    """Board power in W, or None where no figure was given."""
+    price_per_hour: Figure | None
+    """USD/h per chip (secondary), or None where no price was found; never invented."""
+
+    def __post_init__(self) -> None:
+        if self.vendor not in VENDORS:
+            raise ValueError(f"Chip.vendor: unknown vendor {self.vendor!r}; accepted: {', '.join(VENDORS)}")
+        if self.family not in FAMILIES:
+            raise ValueError(f"Chip.family: unknown family {self.family!r}; accepted: {', '.join(FAMILIES)}")
+        if self.scale_up_fabric not in SCALE_UP_FABRICS:
+            raise ValueError(f"Chip.scale_up_fabric: unknown fabric {self.scale_up_fabric!r}; "
+                             f"accepted: {', '.join(SCALE_UP_FABRICS)}")
+        for key, fig in self.peak.items():
+            if key not in PEAK_KEYS:
+                raise ValueError(f"Chip.peak: unknown key {key!r} for {self.kind}; accepted: {', '.join(PEAK_KEYS)}")
+            if fig.unit != "FLOP/s":
+                raise ValueError(f"Chip.peak[{key!r}]: unit must be FLOP/s, got {fig.unit!r}")
+        for required in ("bfloat16", "float32"):
+            if required not in self.peak:
+                raise ValueError(f"Chip.peak: {self.kind} needs a {required!r} figure")
+        units = {"hbm_capacity": "B", "hbm_bandwidth": "B/s", "scale_up_bandwidth": "B/s",
+                 "power": "W", "price_per_hour": "USD/h"}
+        for field_name, unit in units.items():
+            fig = getattr(self, field_name)
+            if fig is not None and fig.unit != unit:
+                raise ValueError(f"Chip.{field_name}: unit must be {unit!r}, got {fig.unit!r}")
+        # A read-only view, so a caller cannot edit the shared catalogue entry.
+        object.__setattr__(self, "peak", MappingProxyType(dict(self.peak)))
+
+    def __hash__(self) -> int:
+        # peak is a mapping (unhashable); the kind identifies a catalogue chip.
+        return hash((self.kind, self.name))
+
+    @property
+    def projected(self) -> bool:
+        """True if any of the chip's figures is projected (e.g. Trainium4)."""
+        return any(fig is not None and fig.projected for fig in self.figures().values())
+
+    def figures(self) -> dict[str, Figure | None]:
+        """Every figure by field name (``"peak.bfloat16"``, ``"hbm_capacity"``, ...), in display order."""
+        out: dict[str, Figure | None] = {f"peak.{key}": self.peak[key] for key in PEAK_KEYS if key in self.peak}
+        out.update(
+            hbm_capacity=self.hbm_capacity,
+            hbm_bandwidth=self.hbm_bandwidth,
+            scale_up_bandwidth=self.scale_up_bandwidth,
+            power=self.power,
+            price_per_hour=self.price_per_hour,
+        )
+        return out
+
+    def peak_for(self, dtype: object) -> Figure:
+        """Dense peak FLOP/s for a dtype (a name such as ``"float16"`` or a ``torch.dtype``).
+
+        The chip's own figure when it has one; otherwise the documented
+        fallback (float16 -> bfloat16, float8 variants -> float8, float4 ->
+        float8, int8/uint8 -> float8, float64 -> float32 as an optimistic
+        bound, other integers/bool/complex64 -> float32), with the rule
+        appended to the returned figure's note.  Unknown dtypes raise
+        ValueError listing the accepted names.
+        """
+        name = _dtype_name(dtype)
+        rule = _DTYPE_RULES.get(name)
+        if rule is None:
+            raise ValueError(f"dtype: unknown dtype {name!r}; accepted: {', '.join(DTYPE_NAMES)}")
+        for position, key in enumerate(rule):
+            fig = self.peak.get(key)
+            if fig is None:
+                continue
+            if position == 0 and key == name:
+                return fig
+            return fig.with_note(f"{name} uses the {key} figure (fallback rule: no {name} figure for {self.kind})"
+                                 if key != name else f"{name} uses the {key} figure")
+        raise ValueError(f"dtype: {self.kind} has no figure for {name!r} nor its fallbacks {', '.join(rule)}")
+
+
+@lru_cache(maxsize=1)
+def _load() -> Mapping[str, Chip]:
+    # Discovered once, on first use, so `import devices` stays cheap.
+    import importlib
+    import pkgutil
+
+    import devices.chips as package
+
+    found: dict[str, Chip] = {}
+    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+        if info.name.startswith("_") or info.ispkg:
+            continue
+        module = importlib.import_module(f"{package.__name__}.{info.name}")
+        chip_record = getattr(module, "CHIP", None)
+        if not isinstance(chip_record, Chip):
+            raise ValueError(f"devices/chips/{info.name}.py: must define CHIP = Chip(...)")
+        if chip_record.kind != info.name:
+            raise ValueError(f"devices/chips/{info.name}.py: CHIP.kind is {chip_record.kind!r}; "
+                             f"the file name is the kind, so it must be {info.name!r}")
+        found[info.name] = chip_record
+    return MappingProxyType(found)
+
+
+def kinds() -> list[str]:
+    """Every catalogued chip kind, sorted (``["b200", "gb300", "h100", ...]``)."""
+    return sorted(_load())
+
+
+def catalogue() -> dict[str, Chip]:
+    """A fresh dict of every catalogued chip by kind."""
+    return dict(_load())
+
+
+def chip(kind: str) -> Chip:
+    """The chip of a kind (case-insensitive); ValueError naming it and listing the accepted kinds."""
+    table = _load()
+    key = kind.strip().lower() if isinstance(kind, str) else kind
+    if key not in table:
+        raise ValueError(f"kind: unknown chip kind {kind!r}; accepted kinds: {', '.join(sorted(table))}")
+    return table[key]

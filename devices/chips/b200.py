@@ -1,0 +1,32 @@
+"""NVIDIA B200 (Blackwell) as in the HGX B200 8-GPU board, 1,000 W configuration."""
+
+from devices.chip import Chip
+from devices.figure import Figure
+
+_SHEET = "NVIDIA HGX B200 datasheet, per-GPU column (https://www.nvidia.com/en-us/data-center/hgx/)"
+_REPRO = ("NVIDIA DGX/HGX B200 spec table as reproduced by verda.com/blog/gb300-nvl72-architecture "
+          "(B200 FP32 0.075 PFLOPS) and zdszero.github.io (HGX B200: FP32 75, FP64 37 TFLOPS)")
+
+CHIP = Chip(
+    kind="b200",
+    name="NVIDIA B200 (HGX)",
+    vendor="nvidia",
+    family="gpu",
+    peak={
+        "bfloat16": Figure(2250e12, "FLOP/s", _SHEET, "published", "dense; 4,500 is with sparsity"),
+        "float16": Figure(2250e12, "FLOP/s", _SHEET, "published", "dense; 4,500 is with sparsity"),
+        "float8": Figure(4500e12, "FLOP/s", _SHEET, "published", "dense FP8/FP6; 9,000 is with sparsity"),
+        "float4": Figure(9000e12, "FLOP/s", _SHEET, "published", "dense NVFP4; 18,000 is with sparsity"),
+        "float32": Figure(75e12, "FLOP/s", _REPRO, "secondary",
+                          "HGX B200 600 TFLOPS FP32 / 8 GPUs; glennklockwood.com lists 80 for a 1,000 W B200"),
+        "float64": Figure(37e12, "FLOP/s", _REPRO, "secondary", "FP64 / FP64 Tensor Core, HGX B200"),
+    },
+    hbm_capacity=Figure(180e9, "B", _SHEET, "published", "180 GB HBM3e (192 GB physical)"),
+    hbm_bandwidth=Figure(7.7e12, "B/s", _SHEET, "published", "7.7 TB/s"),
+    scale_up_bandwidth=Figure(
+        900e9, "B/s", _SHEET, "published",
+        "NVLink 5: 1.8 TB/s is the bidirectional total; per direction = 1.8e12/2 = 900 GB/s"),
+    scale_up_fabric="nvlink5",
+    power=Figure(1000.0, "W", _SHEET, "published", "up to 1,000 W"),
+    price_per_hour=None,  # specs.md: p6 on-demand price not found; never invented.
+)

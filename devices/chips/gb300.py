@@ -1,0 +1,35 @@
+"""NVIDIA GB300 (Blackwell Ultra), one GPU of a GB300 NVL72 rack."""
+
+from devices.chip import Chip
+from devices.figure import Figure
+
+_VENDOR = "NVIDIA GB300 NVL72 product pages, per-GPU figures (specs.md: secondary, vendor pages)"
+_VERDA = "verda.com/blog/gb300-nvl72-architecture, per-GPU table (https://verda.com/blog/gb300-nvl72-architecture)"
+_KLOCK = "glennklockwood.com/garden/processors/B300 (HGX B300: FP64 1.25 TFLOPS)"
+
+CHIP = Chip(
+    kind="gb300",
+    name="NVIDIA GB300 (Blackwell Ultra, per GPU)",
+    vendor="nvidia",
+    family="gpu",
+    peak={
+        "bfloat16": Figure(2500e12, "FLOP/s", _VENDOR, "secondary", "dense"),
+        "float16": Figure(2500e12, "FLOP/s", _VENDOR, "secondary", "dense"),
+        "float8": Figure(5000e12, "FLOP/s", _VENDOR, "secondary", "dense FP8/FP6"),
+        "float4": Figure(15000e12, "FLOP/s", _VENDOR, "secondary", "dense NVFP4"),
+        "float32": Figure(80e12, "FLOP/s", _VERDA, "secondary", "0.080 PFLOPS FP32"),
+        # Blackwell Ultra cut INT8 and FP64 sharply; listed so the fallbacks
+        # (int8 -> float8, float64 -> float32) cannot overstate them.
+        "int8": Figure(165e12, "FLOP/s", _VERDA, "secondary", "0.165 POPS dense INT8 (cut vs B200's 4.5 POPS)"),
+        "float64": Figure(1.25e12, "FLOP/s", _KLOCK, "secondary",
+                          "HGX B300 figure; Blackwell Ultra has 'essentially no FP64'"),
+    },
+    hbm_capacity=Figure(279e9, "B", _VENDOR, "secondary", "279 GB usable (288 GB physical HBM3e)"),
+    hbm_bandwidth=Figure(8e12, "B/s", _VENDOR, "secondary", "8 TB/s"),
+    scale_up_bandwidth=Figure(
+        900e9, "B/s", f"{_VENDOR}; NVLink 5 1.8 TB/s per GPU, NVL72 130 TB/s aggregate", "secondary",
+        "NVLink 5: 1.8 TB/s is the bidirectional total; per direction = 900 GB/s (72 x 1.8 TB/s = 130 TB/s)"),
+    scale_up_fabric="nvlink5",
+    power=Figure(1400.0, "W", _VENDOR, "secondary", "1,400 W max TDP per GPU"),
+    price_per_hour=None,  # no GB300 price in specs.md; never invented.
+)

@@ -1,0 +1,39 @@
+"""NVIDIA H100 SXM5 (Hopper), as in an HGX H100 8-GPU node (p5.48xlarge)."""
+
+from devices.chip import Chip
+from devices.figure import Figure
+
+_SHEET = "NVIDIA H100 Tensor Core GPU datasheet, H100 SXM (https://www.nvidia.com/en-us/data-center/h100/)"
+_REPRO = ("NVIDIA H100 datasheet as reproduced by HPC Tech "
+          "(https://archive-lib.hpctech.co.jp/gpuproduct/nvidia-h100.html) and "
+          "glennklockwood.com/garden/processors/h100 (66.9 TFLOPS)")
+_DENSE = "dense; the datasheet's {} is with 2:4 sparsity"
+
+CHIP = Chip(
+    kind="h100",
+    name="NVIDIA H100 SXM5",
+    vendor="nvidia",
+    family="gpu",
+    peak={
+        "bfloat16": Figure(989e12, "FLOP/s", _SHEET, "published", _DENSE.format("1,979")),
+        "float16": Figure(989e12, "FLOP/s", _SHEET, "published", _DENSE.format("1,979")),
+        "float8": Figure(1979e12, "FLOP/s", _SHEET, "published", _DENSE.format("3,958")),
+        "float32": Figure(67e12, "FLOP/s", _REPRO, "secondary",
+                          "non-tensor FP32 (CUDA cores); TF32 tensor-core rate is 494.5 dense"),
+        "float64": Figure(67e12, "FLOP/s", _REPRO, "secondary",
+                          "FP64 Tensor Core (used by DGEMM); non-tensor FP64 is 34"),
+    },
+    hbm_capacity=Figure(80e9, "B", _SHEET, "published", "80 GB HBM3 (decimal GB)"),
+    hbm_bandwidth=Figure(3.35e12, "B/s", _SHEET, "published", "3.35 TB/s"),
+    scale_up_bandwidth=Figure(
+        450e9, "B/s", _SHEET, "published",
+        "NVLink 4: 900 GB/s is the bidirectional total (18 links x 50 GB/s, 25 GB/s each way); "
+        "per direction = 900/2 = 450 GB/s"),
+    scale_up_fabric="nvlink4",
+    power=Figure(700.0, "W", _SHEET, "published", "up to 700 W (configurable)"),
+    price_per_hour=Figure(
+        98.32 / 8, "USD/h", "AWS EC2 on-demand price, p5.48xlarge $98.32/h for 8 H100 (specs.md, secondary)",
+        "secondary",
+        "$98.32/h / 8 = $12.29/h per GPU, before the mid-2025 price cut ('up to 45 %'); "
+        "capacity blocks were $39.33/h per instance; a default the user can override"),
+)

@@ -1,0 +1,31 @@
+"""AWS Trainium3, the chip of the Trn3 UltraServer (144 chips on NeuronSwitch-v1)."""
+
+from devices.chip import Chip
+from devices.figure import Figure
+
+_DOCS = ("AWS Neuron docs v2.29.1, Trainium3 architecture "
+         "(https://awsdocs-neuron.readthedocs-hosted.com/en/v2.29.1/about-neuron/arch/neuron-hardware/trainium3.html)")
+
+CHIP = Chip(
+    kind="trn3",
+    name="AWS Trainium3 (Trn3)",
+    vendor="aws",
+    family="trainium",
+    peak={
+        "bfloat16": Figure(671e12, "FLOP/s", _DOCS, "published", "dense, 8 NeuronCore-v4; BF16/FP16/TF32 671"),
+        "float16": Figure(671e12, "FLOP/s", _DOCS, "published", "dense; docs list BF16/FP16/TF32 together"),
+        "float8": Figure(2517e12, "FLOP/s", _DOCS, "published", "dense MXFP8 (microscaling FP8)"),
+        "float4": Figure(2517e12, "FLOP/s", _DOCS, "published", "dense MXFP4, same rate as MXFP8"),
+        "float32": Figure(183e12, "FLOP/s", _DOCS, "published", "docs: 183 FP32 TFLOPS"),
+    },
+    hbm_capacity=Figure(144 * 2**30, "B", _DOCS, "published", "144 GiB"),
+    hbm_bandwidth=Figure(4.9e12, "B/s", _DOCS, "published", "4.9 TB/s (the NKI architecture guide says 4.7 TB/s)"),
+    scale_up_bandwidth=Figure(
+        1.28e12, "B/s", f"{_DOCS}: NeuronLink-v4 2.56 TB/s per device", "published",
+        "2.56 TB/s per chip, read as a bidirectional total like NVIDIA's figures (AWS does not say); "
+        "per direction = 2.56e12/2 = 1.28 TB/s; all-to-all through NeuronSwitch-v1 in the UltraServer"),
+    scale_up_fabric="neuronlink-v4",
+    power=Figure(1000.0, "W", "press coverage of re:Invent 2025 (specs.md)", "secondary",
+                 "~1 kW, unconfirmed by AWS"),
+    price_per_hour=None,  # specs.md: trn3 on-demand price not found; never invented.
+)

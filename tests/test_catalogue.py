@@ -1,0 +1,289 @@
+"""The chip catalogue against the figures of specs.md (written out here as an independent reference)."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+import devices
+from devices import STATUSES, Figure, catalogue, catalogue_rows, chip, kinds
+from devices.catalogue_table import CATALOGUE_COLUMNS, PRESET_COLUMNS, presets_rows
+from devices.fabrics import fabric, network_bandwidth
+
+T = 1e12
+GiB = 2**30
+
+# specs.md, "Chips (dense TFLOP/s)": bf16, fp8, fp4, HBM bytes, HBM B/s, scale-up bidirectional B/s per chip, power W.
+# Scale-up figures are the vendors' per-chip totals; the catalogue stores half (per direction).
+SPECS = {
+    "trn1": (190 * T, 190 * T, None, 32 * GiB, 820 * GiB, 384e9, None),
+    "trn2": (667 * T, 1299 * T, None, 96 * GiB, 2.9e12, 1.28e12, None),
+    "trn3": (671 * T, 2517 * T, 2517 * T, 144 * GiB, 4.9e12, 2.56e12, 1000.0),
+    "h100": (989 * T, 1979 * T, None, 80e9, 3.35e12, 900e9, 700.0),
+    "h200": (989 * T, 1979 * T, None, 141e9, 4.8e12, 900e9, 700.0),
+    "b200": (2250 * T, 4500 * T, 9000 * T, 180e9, 7.7e12, 1.8e12, 1000.0),
+    "gb300": (2500 * T, 5000 * T, 15000 * T, 279e9, 8e12, 1.8e12, 1400.0),
+}
+
+# Dense FP32 found with the search tool (see the chip files for the citations).
+FP32 = {"trn1": 47.5 * T, "trn2": 181 * T, "trn3": 183 * T, "h100": 67 * T, "h200": 67 * T,
+        "b200": 75 * T, "gb300": 80 * T}
+
+
+def test_every_specs_chip_is_catalogued():
+    assert {"trn2", "trn3", "trn4", "h100", "h200", "b200", "gb300"} <= set(kinds())
+    assert kinds() == sorted(catalogue())
+
+
+@pytest.mark.parametrize("kind", sorted(SPECS))
+def test_figures_match_specs(kind):
+    bf16, fp8, fp4, capacity, bandwidth, link_bidir, power = SPECS[kind]
+    c = chip(kind)
+    assert c.peak["bfloat16"].value == pytest.approx(bf16)
+    assert c.peak["float8"].value == pytest.approx(fp8)
+    if fp4 is None:
+        assert "float4" not in c.peak
+    else:
+        assert c.peak["float4"].value == pytest.approx(fp4)
+    assert c.hbm_capacity.value == capacity
+    assert c.hbm_bandwidth.value == pytest.approx(bandwidth)
+    assert c.scale_up_bandwidth.value == pytest.approx(link_bidir / 2)
+    assert "direction" in c.scale_up_bandwidth.note
+    if power is None:
+        assert c.power is None
+    else:
+        assert c.power.value == power and c.power.unit == "W"
+
+
+def test_dense_not_sparse():
+    # The classic mistake: H100's 1,979 BF16 is the sparse figure.
+    assert chip("h100").peak["bfloat16"].value == 989e12
+    for kind in ("h100", "h200", "b200", "gb300"):
+        c = chip(kind)
+        assert c.peak["float8"].value == pytest.approx(2 * c.peak["bfloat16"].value, rel=1e-3)
+        assert c.peak["float16"].value == c.peak["bfloat16"].value
+
+
+@pytest.mark.parametrize("kind", sorted(FP32))
+def test_fp32_figures(kind):
+    fig = chip(kind).peak["float32"]
+    assert fig.value == pytest.approx(FP32[kind])
+    # Neuron docs are AWS's own pages; the NVIDIA FP32 figures were read through third parties.
+    assert fig.status == ("published" if kind.startswith("trn") else "secondary")
+
+
+def test_units_are_si():
+    assert chip("h100").hbm_capacity.value == 80_000_000_000
+    assert chip("trn2").hbm_capacity.value == 103_079_215_104
+    assert chip("h100").scale_up_bandwidth.value == 450e9
+    assert chip("b200").scale_up_bandwidth.value == 900e9
+
+
+def test_trainium4_is_projected_from_trainium3_multipliers():
+    t3, t4 = chip("trn3"), chip("trn4")
+    assert t4.peak["float8"].value == pytest.approx(3 * 2517e12)
+    assert t4.peak["float4"].value == pytest.approx(6 * 2517e12)
+    assert t4.hbm_bandwidth.value == pytest.approx(4 * 4.9e12)
+    assert t4.hbm_capacity.value == 2 * 144 * GiB
+    assert "not confirmed" in t4.hbm_capacity.note.lower()
+    assert t4.projected and not t3.projected
+    for name, fig in t4.figures().items():
+        if fig is not None:
+            assert fig.status == "projected", name
+            assert fig.note, name
+    assert "3x" in t4.peak["float8"].note and "6x" in t4.peak["float4"].note
+    assert "4x" in t4.hbm_bandwidth.note
+    assert t4.scale_up_fabric == "nvlink-fusion"
+    # NVLink 6 class: 3.6 TB/s per GPU bidirectional (specs.md, secondary) -> 1.8 TB/s per direction.
+    assert t4.scale_up_bandwidth.value == pytest.approx(1.8e12)
+
+
+def test_only_trainium4_is_projected():
+    assert [k for k in kinds() if chip(k).projected] == ["trn4"]
+
+
+def test_prices_only_where_specs_give_them():
+    assert chip("trn1").price_per_hour.value == pytest.approx(21.50 / 16)
+    assert chip("h100").price_per_hour.value == pytest.approx(98.32 / 8)
+    for kind in ("trn1", "h100"):
+        assert chip(kind).price_per_hour.status == "secondary"
+        assert chip(kind).price_per_hour.unit == "USD/h"
+    for kind in ("trn2", "trn3", "trn4", "h200", "b200", "gb300"):
+        assert chip(kind).price_per_hour is None
+
+
+def test_every_figure_is_sourced():
+    units = {"hbm_capacity": "B", "hbm_bandwidth": "B/s", "scale_up_bandwidth": "B/s", "power": "W",
+             "price_per_hour": "USD/h"}
+    for kind in kinds():
+        for name, fig in chip(kind).figures().items():
+            if fig is None:
+                continue
+            assert fig.status in STATUSES
+            assert fig.source.strip()
+            assert fig.unit == units.get(name, "FLOP/s"), (kind, name)
+
+
+def test_gb300_int8_and_fp64_are_not_overstated():
+    gb300 = chip("gb300")
+    assert gb300.peak_for("int8").value == pytest.approx(165e12)
+    assert gb300.peak_for("float64").value == pytest.approx(1.25e12)
+
+
+class _FakeDtype:
+    def __str__(self):
+        return "torch.float8_e4m3fn"
+
+
+def test_peak_for_rules():
+    h100, trn2 = chip("h100"), chip("trn2")
+    assert h100.peak_for("bfloat16") is h100.peak["bfloat16"]
+    assert h100.peak_for("torch.float16").value == 989e12
+    assert h100.peak_for("half").value == 989e12
+    assert h100.peak_for(_FakeDtype()).value == 1979e12
+    fp4 = h100.peak_for("float4_e2m1fn_x2")
+    assert fp4.value == 1979e12 and "fallback" in fp4.note
+    assert h100.peak_for("int8").value == 1979e12
+    assert h100.peak_for("float64").value == 67e12
+    fp64 = trn2.peak_for("float64")
+    assert fp64.value == 181e12 and "fallback" in fp64.note
+    assert trn2.peak_for("int32").value == 181e12
+    assert chip("trn1").peak_for("int8").value == 380e12
+    with pytest.raises(ValueError, match="dtype.*'quaternion'.*bfloat16"):
+        h100.peak_for("quaternion")
+
+
+def test_chip_lookup_errors_name_the_kind_and_list_accepted():
+    assert chip(" H100 ") is chip("h100")
+    with pytest.raises(ValueError, match=r"kind: unknown chip kind 'h900'.*accepted kinds: b200, gb300, h100"):
+        chip("h900")
+
+
+def test_catalogue_is_a_copy():
+    table = catalogue()
+    table.pop("h100")
+    assert "h100" in catalogue()
+    with pytest.raises(TypeError):
+        chip("h100").peak["bfloat16"] = Figure(1.0, "FLOP/s", "x", "published")  # type: ignore[index]
+
+
+def test_one_chip_per_file_named_by_kind():
+    folder = pathlib.Path(devices.__file__).parent / "chips"
+    files = sorted(p.stem for p in folder.glob("*.py") if not p.stem.startswith("_"))
+    assert files == kinds()
+    for kind in files:
+        module = __import__(f"devices.chips.{kind}", fromlist=["CHIP"])
+        assert module.CHIP.kind == kind
+
+
+@pytest.mark.parametrize("bad, field", [
+    (dict(value=1.0, unit="FLOP/s", source="x", status="rumoured"), "status"),
+    (dict(value=1.0, unit="flops", source="x", status="published"), "unit"),
+    (dict(value=-1.0, unit="W", source="x", status="published"), "value"),
+    (dict(value=float("nan"), unit="W", source="x", status="published"), "value"),
+    (dict(value=1.0, unit="W", source=" ", status="published"), "source"),
+])
+def test_figure_validation(bad, field):
+    with pytest.raises(ValueError, match=f"Figure.{field}"):
+        Figure(**bad)
+
+
+def test_figures_and_chips_are_frozen():
+    fig = chip("h100").peak["bfloat16"]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fig.value = 1.0  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        chip("h100").kind = "x"  # type: ignore[misc]
+    assert hash(chip("h100")) == hash(chip("h100"))
+
+
+def test_catalogue_rows():
+    rows = catalogue_rows()
+    assert all(set(r) == set(CATALOGUE_COLUMNS) for r in rows)
+    by_key = {(r["kind"], r["figure"]): r for r in rows}
+    bf16 = by_key[("h100", "peak.bfloat16")]
+    assert bf16["value"] == 989e12 and bf16["unit"] == "FLOP/s"
+    assert bf16["display"] == "989 TFLOP/s" and bf16["status"] == "published" and bf16["source"]
+    assert by_key[("trn2", "hbm_capacity")]["display"] == "96 GiB"
+    unset = by_key[("trn2", "price_per_hour")]
+    assert unset["value"] is None and unset["status"] == "unset"
+    assert {r["kind"] for r in rows} == set(kinds())
+    assert {r["kind"] for r in catalogue_rows(["h100"])} == {"h100"}
+    with pytest.raises(ValueError, match="kind"):
+        catalogue_rows(["h900"])
+
+
+def test_presets_rows():
+    rows = presets_rows()
+    assert [r["name"] for r in rows] == list(devices.presets())
+    assert all(set(r) == set(PRESET_COLUMNS) for r in rows)
+    fusion = rows[0]
+    assert fusion["name"] == "fusion-default" and fusion["slots"] == "8" and fusion["kinds"] == "4 trn4, 4 b200"
+    table = devices.format_table(rows, PRESET_COLUMNS)
+    assert table.splitlines()[0].split()[0] == "name" and len(table.splitlines()) == len(rows) + 1
+
+
+def test_fabric_defaults_follow_collectives_md():
+    assert fabric("nvlink").latency.value == pytest.approx(0.6e-6)
+    assert fabric("efa").latency.value == pytest.approx(2.7e-6)
+    assert fabric("infiniband").latency.value == pytest.approx(2.7e-6)
+    assert fabric("neuronswitch").latency.status == "projected"  # no public NeuronLink latency figure
+    assert fabric("pcie").bandwidth.value == pytest.approx(64e9)
+    with pytest.raises(ValueError, match="fabric: unknown fabric 'ethernet'.*nvlink"):
+        fabric("ethernet")
+
+
+def test_network_bandwidth_per_chip_from_specs():
+    gbps = 1e9 / 8
+    assert network_bandwidth("trn1").value == pytest.approx(800 * gbps / 16)
+    assert network_bandwidth("trn2").value == pytest.approx(3200 * gbps / 16)
+    assert network_bandwidth("trn3").value == pytest.approx(28800 * gbps / 144)
+    assert network_bandwidth("trn3").value == pytest.approx(12800 * gbps / 64)  # Gen1 agrees
+    assert network_bandwidth("h100").value == pytest.approx(400 * gbps)
+    assert network_bandwidth("trn4").status == "projected"
+
+
+def _public_names(module):
+    return [getattr(module, n) for n in module.__all__]
+
+
+def test_public_api_has_docstrings():
+    missing = []
+    for obj in _public_names(devices):
+        if inspect.isclass(obj) or inspect.isfunction(obj):
+            if not (obj.__doc__ or "").strip():
+                missing.append(obj.__name__)
+            if inspect.isclass(obj):
+                for name, member in vars(obj).items():
+                    if name.startswith("_") or not (inspect.isfunction(member) or isinstance(
+                            member, (property, classmethod, staticmethod))):
+                        continue
+                    target = member.__func__ if isinstance(member, (classmethod, staticmethod)) else member
+                    if not (target.__doc__ or "").strip():
+                        missing.append(f"{obj.__name__}.{name}")
+    assert not missing, missing
+
+
+def test_import_reads_no_environment_and_no_torch():
+    code = ("import os, sys\n"
+            "class Spy(dict):\n"
+            "    def __getitem__(self, k): raise AssertionError('env read: ' + k)\n"
+            "    def get(self, k, d=None): raise AssertionError('env read: ' + k)\n"
+            "os.environ = Spy(os.environ)\n"
+            "import devices\n"
+            "devices.catalogue(); devices.parse_rack('fusion-default'); devices.presets()\n"
+            "assert 'torch' not in sys.modules, 'torch imported'\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    mine = ["__init__.py", "figure.py", "chip.py", "units.py", "fabrics.py", "rack.py", "rack_parse.py",
+            "rack_toml.py", "catalogue_table.py"]
+    folder = pathlib.Path(devices.__file__).parent
+    for path in [folder / n for n in mine] + sorted((folder / "chips").glob("*.py")):
+        text = path.read_text()
+        assert "os.environ" not in text and "getenv(" not in text, path
+        assert "import torch" not in text, path
