@@ -1,0 +1,216 @@
+"""Gather the ops a model would run, on the meta device, without running anything.
+
+:func:`trace_ops` runs ``fn`` on meta tensors (shapes and dtypes only, no
+data, no kernels) under a ``TorchDispatchMode`` that records every aten op
+that reaches the dispatcher.  torch is imported only when it is called.
+
+Lowering: a few composite ops decompose differently by device.  On meta,
+``F.scaled_dot_product_attention`` falls back to the unfused math path and
+``F.rms_norm`` to a chain of elementwise ops, where a GPU runs one fused
+kernel each.  With ``lower=True`` (the default) the trace records what a GPU
+runs: the flash (or memory-efficient) SDPA kernels with their backward, and
+``_fused_rms_norm`` with ``_fused_rms_norm_backward``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Callable, Mapping
+
+Shape = tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OpRecord:
+    """One op as the cost model takes it (the arguments of :func:`devices.cost.estimate`)."""
+
+    op: str
+    """``"aten::name"`` or ``"aten::name.overload"``."""
+    shapes: tuple[Shape, ...]
+    """Input tensor shapes in argument order (tensor lists flattened, scalars omitted)."""
+    dtype: str
+    """The op's compute dtype: its first floating-point input's (else its first tensor's)."""
+    out_shapes: tuple[Shape, ...] | None = None
+    """Output tensor shapes."""
+    args: Mapping[str, object] = field(default_factory=lambda: MappingProxyType({}))
+    """Non-tensor arguments by schema name, as plain values (dtypes by name)."""
+
+
+def trace_ops(fn: Callable[..., Any], *args: Any, lower: bool = True, **kwargs: Any) -> list[OpRecord]:
+    """Run ``fn(*args, **kwargs)`` on the meta device and return the aten ops it dispatched.
+
+    Tensor arguments are moved to meta first (leaf copies keeping
+    ``requires_grad``), so nothing heavy runs.  Build modules under
+    ``with torch.device("meta"):`` so their parameters are meta as well; a
+    module with real parameters would run real kernels.  ``fn`` may call
+    ``.backward()``: the backward ops are recorded too.
+    """
+    import torch
+    from torch.utils._pytree import tree_map
+
+    def to_meta(x: Any) -> Any:
+        if isinstance(x, torch.Tensor) and x.device.type != "meta":
+            return x.detach().to("meta").requires_grad_(x.requires_grad)
+        return x
+
+    args, kwargs = tree_map(to_meta, (args, kwargs))
+    recorder = _recorder_class()()
+    if lower:
+        with _lowering_class()(recorder), recorder:
+            fn(*args, **kwargs)
+    else:
+        with recorder:
+            fn(*args, **kwargs)
+    return recorder.records
+
+
+def _plain(value: Any) -> Any:
+    import torch
+
+    if isinstance(value, (list, tuple)):
+        items = [_plain(v) for v in value]
+        return _SKIP if any(v is _SKIP for v in items) else tuple(items)
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, torch.dtype):
+        return str(value).removeprefix("torch.")
+    if isinstance(value, torch.SymInt):
+        return int(value)
+    if isinstance(value, torch.SymFloat):
+        return float(value)
+    if isinstance(value, torch.SymBool):
+        return bool(value)
+    return _SKIP  # devices, layouts, memory formats, generators: no bearing on cost
+
+
+_SKIP = object()
+
+
+def make_record(func: Any, args: tuple, kwargs: Mapping[str, Any], out: Any) -> OpRecord:
+    """The :class:`OpRecord` of one dispatched call of an ``OpOverload``."""
+    import torch
+    from torch.utils._pytree import tree_flatten
+
+    schema = func._schema
+    op = f"{schema.name}.{schema.overload_name}" if schema.overload_name else schema.name
+    inputs = [t for t in tree_flatten((args, dict(kwargs)))[0] if isinstance(t, torch.Tensor)]
+    outputs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+    named: dict[str, object] = {}
+    for i, arg in enumerate(schema.arguments):
+        value = args[i] if i < len(args) else kwargs.get(arg.name, _SKIP)
+        if value is _SKIP or isinstance(value, torch.Tensor):
+            continue
+        if isinstance(value, (list, tuple)) and any(isinstance(v, torch.Tensor) for v in value):
+            continue
+        plain = _plain(value)
+        if plain is not _SKIP:
+            named[arg.name] = plain
+    floating = [t for t in inputs if t.is_floating_point()]
+    if floating or inputs:
+        dtype = (floating or inputs)[0].dtype
+    else:
+        dtype = kwargs.get("dtype") or (outputs[0].dtype if outputs else torch.float32)
+    return OpRecord(
+        op=op,
+        shapes=tuple(tuple(int(d) for d in t.shape) for t in inputs),
+        dtype=str(dtype).removeprefix("torch."),
+        out_shapes=tuple(tuple(int(d) for d in t.shape) for t in outputs),
+        args=MappingProxyType(named),
+    )
+
+
+def _recorder_class() -> type:
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Recorder(TorchDispatchMode):
+        """Records every op that reaches the dispatcher, then runs it (on meta: shapes only)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.records: list[OpRecord] = []
+            self.paused = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            out = func(*args, **kwargs)
+            if not self.paused:
+                self.records.append(make_record(func, args, kwargs, out))
+            return out
+
+    return Recorder
+
+
+def _lowering_class() -> type:
+    import torch
+    import torch.nn.functional as F
+    from torch.overrides import TorchFunctionMode
+
+    class FusedRMSNorm(torch.autograd.Function):
+        # On meta there is no data, so the forward only has to produce the
+        # right shapes; the backward calls the real aten op (it has a meta kernel).
+        @staticmethod
+        def forward(ctx, x, weight, normalized_shape, eps, recorder):
+            recorder.paused += 1
+            try:
+                out = torch.empty_like(x)
+                stat = x.shape[: x.dim() - len(normalized_shape)] + (1,) * len(normalized_shape)
+                # CUDA keeps rstd in float for reduced-precision inputs.
+                rstd = torch.empty(stat, dtype=torch.float32 if x.element_size() < 4 else x.dtype, device=x.device)
+            finally:
+                recorder.paused -= 1
+            shapes = (tuple(x.shape),) + ((tuple(weight.shape),) if weight is not None else ())
+            recorder.records.append(OpRecord(
+                "aten::_fused_rms_norm", shapes, str(x.dtype).removeprefix("torch."),
+                (tuple(out.shape), tuple(rstd.shape)),
+                MappingProxyType({"normalized_shape": tuple(normalized_shape), "eps": eps})))
+            ctx.save_for_backward(x, weight, rstd)
+            ctx.normalized_shape = list(normalized_shape)
+            return out
+
+        @staticmethod
+        def backward(ctx, grad):
+            x, weight, rstd = ctx.saved_tensors
+            mask = [ctx.needs_input_grad[0], weight is not None and ctx.needs_input_grad[1]]
+            gx, gw = torch.ops.aten._fused_rms_norm_backward(grad, x, ctx.normalized_shape, rstd, weight, mask)
+            return gx, gw, None, None, None
+
+    def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+        if (attn_mask is None and query.dtype in (torch.float16, torch.bfloat16)
+                and query.shape[-1] <= 256):
+            # What CUDA picks for half precision without a mask: FlashAttention-2,
+            # which handles grouped-query attention natively.
+            return torch.ops.aten._scaled_dot_product_flash_attention(
+                query, key, value, dropout_p, is_causal, scale=scale)[0]
+        if key.shape[-3] != query.shape[-3]:
+            # The memory-efficient kernel needs equal head counts: repeat K/V as torch does.
+            groups = query.shape[-3] // key.shape[-3]
+            key, value = key.repeat_interleave(groups, -3), value.repeat_interleave(groups, -3)
+        if attn_mask is not None and attn_mask.dtype == torch.bool:
+            attn_mask = torch.zeros(attn_mask.shape, dtype=query.dtype, device=query.device).masked_fill(
+                attn_mask.logical_not(), float("-inf"))
+        return torch.ops.aten._scaled_dot_product_efficient_attention(
+            query, key, value, attn_mask, True, dropout_p, is_causal, scale=scale)[0]
+
+    class Lowering(TorchFunctionMode):
+        """Replaces device-dependent composites by the kernels a GPU runs (see module doc)."""
+
+        def __init__(self, recorder) -> None:
+            super().__init__()
+            self.recorder = recorder
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            tensors = [a for a in args[:3] if isinstance(a, torch.Tensor)]
+            on_meta = bool(tensors) and all(t.device.type == "meta" for t in tensors)
+            if on_meta and func is F.scaled_dot_product_attention:
+                return sdpa(*args, **kwargs)
+            if on_meta and func is F.rms_norm:
+                return _rms_norm(self.recorder, *args, **kwargs)
+            return func(*args, **kwargs)
+
+    def _rms_norm(recorder, input, normalized_shape, weight=None, eps=None):
+        shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        return FusedRMSNorm.apply(input, weight, shape, eps, recorder)
+
+    return Lowering
