@@ -17,8 +17,13 @@ sources = sorted(
     os.path.relpath(p, HERE) for p in glob.glob(os.path.join(HERE, "csrc", "**", "*.cpp"), recursive=True)
 )
 
+# bootstrap.sh builds the extension in place with `build_ext --inplace` (cached,
+# incremental) and then installs the package in editable mode only for its
+# console script; this switch keeps that second step from compiling again.
+skip_extension = os.environ.get("HYBRID_SKIP_EXTENSION") == "1"
+
 setup(
-    ext_modules=[
+    ext_modules=[] if skip_extension else [
         CppExtension(
             name="interop._C",
             sources=sources,

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <mutex>
 #include <sstream>
+#include <unordered_map>
 
 namespace hybrid {
 namespace {
@@ -35,13 +36,38 @@ SlotCounters& counters_for(c10::DeviceIndex slot) {
   return counters()[slot];
 }
 
-// What a slot DataPtr's context points at. `inner` owns memory that came from
-// another allocator (CUDA caching allocator, or an adopted kernel output);
-// otherwise `ptr` came from c10::alloc_cpu.
+// Slot memory is tracked by address. CPU kernels may take raw pointers from
+// the CPU allocator (raw_allocate / raw_deallocate), which requires the
+// DataPtr's context to be the data pointer and one fixed deleter for every
+// allocation; a side table of live blocks satisfies both. Sharded so that
+// threads allocating on different addresses rarely meet on one mutex.
 struct Block {
-  void* ptr;
-  size_t size;
   c10::DeviceIndex slot;
+  size_t size;
+  c10::DataPtr inner;  // owns the bytes when they came from the CUDA allocator
+};
+
+constexpr size_t kShards = 16;
+
+struct Shard {
+  std::mutex mutex;
+  std::unordered_map<void*, Block> blocks;
+};
+
+std::array<Shard, kShards>& shards() {
+  static auto* all = new std::array<Shard, kShards>();  // outlives late frees at exit
+  return *all;
+}
+
+Shard& shard_of(const void* ptr) {
+  return shards()[(reinterpret_cast<uintptr_t>(ptr) >> 6) % kShards];
+}
+
+// What an adopted foreign DataPtr's context points at: the original DataPtr
+// (whose context is not its data pointer, so it cannot go into the table).
+struct Adopted {
+  c10::DeviceIndex slot;
+  size_t size;
   c10::DataPtr inner;
 };
 
@@ -85,15 +111,46 @@ void uncharge(c10::DeviceIndex slot, size_t nbytes) noexcept {
   c.stats.live_allocations -= 1;
 }
 
-void free_block(void* ctx) noexcept {
-  auto* block = static_cast<Block*>(ctx);
-  if (block->inner) {
-    block->inner.clear();
-  } else {
-    c10::free_cpu(block->ptr);
+// The one deleter of table-tracked slot memory. Returns false (and does
+// nothing) for a pointer the table does not hold.
+bool release_tracked(void* ptr) noexcept {
+  Shard& shard = shard_of(ptr);
+  Block block;
+  {
+    std::lock_guard<std::mutex> lock(shard.mutex);
+    auto it = shard.blocks.find(ptr);
+    if (it == shard.blocks.end()) return false;
+    block = std::move(it->second);
+    shard.blocks.erase(it);
   }
+  if (block.inner) {
+    block.inner.clear();
+  } else {
+    c10::free_cpu(ptr);
+  }
+  uncharge(block.slot, block.size);
+  return true;
+}
+
+void free_tracked(void* ptr) noexcept {
+  const bool known = release_tracked(ptr);
+  TORCH_INTERNAL_ASSERT(known, "hybrid allocator: freeing an unknown block");
+}
+
+void free_adopted(void* ctx) noexcept {
+  auto* block = static_cast<Adopted*>(ctx);
+  block->inner.clear();
   uncharge(block->slot, block->size);
   delete block;
+}
+
+c10::DeleterFnPtr g_fallback_raw_deleter = nullptr;
+
+// raw_deallocate on the CPU allocator lands here for every raw pointer,
+// routed or not.
+void raw_delete(void* ptr) noexcept {
+  if (ptr == nullptr) return;
+  if (!release_tracked(ptr)) g_fallback_raw_deleter(ptr);
 }
 
 thread_local c10::DeviceIndex t_route = -1;
@@ -112,11 +169,7 @@ class RoutingCpuAllocator final : public c10::Allocator {
     return allocate_on(t_route, nbytes, c10::Device(c10::kCPU));
   }
 
-  c10::DeleterFnPtr raw_deleter() const override {
-    // Slot blocks need their context to be freed, so raw_allocate is only
-    // offered outside a routed kernel.
-    return t_route < 0 ? fallback_->raw_deleter() : nullptr;
-  }
+  c10::DeleterFnPtr raw_deleter() const override { return &raw_delete; }
 
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     if (count) std::memcpy(dest, src, count);
@@ -207,23 +260,28 @@ c10::DataPtr allocate_on(c10::DeviceIndex slot, size_t nbytes, c10::Device label
     return c10::DataPtr(nullptr, label);
   }
   charge(slot, nbytes);
-  auto* block = new Block{nullptr, nbytes, slot, c10::DataPtr()};
+  Block block{slot, nbytes, c10::DataPtr()};
+  void* ptr = nullptr;
   try {
     if (info.backing == Backing::Emulated) {
-      block->ptr = c10::alloc_cpu(nbytes);
+      ptr = c10::alloc_cpu(nbytes);
     } else {
       c10::DeviceGuard guard(c10::Device(c10::kCUDA, info.cuda_index));
-      block->inner = c10::GetAllocator(c10::kCUDA)->allocate(nbytes);
-      block->ptr = block->inner.get();
+      block.inner = c10::GetAllocator(c10::kCUDA)->allocate(nbytes);
+      ptr = block.inner.get();
     }
   } catch (const c10::Error& e) {
     uncharge(slot, nbytes);
-    delete block;
     TORCH_CHECK_WITH(OutOfMemoryError, false, slot_label(slot),
                      ": the memory behind the slot could not provide ",
                      format_bytes(static_cast<int64_t>(nbytes)), ": ", e.what_without_backtrace());
   }
-  return c10::DataPtr(block->ptr, block, &free_block, label);
+  {
+    Shard& shard = shard_of(ptr);
+    std::lock_guard<std::mutex> lock(shard.mutex);
+    shard.blocks.emplace(ptr, std::move(block));
+  }
+  return c10::DataPtr(ptr, ptr, &free_tracked, label);
 }
 
 c10::DataPtr adopt(c10::DataPtr&& foreign, size_t nbytes, c10::DeviceIndex slot) {
@@ -234,12 +292,12 @@ c10::DataPtr adopt(c10::DataPtr&& foreign, size_t nbytes, c10::DeviceIndex slot)
   }
   charge(slot, nbytes);  // throws before we take ownership: `foreign` frees itself
   void* ptr = foreign.get();
-  auto* block = new Block{ptr, nbytes, slot, std::move(foreign)};
-  return c10::DataPtr(ptr, block, &free_block, label);
+  auto* block = new Adopted{slot, nbytes, std::move(foreign)};
+  return c10::DataPtr(ptr, block, &free_adopted, label);
 }
 
 bool is_slot_memory(const c10::DataPtr& ptr) noexcept {
-  return ptr.get_deleter() == &free_block;
+  return ptr.get_deleter() == &free_tracked || ptr.get_deleter() == &free_adopted;
 }
 
 SlotStats slot_stats(c10::DeviceIndex slot) {
@@ -298,9 +356,13 @@ RouteCpuAllocations::RouteCpuAllocations(c10::DeviceIndex slot) noexcept
 RouteCpuAllocations::~RouteCpuAllocations() { t_route = previous_; }
 
 void install_cpu_routing() {
-  static RoutingCpuAllocator routing(c10::GetCPUAllocator());
   static bool installed = false;
   if (installed) return;
+  c10::Allocator* fallback = c10::GetCPUAllocator();
+  g_fallback_raw_deleter = fallback->raw_deleter();
+  TORCH_CHECK(g_fallback_raw_deleter != nullptr,
+              "the CPU allocator in place offers no raw deleter; cannot route CPU allocations");
+  static RoutingCpuAllocator routing(fallback);
   // Priority above the default (0) so a later default registration cannot undo it.
   c10::SetCPUAllocator(&routing, /*priority=*/1);
   installed = true;

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# One entry point that sets everything up on a fresh machine, then runs a job.
+#
+#   ./bootstrap.sh demo            set up, then `hybrid demo` on the embedded default rack
+#   ./bootstrap.sh test [ARGS...]  set up, then the whole test suite (ARGS go to pytest)
+#   ./bootstrap.sh bench           set up, then the benchmarks (writes benchmarks/RESULTS.md)
+#   ./bootstrap.sh setup           set up only
+#
+# Set-up is idempotent and incremental: the virtual environment (.venv) sees
+# the system's packages, so an existing torch (a CUDA build on a GPU machine)
+# is kept; only where no torch is importable is the CPU wheel torch==2.13.0
+# installed. The extension is built with ninja against that torch, without
+# pip's isolated build environment (which would resolve torch afresh and may
+# pull a multi-GB CUDA build); object files are cached under build/.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+job="${1:-demo}"
+[ $# -gt 0 ] && shift
+
+python_bin="${PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+  "$python_bin" -m venv --system-site-packages .venv
+fi
+# shellcheck disable=SC1091
+. .venv/bin/activate
+
+pip_quiet=(--quiet --disable-pip-version-check)
+if ! python -c "import torch" >/dev/null 2>&1; then
+  pip install "${pip_quiet[@]}" torch==2.13.0
+fi
+python - <<'PY' || pip install "${pip_quiet[@]}" -r requirements-dev.txt
+import importlib.util, sys
+need = ["numpy", "pytest", "xdist", "hypothesis", "expecttest", "ninja", "matplotlib", "tqdm"]
+sys.exit(0 if all(importlib.util.find_spec(m) for m in need) else 1)
+PY
+
+# Incremental build of interop._C (ninja recompiles only changed sources).
+MAX_JOBS="${MAX_JOBS:-2}" python setup.py --quiet build_ext --inplace
+
+# The `hybrid` console script; the package is used in place (no second build).
+if [ ! -x .venv/bin/hybrid ]; then
+  HYBRID_SKIP_EXTENSION=1 pip install "${pip_quiet[@]}" --no-build-isolation --no-deps -e .
+fi
+
+case "$job" in
+  setup) ;;
+  demo) exec hybrid demo "$@" ;;
+  test) exec python -m pytest -n 2 "$@" ;;
+  bench) exec python -m benchmarks "$@" ;;
+  *) echo "usage: $0 {demo|test|bench|setup} [args...]" >&2; exit 2 ;;
+esac
