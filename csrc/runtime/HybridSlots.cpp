@@ -54,7 +54,8 @@ c10::DeviceIndex slot_count() noexcept {
 
 const SlotInfo& slot_info(c10::DeviceIndex index) {
   const SlotTable* table = g_table.load(std::memory_order_acquire);
-  TORCH_CHECK_INDEX(
+  // A RuntimeError, as CUDA's "invalid device ordinal" is.
+  TORCH_CHECK(
       index >= 0 && static_cast<size_t>(index) < table->slots.size(),
       "hybrid:", static_cast<int>(index), " is not a slot of the current rack (",
       table->slots.size(), " slots: valid indices are 0..",

@@ -1,0 +1,45 @@
+"""Shared fixtures. Importing interop registers the `hybrid` device with the
+embedded default rack (fusion-default: hybrid:0-3 trn4, hybrid:4-7 b200)."""
+
+from __future__ import annotations
+
+import gc
+import os
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+
+def _has_extension() -> bool:
+    try:
+        import interop  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@pytest.fixture
+def use_rack():
+    """Install a rack for one test and restore the previous one afterwards.
+
+    Hybrid tensors must be gone before a rack changes, so the fixture collects
+    garbage around the switch; a test that keeps tensors alive fails loudly.
+    """
+    import interop
+
+    previous = interop.current_rack()
+
+    def install(spec, **kwargs):
+        gc.collect()
+        rack = spec if isinstance(spec, interop.Rack) else interop.Rack.from_spec(spec, **kwargs)
+        interop.set_rack(rack)
+        return rack
+
+    yield install
+    gc.collect()
+    if previous is not None and interop.current_rack() is not previous:
+        interop.set_rack(previous)
