@@ -27,6 +27,13 @@ from devices.rack_parse import presets as _presets
 from devices.units import format_value, parse_bandwidth, parse_duration, parse_size
 
 
+def estimate(kind, op, shapes, dtype, **kwargs):
+    """Modelled cost of one op on one chip kind; see :func:`devices.cost.estimate`."""
+    from devices.cost import estimate as _estimate
+
+    return _estimate(kind, op, shapes, dtype, **kwargs)
+
+
 def parse_rack(spec: str | os.PathLike | RackSpec) -> RackSpec:
     """A rack from a preset name, ``"kind:count+kind:count"``, a ``.toml`` path, or any of them with ``*N``.
 
@@ -45,7 +52,7 @@ def presets() -> dict[str, str]:
 __all__ = [
     "BACKINGS", "DEFAULT_PRESET", "DOMAIN_FABRICS", "DTYPE_NAMES", "NETWORK_FABRICS", "STATUSES", "UNITS",
     "Chip", "DomainSpec", "Fabric", "Figure", "NetworkSpec", "RackSpec", "Slot", "SlotGroup",
-    "catalogue", "catalogue_rows", "chip", "default_domains", "default_network", "fabric",
+    "catalogue", "catalogue_rows", "chip", "estimate", "default_domains", "default_network", "fabric",
     "format_table", "format_value", "kinds", "network_bandwidth", "parse_bandwidth", "parse_duration",
     "parse_rack", "parse_size", "presets", "presets_rows",
 ]
