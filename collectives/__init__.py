@@ -1,0 +1,30 @@
+"""The fabric of hybrid-interop: topology, collective algorithms as schedules, their cost, their execution.
+
+* :func:`estimate` / :func:`plan`: modelled time of a collective on a rack (preset
+  name, spec string or :class:`devices.RackSpec`), algorithm chosen by lowest
+  modelled time or forced; :class:`CollectiveEstimate` carries seconds, algbw,
+  busbw (nccl-tests), the algorithm and protocol, and the sources of every figure.
+* :class:`Topology`: domains, links, routes, bandwidths, latencies of a rack,
+  symbolic (a million chips are a handful of objects).
+* :mod:`collectives.algorithms`: ring, tree, rabenseifner, binomial, direct,
+  hierarchical, in_switch, each a :class:`Schedule` builder with a closed form.
+* :mod:`collectives.executor` (imports torch): runs a schedule on real tensors.
+
+Importing the package imports neither torch nor compiled code.
+"""
+
+from __future__ import annotations
+
+from collectives.algorithms import get as algorithm
+from collectives.algorithms import names as algorithm_names
+from collectives.cost import AlphaBeta, Levels, schedule_time
+from collectives.estimate import CollectiveEstimate, Plan, estimate, plan, topology
+from collectives.ops import OPS, REDUCE_OPS, busbw_factor
+from collectives.schedule import CollectiveSpec, Schedule, Transfer
+from collectives.topology import Topology
+
+__all__ = [
+    "OPS", "REDUCE_OPS", "AlphaBeta", "CollectiveEstimate", "CollectiveSpec", "Levels", "Plan", "Schedule",
+    "Topology", "Transfer", "algorithm", "algorithm_names", "busbw_factor", "estimate", "plan", "schedule_time",
+    "topology",
+]

@@ -1,0 +1,265 @@
+"""Run a schedule on real tensors: move and reduce the data exactly as the schedule says.
+
+:func:`run` walks a :class:`~collectives.schedule.Schedule` round by round over
+one tensor per participant (CPU tensors, or CPU aliases of device memory that
+the hybrid layer passes), with in-place torch ops on chunk views: no Python
+per-element work, no copies beyond what the schedule moves.
+
+Numerics:
+
+* Reductions of float16, bfloat16 and float8 (e4m3fn, e5m2) accumulate in
+  float32 and round to the output dtype once at the end (CPU torch has no float8
+  arithmetic, and one rounding keeps results independent of the algorithm).
+  float32, float64 and integers reduce in their own dtype (integers wrap).
+* ``avg`` divides the sum by p once at the end (floating dtypes only);
+  ``premul_sum`` multiplies the sum by ``factor`` once at the end, which equals
+  NCCL's multiply-then-sum in exact arithmetic with fewer roundings.
+* Ops that only move data (all_gather, broadcast, all_to_all, gather, scatter,
+  send/recv) copy bytes in the native dtype: any dtype, bit-exact.
+
+Everything is validated before anything is written: lengths, shapes, dtypes,
+devices, contiguity, buffers that overlap (a tensor passed twice), and whether
+the reduce op supports the dtype.  In-place use follows NCCL: input and output
+the same tensor for all_reduce, broadcast and reduce; the input being rank i's
+slice of the output for all_gather (and the output rank i's slice of the input
+for reduce_scatter).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Sequence
+
+import torch
+
+from collectives import algorithms
+from collectives.ops import REDUCING, check_op, check_reduce_op
+from collectives.schedule import CollectiveSpec, Schedule, inplace_safe
+
+FLOATS = (torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2)
+"""Floating dtypes reductions accept."""
+INTEGERS = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)
+"""Integer dtypes reductions accept."""
+WIDENED = (torch.float16, torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2)
+"""Dtypes reduced in float32 and rounded once at the end."""
+
+_ACCEPTS = {
+    "sum": FLOATS + INTEGERS, "prod": FLOATS + INTEGERS, "premul_sum": FLOATS + INTEGERS,
+    "min": FLOATS + INTEGERS + (torch.bool,), "max": FLOATS + INTEGERS + (torch.bool,),
+    "avg": FLOATS, "band": INTEGERS + (torch.bool,), "bor": INTEGERS + (torch.bool,), "bxor": INTEGERS + (torch.bool,),
+}
+
+
+def _binary(op: str, dtype: torch.dtype):
+    """(out-of-place with out=, in-place) torch functions applying reduce op ``op`` to two tensors."""
+    if dtype == torch.bool and op in ("min", "max"):
+        op = "band" if op == "min" else "bor"
+    if op in ("sum", "avg", "premul_sum"):
+        return (lambda a, b, d: torch.add(a, b, out=d)), (lambda d, b: d.add_(b))
+    if op == "prod":
+        return (lambda a, b, d: torch.mul(a, b, out=d)), (lambda d, b: d.mul_(b))
+    if op == "min":
+        return (lambda a, b, d: torch.minimum(a, b, out=d)), (lambda d, b: torch.minimum(d, b, out=d))
+    if op == "max":
+        return (lambda a, b, d: torch.maximum(a, b, out=d)), (lambda d, b: torch.maximum(d, b, out=d))
+    fn = {"band": torch.bitwise_and, "bor": torch.bitwise_or, "bxor": torch.bitwise_xor}[op]
+    return (lambda a, b, d: fn(a, b, out=d)), (lambda d, b: fn(d, b, out=d))
+
+
+def _flat(t: torch.Tensor | None) -> torch.Tensor | None:
+    return None if t is None else t.view(-1)
+
+
+def _span(t: torch.Tensor) -> tuple[int, int]:
+    start = t.data_ptr()
+    return start, start + t.numel() * t.element_size()
+
+
+def _inplace_offset(op: str, i: int, t_in: torch.Tensor, t_out: torch.Tensor, count: int) -> tuple[int, int] | None:
+    """(in_base, out_base) in elements when rank i's input and output share memory the NCCL way, else None."""
+    (a0, a1), (b0, b1) = _span(t_in), _span(t_out)
+    size = t_out.element_size()
+    if op in ("all_reduce", "broadcast", "reduce") and (a0, a1) == (b0, b1):
+        return 0, 0
+    if op == "all_gather" and a0 == b0 + i * count * size and a1 - a0 == count * size:
+        return i * count, 0
+    if op == "reduce_scatter" and b0 == a0 + i * count * size and b1 - b0 == count * size:
+        return 0, i * count
+    return None
+
+
+def validate(schedule: Schedule, inputs: Sequence, outputs: Sequence, reduce_op: str = "sum",
+             factor: float | int | None = None) -> list[tuple[int, int] | None]:
+    """Check tensors against the schedule before anything is written; returns the in-place layout per rank.
+
+    Raises ValueError for wrong lengths, sizes, devices, layouts, overlapping
+    buffers and a missing premul factor; TypeError for non-tensors, mixed
+    dtypes and a dtype the reduce op does not support.
+    """
+    spec, p = schedule.spec, schedule.participants
+    op = spec.op
+    if len(inputs) != p or len(outputs) != p:
+        raise ValueError(f"{op}: expected {p} inputs and {p} outputs (one per participant), "
+                         f"got {len(inputs)} and {len(outputs)}")
+    tensors = []
+    for kind, seq in (("in", inputs), ("out", outputs)):
+        want = schedule.buffers[kind]
+        for i, t in enumerate(seq):
+            if want[i] == 0 and t is None:
+                continue
+            if not isinstance(t, torch.Tensor):
+                raise TypeError(f"{op}: {kind}put of participant {i} must be a torch.Tensor, got {type(t).__name__}")
+            if t.numel() != want[i]:
+                raise ValueError(f"{op}: {kind}put of participant {i} has {t.numel()} elements, expected {want[i]}")
+            if not t.is_contiguous():
+                raise ValueError(f"{op}: {kind}put of participant {i} must be contiguous")
+            tensors.append((kind, i, t))
+    if not tensors:
+        return [None] * p
+    dtypes = {t.dtype for _, _, t in tensors}
+    if len(dtypes) > 1:
+        raise TypeError(f"{op}: all tensors must share one dtype, got {sorted(str(d) for d in dtypes)}")
+    devices = {t.device for _, _, t in tensors}
+    if len(devices) > 1:
+        raise ValueError(f"{op}: all tensors must be on one device, got {sorted(str(d) for d in devices)}")
+    dtype = dtypes.pop()
+    if op in REDUCING:
+        if dtype not in _ACCEPTS[reduce_op]:
+            raise TypeError(f"{op}: reduce op {reduce_op!r} does not support {dtype}; "
+                            f"supported: {', '.join(str(d).replace('torch.', '') for d in _ACCEPTS[reduce_op])}")
+        if reduce_op == "premul_sum" and factor is None:
+            raise ValueError(f"{op}: premul_sum needs a factor")
+    alias: list[tuple[int, int] | None] = [None] * p
+    spans = sorted((_span(t) + (kind, i, t) for kind, i, t in tensors if t.numel()), key=lambda x: x[0])
+    for k, (b0, b1, kb, ib, tb) in enumerate(spans):
+        for a0, a1, ka, ia, ta in spans[:k]:
+            if b0 >= a1:
+                continue
+            if ia == ib and ka != kb:
+                t_in, t_out = (ta, tb) if ka == "in" else (tb, ta)
+                off = _inplace_offset(op, ia, t_in, t_out, spec.count)
+                if off is not None:
+                    alias[ia] = off
+                    continue
+            raise ValueError(f"{op}: the {ka}put of participant {ia} and the {kb}put of participant {ib} share "
+                             f"memory (the same tensor twice?); only NCCL-style in-place use is allowed")
+    return alias
+
+
+def run(schedule: Schedule, inputs: Sequence, outputs: Sequence, reduce_op: str = "sum",
+        factor: float | int | None = None) -> None:
+    """Execute ``schedule``: read ``inputs[i]``, write ``outputs[i]`` for every participant i.
+
+    ``reduce_op`` is one of :data:`collectives.ops.REDUCE_OPS`; ``factor`` is
+    premul_sum's scalar.  See the module docstring for numerics and in-place use.
+    """
+    reduce_op = check_reduce_op(reduce_op)
+    spec, p = schedule.spec, schedule.participants
+    alias = validate(schedule, inputs, outputs, reduce_op, factor)
+    ins = [_flat(t) for t in inputs]
+    outs = [_flat(t) for t in outputs]
+    present = [t for t in ins + outs if t is not None]
+    if not present:
+        return
+    dtype, device = present[0].dtype, present[0].device
+    reducing = spec.op in REDUCING
+    work = dtype
+    if reducing and dtype in WIDENED:
+        work = torch.float32
+        ins = [None if t is None else t.to(work) for t in ins]
+        final = outs
+        outs = [None if t is None else torch.empty(t.numel(), dtype=work, device=device) for t in outs]
+    else:
+        final = None
+        if any(a is not None for a in alias) and not inplace_safe(schedule, alias):
+            ins = [None if t is None else t.clone() for t in ins]
+    bufs = {"in": ins, "out": outs}
+    for name, sizes in schedule.buffers.items():
+        if name not in bufs:
+            bufs[name] = [torch.empty(n, dtype=work, device=device) if n else None for n in sizes]
+    fn, fn_ = _binary(reduce_op, work)
+    for rnd in schedule.rounds:
+        for t in rnd:
+            _apply(t, bufs, fn, fn_)
+    if reducing:
+        scale = {"avg": p, "premul_sum": factor}.get(reduce_op)
+        for t in outs:
+            if t is None or scale is None:
+                continue
+            if reduce_op == "avg":
+                t.div_(scale)
+            else:
+                t.mul_(scale)
+    if final is not None:
+        for dst, src in zip(final, outs):
+            if dst is not None:
+                dst.copy_(src)
+
+
+def _apply(t, bufs, fn, fn_) -> None:
+    n = t.count
+    if n == 0:
+        return
+    srcs = [bufs[t.src_buf][s][t.src_off:t.src_off + n] for s in t.srcs]
+    for d in t.dsts:
+        dst = bufs[t.dst_buf][d][t.dst_off:t.dst_off + n]
+        if not t.reduce:
+            dst.copy_(srcs[0])
+            continue
+        operands = list(srcs)
+        if t.acc_buf is not None:
+            operands.insert(0, bufs[t.acc_buf][d][t.acc_off:t.acc_off + n])
+        elif len(srcs) == 1:
+            operands.insert(0, dst)
+        # An operand stored where the result goes must be read first (in-place use).
+        for k, v in enumerate(operands):
+            if v.data_ptr() == dst.data_ptr():
+                operands.insert(0, operands.pop(k))
+                break
+        head, rest = operands[0], operands[1:]
+        if head.data_ptr() == dst.data_ptr():
+            for v in rest:
+                fn_(dst, v)
+        else:
+            fn(head, rest[0], dst)
+            for v in rest[1:]:
+                fn_(dst, v)
+
+
+def infer_spec(op: str, inputs: Sequence, outputs: Sequence, *, root: int = 0, splits=None,
+               pipeline: int = 1, itemsize: int | None = None) -> CollectiveSpec:
+    """The :class:`CollectiveSpec` a list of per-participant tensors describes (count from their sizes)."""
+    op = check_op(op)
+    p = len(inputs)
+    if len(outputs) != p:
+        raise ValueError(f"{op}: expected as many outputs as inputs ({p}), got {len(outputs)}")
+    if p == 0:
+        raise ValueError(f"{op}: needs at least one participant")
+    ref = {"all_reduce": inputs, "all_gather": inputs, "reduce": inputs, "gather": inputs, "send_recv": inputs,
+           "reduce_scatter": outputs, "broadcast": outputs, "scatter": outputs}.get(op)
+    count = 0
+    if ref is not None:
+        pick = ref[0] if ref[0] is not None else next((t for t in ref if t is not None), None)
+        if pick is None:
+            raise ValueError(f"{op}: no tensor to take the element count from")
+        count = pick.numel()
+    elif op == "all_to_all" and splits is None:
+        count, rem = divmod(inputs[0].numel(), p)
+        if rem:
+            raise ValueError(f"all_to_all: input of {inputs[0].numel()} elements does not split evenly over {p} "
+                             f"participants; pass splits")
+    first = next((t for t in list(inputs) + list(outputs) if t is not None), None)
+    size = itemsize or (first.element_size() if first is not None else 1)
+    return CollectiveSpec(op=op, participants=p, count=count, itemsize=size, root=root, splits=splits,
+                          pipeline=pipeline)
+
+
+def execute(op: str, inputs: Sequence, outputs: Sequence, *, reduce_op: str = "sum", algorithm: str = "ring",
+            root: int = 0, splits=None, factor=None, pipeline: int = 1, groups=None, outer: str = "ring") -> Schedule:
+    """Build ``algorithm``'s schedule for these tensors, run it, and return the schedule that ran."""
+    spec = infer_spec(op, inputs, outputs, root=root, splits=splits, pipeline=pipeline)
+    if groups is not None:
+        spec = replace(spec, groups=tuple(tuple(g) for g in groups), outer=outer)
+    schedule = algorithms.get(algorithm).build(spec)
+    run(schedule, inputs, outputs, reduce_op, factor)
+    return schedule
