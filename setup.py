@@ -28,7 +28,7 @@ setup(
             name="interop._C",
             sources=sources,
             include_dirs=[os.path.join(HERE, "csrc")],
-            extra_compile_args=["-O2", "-fvisibility=hidden", "-Wno-unused-parameter"],
+            extra_compile_args=["-O2", "-g0", "-fvisibility=hidden", "-Wno-unused-parameter"],
         )
     ],
     cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},

@@ -7,13 +7,17 @@ domain). Every op on a hybrid tensor runs for real, on the same bytes; its
 modelled time goes to the rack's timeline.
 
 Public names: :class:`Rack`, :func:`set_rack`, :func:`current_rack`,
-:func:`presets`.
+:func:`presets`; the modelled timeline: :func:`timeline`, :func:`reset_timeline`,
+:func:`report`, :func:`export_trace`, :func:`gantt`, :func:`set_recording`.
 """
 
 from __future__ import annotations
 
 from interop._backend import DEVICE_TYPE, register
 from interop.rack import Rack, RackDevice, current_rack, presets, set_rack
+from interop.report import RunReport, report
+from interop.timelines import TimelineRecord, reset_timeline, set_recording, timeline
+from interop.trace import export_trace, gantt
 
 __version__ = "0.1.0"
 
@@ -21,4 +25,7 @@ register()
 if current_rack() is None:
     set_rack(Rack.preset("fusion-default"))
 
-__all__ = ["DEVICE_TYPE", "Rack", "RackDevice", "current_rack", "presets", "set_rack", "__version__"]
+__all__ = [
+    "DEVICE_TYPE", "Rack", "RackDevice", "RunReport", "TimelineRecord", "__version__", "current_rack", "export_trace",
+    "gantt", "presets", "report", "reset_timeline", "set_rack", "set_recording", "timeline",
+]

@@ -16,8 +16,9 @@ def register() -> None:
     global _registered
     if _registered:
         return
-    from interop import _C  # noqa: F401  (loading it registers the C++ backend)
+    from interop import _C  # loading it registers the C++ backend
     from interop import hybrid as module
+    from interop import timelines as timeline
 
     if torch._C._get_privateuse1_backend_name() != DEVICE_TYPE:
         torch.utils.rename_privateuse1_backend(DEVICE_TYPE)
@@ -26,4 +27,5 @@ def register() -> None:
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
     )
+    _C._set_elapsed_hook(timeline._elapsed_hook)
     _registered = True

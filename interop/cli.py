@@ -8,7 +8,7 @@ import sys
 
 def _cmd_racks(args) -> int:
     import devices
-    from interop.report import table
+    from interop.fmt import table
 
     print("== presets ==")
     rows = devices.presets_rows()

@@ -15,7 +15,7 @@ import torch
 
 from interop.models import GPT, GPTConfig, token_batch
 from interop.rack import Rack, current_rack, set_rack
-from interop.report import format_bytes, table
+from interop.fmt import format_bytes, table
 
 
 @dataclass(kw_only=True, slots=True)

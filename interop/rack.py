@@ -180,8 +180,13 @@ def set_rack(rack: Rack | str) -> Rack:
         rack = Rack.from_spec(rack)
     if rack is _current:
         return rack
+    from interop import timelines as timeline
+
+    if _current is not None:
+        timeline.current().ingest()  # what ran on the old rack is costed on the old rack
     _C._install_slots(rack._slot_rows())
     _current = rack
+    timeline.on_rack_change(rack)
     return rack
 
 

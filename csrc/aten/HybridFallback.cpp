@@ -210,8 +210,13 @@ void run_on_slot(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   aliases.write_back_all();
 
   if (recording) {
+    c10::ScalarType dtype = placement.dtype;
+    for (size_t i = 0; i < n_returns && dtype == c10::ScalarType::Undefined; ++i) {
+      // Factory ops (no tensor input) are costed in their output's dtype.
+      if (rets[i].isTensor() && rets[i].toTensor().defined()) dtype = rets[i].toTensor().scalar_type();
+    }
     timeline::record_op(op, slot, inputs_for_record.data(), inputs_for_record.size(), rets,
-                        n_returns, placement.dtype, flags);
+                        n_returns, dtype, flags);
   }
 }
 

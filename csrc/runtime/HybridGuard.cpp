@@ -22,12 +22,19 @@ c10::DeviceIndex resolve(c10::Device d) {
 }
 
 // An event is a marker on the modelled timeline: its time is the modelled
-// clock of its stream when it was recorded.
+// clock of its stream when it was recorded. On a cuda-backed slot it also holds
+// a real CUDA event, whose measured time elapsed_time reports instead.
 struct Event {
   c10::DeviceIndex slot = -1;
   c10::StreamId stream = 0;
   int64_t marker = -1;
+  void* cuda_event = nullptr;
+  c10::DeviceIndex cuda_index = -1;
 };
+
+const c10::impl::DeviceGuardImplInterface* cuda_impl() {
+  return c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);
+}
 
 } // namespace
 
@@ -97,7 +104,9 @@ c10::Stream HybridGuardImpl::exchangeStream(c10::Stream s) const {
 c10::DeviceIndex HybridGuardImpl::deviceCount() const noexcept { return slot_count(); }
 
 void HybridGuardImpl::destroyEvent(void* event, const c10::DeviceIndex) const noexcept {
-  delete static_cast<Event*>(event);
+  auto* e = static_cast<Event*>(event);
+  if (e != nullptr && e->cuda_event != nullptr) cuda_impl()->destroyEvent(e->cuda_event, e->cuda_index);
+  delete e;
 }
 
 void HybridGuardImpl::record(void** event, const c10::Stream& stream,
@@ -111,6 +120,14 @@ void HybridGuardImpl::record(void** event, const c10::Stream& stream,
   e->slot = stream.device_index();
   e->stream = stream.id();
   e->marker = timeline::record_marker(e->slot, e->stream);
+  const SlotInfo& info = slot_info(e->slot);
+  if (info.backing == Backing::Cuda) {
+    // Timing-enabled (BACKEND_DEFAULT) so elapsed_time can measure.
+    const c10::Device device(c10::DeviceType::CUDA, info.cuda_index);
+    e->cuda_index = info.cuda_index;
+    cuda_impl()->record(&e->cuda_event, cuda_impl()->getStream(device), info.cuda_index,
+                        c10::EventFlag::BACKEND_DEFAULT);
+  }
 }
 
 void HybridGuardImpl::block(void* event, const c10::Stream& stream) const {
@@ -119,21 +136,33 @@ void HybridGuardImpl::block(void* event, const c10::Stream& stream) const {
   timeline::record_wait(stream.device_index(), stream.id(), e->marker);
 }
 
-bool HybridGuardImpl::queryEvent(void* /*event*/) const {
+bool HybridGuardImpl::queryEvent(void* event) const {
+  auto* e = static_cast<Event*>(event);
+  if (e != nullptr && e->cuda_event != nullptr) return cuda_impl()->queryEvent(e->cuda_event);
   return true;  // host execution is synchronous: recorded work is complete
 }
 
 bool HybridGuardImpl::queryStream(const c10::Stream&) const { return true; }
 void HybridGuardImpl::synchronizeStream(const c10::Stream&) const {}
-void HybridGuardImpl::synchronizeEvent(void*) const {}
-void HybridGuardImpl::synchronizeDevice(const c10::DeviceIndex) const {}
+void HybridGuardImpl::synchronizeEvent(void* event) const {
+  auto* e = static_cast<Event*>(event);
+  if (e != nullptr && e->cuda_event != nullptr) cuda_impl()->synchronizeEvent(e->cuda_event);
+}
+
+void HybridGuardImpl::synchronizeDevice(const c10::DeviceIndex index) const {
+  const SlotInfo& info = slot_info(index);
+  if (info.backing == Backing::Cuda) cuda_impl()->synchronizeDevice(info.cuda_index);
+}
 
 double HybridGuardImpl::elapsedTime(void* event1, void* event2, const c10::DeviceIndex) const {
   TORCH_CHECK(event1 && event2,
               "both events must be recorded before elapsed_time can be computed");
   auto* a = static_cast<Event*>(event1);
   auto* b = static_cast<Event*>(event2);
-  return timeline::elapsed_ms(a->marker, b->marker);
+  if (a->cuda_event != nullptr && b->cuda_event != nullptr) {
+    return cuda_impl()->elapsedTime(a->cuda_event, b->cuda_event, a->cuda_index);  // measured
+  }
+  return timeline::elapsed_ms(a->marker, b->marker);  // modelled
 }
 
 C10_REGISTER_GUARD_IMPL(PrivateUse1, HybridGuardImpl);

@@ -26,6 +26,7 @@ NO_WORK = frozenset("""
 empty empty_like empty_strided new_empty new_empty_strided empty_permuted resize resize_as
 set record_stream _assert_async _assert_tensor_metadata _functional_assert_async sym_constrain_range
 _assert_scalar sym_constrain_range_for_size _resize_output is_same_size _has_same_storage_numel
+_fused_sdp_choice _has_compatible_shallow_copy_type is_pinned
 """.split())
 
 MATMUL = frozenset("""

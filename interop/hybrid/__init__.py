@@ -107,10 +107,13 @@ class device_of(device):
 
 def synchronize(device=None) -> None:
     """Wait for the slot's work. Emulated work is synchronous; a cuda-backed slot
-    synchronizes its real device."""
+    synchronizes its real device. Either way the modelled timeline is brought
+    up to date (everything recorded so far is costed and placed)."""
+    from interop import timelines as timeline
     from interop.rack import current_rack
 
     index = slot_index(device)
+    timeline.current().ingest()
     rack = current_rack()
     if rack is not None and rack.devices[index].backing.startswith("cuda:"):
         torch.cuda.synchronize(rack.devices[index].backing)

@@ -90,7 +90,7 @@ def empty_cache() -> None:
 def memory_summary(device=None, abbreviated: bool = False) -> str:
     """A short human-readable table of a slot's memory counters."""
     from interop import _C
-    from interop.report import format_bytes
+    from interop.fmt import format_bytes
 
     idx = slot_index(device)
     s = _C._memory_stats(idx)

@@ -1,0 +1,255 @@
+"""The modelled timeline: every op, copy, wait and collective on the rack,
+placed on per-slot, per-stream modelled clocks.
+
+The C++ dispatch only appends compact records; this module costs them in
+batches when a clock is read (``timeline()``, ``report()``, an event's
+``elapsed_time``, ``torch.hybrid.synchronize``). Clocks count integer
+picoseconds so that an interval is exactly the sum of the durations in it.
+"""
+
+from __future__ import annotations
+
+import gc
+from dataclasses import dataclass
+
+from interop.costing import Coster
+
+PS = 10**12  # picoseconds per second
+
+OP, COPY, MARKER, WAIT, COLLECTIVE = range(5)
+KIND_NAMES = {OP: "op", COPY: "copy", COLLECTIVE: "collective"}
+
+
+@dataclass(frozen=True, slots=True)
+class TimelineRecord:
+    """One placed item. Times are modelled; ``source`` says what they came from."""
+
+    slot: int
+    """Executing slot (for a copy: the source; -1 for the host)."""
+    stream: int
+    kind: str
+    """``op``, ``copy`` or ``collective``."""
+    op: str
+    """ATen op name (``aten::mm``), ``copy`` or the collective's name."""
+    in_shapes: tuple
+    out_shapes: tuple
+    dtype: str
+    start_ps: int
+    duration_ps: int
+    flops: float
+    bytes: float
+    bound: str
+    """``compute``, ``memory``, ``overhead``, ``link`` or ``none``."""
+    estimated_by_default: bool
+    """True when the cost model did not know the op and fell back to a bytes-only estimate."""
+    projected: bool
+    """True when a projected figure (Trn4) went into the time."""
+    sources: tuple
+    """The catalogue figures and calibrations the duration came from (devices.Figure), or strings."""
+    peer: int | None = None
+    """The other end of a copy (-1: host), None otherwise."""
+    link: str | None = None
+    """The link track a copy or collective occupied."""
+    participants: tuple = ()
+    """Every slot a collective ran on."""
+
+    @property
+    def source(self) -> str:
+        """Where the duration came from, as one line."""
+        return "; ".join(getattr(f, "source", str(f)) for f in self.sources)
+
+    @property
+    def start(self) -> float:
+        """Modelled start, seconds."""
+        return self.start_ps / PS
+
+    @property
+    def duration(self) -> float:
+        """Modelled duration, seconds."""
+        return self.duration_ps / PS
+
+    @property
+    def end_ps(self) -> int:
+        return self.start_ps + self.duration_ps
+
+    def involves(self, slot: int) -> bool:
+        return self.slot == slot or self.peer == slot or slot in self.participants
+
+
+def _decode_shapes(arena, pos: int, count: int) -> tuple[tuple, int]:
+    shapes = []
+    for _ in range(count):
+        ndim = arena[pos]
+        shapes.append(tuple(arena[pos + 1: pos + 1 + ndim]))
+        pos += 1 + ndim
+    return tuple(shapes), pos
+
+
+class Timeline:
+    """The placed records and clocks of one rack."""
+
+    def __init__(self, rack):
+        self.rack = rack
+        self.coster = Coster(rack)
+        self.records: list[TimelineRecord] = []
+        self.clocks: dict[tuple[int, int], int] = {}
+        self.markers: dict[int, tuple[int, int, int]] = {}
+        self._names: dict[int, str] = {}
+
+    # -- ingest -----------------------------------------------------------------
+
+    def _name(self, ident: int) -> str:
+        name = self._names.get(ident)
+        if name is None:
+            from interop import _C
+
+            name = self._names[ident] = _C._op_name(ident)
+        return name
+
+    def ingest(self) -> None:
+        """Cost and place everything the C++ side recorded since the last call."""
+        from interop import _C
+
+        cols, arena = _C._drain_timeline()
+        kinds = cols["kind"]
+        if not kinds:
+            return
+        # Placing allocates a few objects per record; with a training graph
+        # alive, letting the cyclic collector scan it every few hundred records
+        # would cost more than the placing itself.
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            self._ingest(cols, arena, kinds)
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _ingest(self, cols, arena, kinds) -> None:
+        for i in range(len(kinds)):
+            kind = kinds[i]
+            slot, stream = cols["slot"][i], cols["stream"][i]
+            if kind == OP:
+                pos = cols["shapes_begin"][i]
+                ins, pos = _decode_shapes(arena, pos, cols["n_inputs"][i])
+                outs, _ = _decode_shapes(arena, pos, cols["n_outputs"][i])
+                self._place_op(slot, stream, self._name(cols["name"][i]), ins, outs, cols["dtype"][i],
+                               bool(cols["flags"][i] & 1))
+            elif kind == COPY:
+                self._place_copy(slot, stream, cols["peer"][i], cols["peer_stream"][i], cols["value"][i],
+                                 cols["dtype"][i])
+            elif kind == MARKER:
+                self.markers[cols["value"][i]] = (slot, stream, self.clocks.get((slot, stream), 0))
+            elif kind == WAIT:
+                marker = self.markers.get(cols["value"][i])
+                if marker is not None:
+                    key = (slot, stream)
+                    self.clocks[key] = max(self.clocks.get(key, 0), marker[2])
+
+    def _advance(self, keys: list[tuple[int, int]], duration_ps: int) -> int:
+        start = max(self.clocks.get(k, 0) for k in keys)
+        for k in keys:
+            self.clocks[k] = start + duration_ps
+        return start
+
+    def _place_op(self, slot, stream, name, ins, outs, dtype, causal) -> None:
+        est = self.coster.op(slot, name, ins, outs, dtype, causal)
+        duration = round(est.seconds * PS)
+        start = self._advance([(slot, stream)], duration)
+        self.records.append(TimelineRecord(
+            slot, stream, "op", name, ins, outs, est.dtype, start, duration, est.flops, est.bytes, est.bound,
+            est.estimated_by_default, est.projected, est.sources))
+
+    def _place_copy(self, src, src_stream, dst, dst_stream, nbytes, dtype) -> None:
+        cost = self.coster.copy(src, dst, nbytes)
+        duration = round(cost.seconds * PS)
+        keys = [(s, st) for s, st in ((src, src_stream), (dst, dst_stream)) if s >= 0]
+        start = self._advance(list(dict.fromkeys(keys)), duration)
+        projected = any(self.rack.devices[s].spec.projected for s, _ in keys)
+        self.records.append(TimelineRecord(
+            src, src_stream if src >= 0 else dst_stream, "copy", "copy", ((nbytes,),), ((nbytes,),), dtype, start,
+            duration, 0.0, float(nbytes), "link" if cost.link else "memory", False, projected, cost.sources,
+            peer=dst, link=cost.link))
+
+    def place_collective(self, name: str, slots: list[int], seconds: float, nbytes: float, algorithm: str,
+                         sources, link: str | None = None) -> TimelineRecord:
+        """Put a collective on every participant's current stream, starting when all are free."""
+        from interop import _C
+
+        self.ingest()  # order: ops recorded before the collective come first
+        keys = [(s, _C._current_stream_id(s)) for s in slots]
+        duration = round(seconds * PS)
+        start = self._advance(keys, duration)
+        projected = any(self.rack.devices[s].spec.projected for s in slots)
+        record = TimelineRecord(
+            slots[0], keys[0][1], "collective", f"{name} ({algorithm})", (), (), "", start, duration, 0.0,
+            float(nbytes), "link", False, projected, tuple(sources), link=link, participants=tuple(slots))
+        self.records.append(record)
+        return record
+
+    # -- queries ----------------------------------------------------------------
+
+    def elapsed_ms(self, start_marker: int, end_marker: int) -> float:
+        self.ingest()
+        try:
+            a, b = self.markers[start_marker], self.markers[end_marker]
+        except KeyError:
+            raise RuntimeError("elapsed_time: an event was recorded before the current timeline began "
+                               "(reset_timeline or a rack change since)") from None
+        return (b[2] - a[2]) / 1e9
+
+    def now_ps(self, slot: int | None = None) -> int:
+        """The latest modelled clock of a slot (all streams), or of the whole rack."""
+        self.ingest()
+        values = [t for (s, _), t in self.clocks.items() if slot is None or s == slot]
+        return max(values, default=0)
+
+
+_current: Timeline | None = None
+
+
+def current() -> Timeline:
+    """The current rack's timeline."""
+    global _current
+    from interop.rack import current_rack
+
+    rack = current_rack()
+    if _current is None or _current.rack is not rack:
+        _current = Timeline(rack)
+    return _current
+
+
+def on_rack_change(new_rack) -> None:
+    """Called by set_rack: records of the old rack are placed on its timeline,
+    then a new timeline starts for the new rack."""
+    global _current
+    if _current is not None:
+        _current.ingest()
+    _current = Timeline(new_rack) if new_rack is not None else None
+
+
+def timeline() -> list[TimelineRecord]:
+    """Every record placed so far on the current rack's modelled timeline."""
+    t = current()
+    t.ingest()
+    return list(t.records)
+
+
+def reset_timeline() -> None:
+    """Discard the current timeline (pending records included) and restart its clocks at zero."""
+    global _current
+    from interop import _C
+
+    _C._drain_timeline()
+    _current = None
+
+
+def set_recording(enabled: bool) -> None:
+    """Turn op recording on or off (on by default). Off, ops still run; nothing is placed."""
+    from interop import _C
+
+    _C._set_timeline_enabled(bool(enabled))
+
+
+def _elapsed_hook(start_marker: int, end_marker: int) -> float:
+    return current().elapsed_ms(start_marker, end_marker)

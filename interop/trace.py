@@ -1,0 +1,112 @@
+"""Exports of the modelled timeline: Chrome trace JSON (Trace Event Format,
+opens in Perfetto and chrome://tracing) and a PNG Gantt chart."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from interop.timelines import PS, TimelineRecord, current
+
+# Process ids: one per slot (its index), links after them.
+LINK_PID_BASE = 1000
+
+
+def _slot_process_name(device) -> str:
+    projected = ", projected" if device.spec.projected else ""
+    return f"hybrid:{device.index} {device.kind} ({device.backing}{projected}) [modelled]"
+
+
+def trace_events(records: list[TimelineRecord], rack) -> list[dict]:
+    """Trace Event Format events: one process per slot (a thread per stream),
+    one process per link; complete ('X') events in microseconds."""
+    events: list[dict] = []
+    for d in rack.devices:
+        events.append({"ph": "M", "name": "process_name", "pid": d.index, "tid": 0,
+                       "args": {"name": _slot_process_name(d)}})
+        events.append({"ph": "M", "name": "process_sort_index", "pid": d.index, "tid": 0,
+                       "args": {"sort_index": d.index}})
+    threads: set[tuple[int, int]] = set()
+    link_pids: dict[str, int] = {}
+
+    def thread(pid: int, tid: int, name: str) -> None:
+        if (pid, tid) not in threads:
+            threads.add((pid, tid))
+            events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}})
+
+    for r in records:
+        args = {"modelled": True, "flops": r.flops, "bytes": r.bytes, "bound": r.bound, "dtype": r.dtype,
+                "in_shapes": [list(s) for s in r.in_shapes], "out_shapes": [list(s) for s in r.out_shapes],
+                "projected": r.projected, "estimated_by_default": r.estimated_by_default, "source": r.source}
+        ts, dur = r.start_ps / 1e6, r.duration_ps / 1e6
+        slots = r.participants or tuple(s for s in (r.slot, r.peer) if s is not None and s >= 0)
+        for s in slots:
+            thread(s, r.stream, f"stream {r.stream}")
+            events.append({"ph": "X", "name": r.op, "cat": r.kind, "pid": s, "tid": r.stream, "ts": ts,
+                           "dur": dur, "args": args})
+        if r.link:
+            pid = link_pids.get(r.link)
+            if pid is None:
+                pid = link_pids[r.link] = LINK_PID_BASE + len(link_pids)
+                events.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
+                               "args": {"name": f"link {r.link} [modelled]"}})
+                events.append({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0,
+                               "args": {"sort_index": pid}})
+                thread(pid, 0, "transfers")
+            events.append({"ph": "X", "name": r.op, "cat": "link", "pid": pid, "tid": 0, "ts": ts, "dur": dur,
+                           "args": args})
+    return events
+
+
+def export_trace(path: str | os.PathLike) -> str:
+    """Write the current modelled timeline as Chrome trace JSON; returns the path."""
+    t = current()
+    t.ingest()
+    doc = {
+        "traceEvents": trace_events(t.records, t.rack),
+        "displayTimeUnit": "ns",
+        "otherData": {"rack": t.rack.name, "source": t.rack.spec.source,
+                      "note": "every duration is modelled by hybrid-interop's cost model, not measured"},
+    }
+    path = os.fspath(path)
+    with open(path, "w") as f:
+        json.dump(doc, f)
+    return path
+
+
+def gantt(path: str | os.PathLike, *, title: str | None = None) -> str:
+    """A PNG Gantt chart of the current timeline: a row per slot and stream, and per link."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    t = current()
+    t.ingest()
+    rows: dict[str, list[tuple[float, float, str]]] = {}
+    for r in t.records:
+        slots = r.participants or tuple(s for s in (r.slot, r.peer) if s is not None and s >= 0)
+        for s in slots:
+            rows.setdefault(f"hybrid:{s} {t.rack.devices[s].kind} s{r.stream}", []).append(
+                (r.start_ps / PS * 1e3, r.duration_ps / PS * 1e3, r.kind))
+        if r.link:
+            rows.setdefault(f"link {r.link}", []).append((r.start_ps / PS * 1e3, r.duration_ps / PS * 1e3, "link"))
+    colors = {"op": "tab:blue", "copy": "tab:orange", "collective": "tab:red", "link": "tab:green"}
+    names = sorted(rows, key=lambda n: (n.startswith("link"), n))
+    fig, ax = plt.subplots(figsize=(12, 1 + 0.4 * max(1, len(names))))
+    for y, name in enumerate(names):
+        for kind in colors:
+            bars = [(start, dur) for start, dur, k in rows[name] if k == kind]
+            if bars:
+                ax.broken_barh(bars, (y - 0.4, 0.8), facecolors=colors[kind], edgecolor="white", linewidth=0.2)
+    ax.set_yticks(range(len(names)), labels=names)
+    ax.invert_yaxis()
+    ax.set_xlabel("modelled time (ms)")
+    ax.set_title(title or f"modelled timeline, rack {t.rack.name}")
+    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in colors.values()]
+    ax.legend(handles, list(colors), loc="lower right", fontsize="small")
+    fig.tight_layout()
+    path = os.fspath(path)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
