@@ -75,12 +75,14 @@ class Levels:
     """Number of domains (hierarchical)."""
     switch: AlphaBeta | None = None
     """In-switch reduction and multicast (b already divided by the switch efficiency)."""
+    neighbour: AlphaBeta | None = None
+    """One hop to a neighbour over one link (torus schedules)."""
 
     @classmethod
     def uniform(cls, a: float, b: float, g: float = 0.0) -> Levels:
-        """Every level the same (an ideal single switch)."""
+        """Every level the same (an ideal single switch, or an ideal torus with per-link b and per-hop a)."""
         ab = AlphaBeta(a, b, g)
-        return cls(ab, ab, ab, switch=AlphaBeta(a, b, 0.0))
+        return cls(ab, ab, ab, switch=AlphaBeta(a, b, 0.0), neighbour=ab)
 
 
 def levels(topo: Topology, layout: Layout, protocol: Protocol) -> Levels:
@@ -104,7 +106,8 @@ def levels(topo: Topology, layout: Layout, protocol: Protocol) -> Levels:
     switch = None
     if layout.switch is not None:
         switch = AlphaBeta(inner.a, inner.b / layout.switch.switch_efficiency.value, 0.0, ov)
-    return Levels(flat, inner, outer, layout.group_size or 0, layout.groups, switch)
+    neighbour = AlphaBeta(max(d.hop_latency.value * protocol.hop_scale[d.hw] for d in doms), inner.b, g, ov)
+    return Levels(flat, inner, outer, layout.group_size or 0, layout.groups, switch, neighbour)
 
 
 def base_latency(protocol: Protocol, latency_class: str) -> float | None:
@@ -113,15 +116,20 @@ def base_latency(protocol: Protocol, latency_class: str) -> float | None:
     return None if fig is None else fig.value
 
 
-def schedule_time(schedule, topo: Topology, slots: Sequence[int], protocol: Protocol) -> float:
-    """Seconds the schedule's rounds take on ``topo`` (participant i on slot ``slots[i]``), base latency excluded."""
+def compile_rounds(schedule, topo: Topology, slots: Sequence[int]) -> list[tuple[tuple[float, str, float, float], ...]]:
+    """The schedule's rounds reduced to what pricing needs, once for every protocol.
+
+    Per round, the distinct (LL latency, hop class, seconds its busiest link
+    needs at full bandwidth, seconds its destination spends reducing) of its
+    transfers.  A protocol only rescales latency and bandwidth, so
+    :func:`price` turns this into seconds for any protocol cheaply.
+    """
     itemsize = schedule.spec.itemsize
-    pf = protocol.bandwidth.value
-    scale = protocol.hop_scale
     routes: dict[tuple[int, int], object] = {}
     bw_cache: dict[tuple, float] = {}
+    g_cache: dict[int, float] = {}
     switch = None
-    total = 0.0
+    out = []
     for rnd in schedule.rounds:
         loads: dict[tuple, float] = {}
         reduced: dict[int, float] = {}
@@ -138,7 +146,7 @@ def schedule_time(schedule, topo: Topology, slots: Sequence[int], protocol: Prot
                 links = [("tx", slots[s]) for s in t.srcs] + [("rx", slots[d]) for d in t.dsts]
                 for link in links:
                     loads[link] = loads.get(link, 0.0) + eb
-                items.append((links, switch.hop_latency.value * scale[switch.hw], None))
+                items.append((links, switch.hop_latency.value, switch.hw, None))
                 continue
             if len(t.srcs) != 1 or len(t.dsts) != 1:
                 raise ValueError(f"{schedule.algorithm}: a transfer with several ends must go through the switch")
@@ -151,20 +159,42 @@ def schedule_time(schedule, topo: Topology, slots: Sequence[int], protocol: Prot
             dst = t.dsts[0] if t.reduce else None
             if dst is not None:
                 reduced[dst] = reduced.get(dst, 0.0) + nbytes
-            items.append((route.links, route.latency * scale[route.hw], dst))
-        worst = 0.0
-        for links, latency, dst in items:
+            items.append((route.links, route.latency, route.hw, dst))
+        distinct = set()
+        for links, latency, hw, dst in items:
             busy = 0.0
             for link in links:
                 bw = bw_cache.get(link)
                 if bw is None:
-                    bw = bw_cache[link] = topo.bandwidth(link) * pf
+                    bw = bw_cache[link] = topo.bandwidth(link)
                 busy = max(busy, loads[link] / bw)
-            extra = 0.0
+            red = 0.0
             if dst is not None:
-                extra = reduced[dst] * topo.reduce_g(slots[dst])
-                if topo.overlap_reduce:
-                    extra = max(0.0, extra - busy)
-            worst = max(worst, latency + busy + extra)
+                g = g_cache.get(dst)
+                if g is None:
+                    g = g_cache[dst] = topo.reduce_g(slots[dst])
+                red = reduced[dst] * g
+            distinct.add((latency, hw, busy, red))
+        out.append(tuple(distinct))
+    return out
+
+
+def price(compiled, protocol: Protocol, overlap: bool) -> float:
+    """Seconds of compiled rounds (:func:`compile_rounds`) under ``protocol``, base latency excluded."""
+    pf = protocol.bandwidth.value
+    scale = protocol.hop_scale
+    total = 0.0
+    for items in compiled:
+        worst = 0.0
+        for latency, hw, busy, red in items:
+            busy = busy / pf
+            if overlap:
+                red = max(0.0, red - busy)
+            worst = max(worst, latency * scale[hw] + busy + red)
         total += worst
     return total
+
+
+def schedule_time(schedule, topo: Topology, slots: Sequence[int], protocol: Protocol) -> float:
+    """Seconds the schedule's rounds take on ``topo`` (participant i on slot ``slots[i]``), base latency excluded."""
+    return price(compile_rounds(schedule, topo, slots), protocol, topo.overlap_reduce)

@@ -23,7 +23,7 @@ from collectives import algorithms
 from collectives.algorithms.base import Algorithm
 from collectives.algorithms.hierarchical import OUTER
 from collectives.calibration import Protocol
-from collectives.cost import base_latency, levels, schedule_time
+from collectives.cost import base_latency, compile_rounds, levels, price
 from collectives.ops import busbw_factor, check_op, count_for_bytes, reported_bytes
 from collectives.schedule import CollectiveSpec, Schedule
 from collectives.topology import Topology
@@ -160,7 +160,7 @@ def plan(rack, op: str, count: int, itemsize: int = 1, slots=None, algorithm: st
     groups = None
     for algo, outer in _candidates(op, algorithm, base_spec, layout):
         spec0 = replace(base_spec, outer=outer)
-        built: dict[int, Schedule] = {}
+        built: dict[int, tuple[Schedule, list]] = {}
         for proto in protos:
             base = base_latency(proto, algo.latency_class)
             if base is None:
@@ -175,11 +175,16 @@ def plan(rack, op: str, count: int, itemsize: int = 1, slots=None, algorithm: st
                 if algo.name == "hierarchical":
                     groups = groups or topo.group_ranks(chosen_slots)
                     spec = replace(spec, groups=groups)
-                schedule = built.get(spec.pipeline)
-                if schedule is None:
-                    schedule = built[spec.pipeline] = algo.build(spec)
-                seconds = base + schedule_time(schedule, topo, chosen_slots, proto)
+                if algo.name == "torus":
+                    spec = replace(spec, torus=layout.torus)
+                if spec.pipeline not in built:  # priced once per schedule, whatever the protocol
+                    made = algo.build(spec)
+                    built[spec.pipeline] = (made, compile_rounds(made, topo, chosen_slots))
+                schedule, compiled = built[spec.pipeline]
+                seconds = base + price(compiled, proto, topo.overlap_reduce)
             else:
+                if algo.name == "torus":
+                    spec = replace(spec, torus=layout.torus)
                 seconds = base + algo.closed_form(spec, lv)
             label = algo.name if algo.name != "hierarchical" else f"hierarchical({outer})"
             alternatives[label] = min(alternatives.get(label, math.inf), seconds)

@@ -163,7 +163,7 @@ def count_wrong(outputs, expected, reduce_op: str, op: str) -> tuple[int, int]:
 
 def check(op: str, algorithm: str, participants: int, count: int, dtype=torch.float32, reduce_op: str = "sum", *,
           root: int = 0, pipeline: int = 1, splits=None, factor=None, inplace: bool = False, groups=None,
-          outer: str = "ring", seed: int = 0) -> Result:
+          outer: str = "ring", torus=None, seed: int = 0) -> Result:
     """Build ``algorithm``'s schedule, run it on predictable inputs, and count wrong output elements."""
     op, reduce_op = check_op(op), check_reduce_op(reduce_op)
     dtype = DTYPES[dtype] if isinstance(dtype, str) else dtype
@@ -171,7 +171,7 @@ def check(op: str, algorithm: str, participants: int, count: int, dtype=torch.fl
         factor = 2 if not dtype.is_floating_point else 0.5
     spec = CollectiveSpec(op=op, participants=participants, count=count, itemsize=torch.empty(0, dtype=dtype)
                           .element_size(), root=root, pipeline=pipeline, splits=splits, outer=outer,
-                          groups=None if groups is None else tuple(tuple(g) for g in groups))
+                          groups=None if groups is None else tuple(tuple(g) for g in groups), torus=torus)
     schedule = algorithms.get(algorithm).build(spec)
     inputs, outputs, expected = expected_and_inputs(spec, dtype, reduce_op, factor, seed)
     if inplace:
@@ -215,9 +215,10 @@ def sweep(rack: str, op: str, sizes, dtype: str = "float32", reduce_op: str = "s
         count = size // itemsize // (p if op in SCALED else 1)
         pl = plan(rack, op, count, itemsize, algorithm=algorithm, root=root)
         est = pl.estimate
+        spec = pl.schedule.spec if pl.schedule is not None else None
         res = check(op, est.algorithm, p, count, dt, reduce_op, root=root, pipeline=est.pipeline,
-                    groups=None if pl.schedule is None else pl.schedule.spec.groups,
-                    outer=pl.schedule.spec.outer if pl.schedule is not None else "ring")
+                    groups=spec.groups if spec else None, outer=spec.outer if spec else "ring",
+                    torus=spec.torus if spec else None)
         total += res.wrong
         printer(f"  {est.nbytes:>12} {count:>10} {dtype:>8} {reduce_op:>6} {root:>4} {est.seconds * 1e6:>10.2f} "
                 f"{est.algbw / 1e9:>8.2f} {est.busbw / 1e9:>8.2f} {res.wrong:>6} {est.algorithm:>14} "

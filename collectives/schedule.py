@@ -23,6 +23,7 @@ Pure Python: importing this module never imports torch.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
@@ -51,6 +52,8 @@ class CollectiveSpec:
     """Hierarchical only: the ranks of each domain, equal sizes, domain after domain."""
     outer: str = "ring"
     """Hierarchical only: the algorithm run across domains."""
+    torus: tuple[int, ...] | None = None
+    """Torus only: the torus shape; rank i sits at row-major coordinate i."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "op", check_op(self.op))
@@ -66,6 +69,11 @@ class CollectiveSpec:
             raise ValueError(f"root: {self.root} is not a rank of {self.participants} participants")
         if self.op == "send_recv" and self.participants != 2:
             raise ValueError(f"participants: send_recv takes 2 (sender, receiver), got {self.participants}")
+        if self.torus is not None:
+            shape = tuple(int(d) for d in self.torus)
+            if not shape or min(shape) < 1 or math.prod(shape) != self.participants:
+                raise ValueError(f"torus: shape {list(shape)} does not hold {self.participants} participants")
+            object.__setattr__(self, "torus", shape)
         if self.splits is not None:
             if self.op != "all_to_all":
                 raise ValueError(f"splits: only all_to_all takes splits, not {self.op}")

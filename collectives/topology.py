@@ -167,6 +167,8 @@ class Layout:
     """The distinct domain models involved."""
     switch: DomainModel | None
     """The in-switch-reduction domain holding every rank, if there is one."""
+    torus: tuple[int, ...] | None = None
+    """The shape when the ranks are exactly one torus domain, rank i at its i-th member."""
 
 
 class Topology:
@@ -204,18 +206,24 @@ class Topology:
         return _from_rack(rack)
 
     @classmethod
-    def ideal(cls, participants: int, alpha: float, beta: float, gamma: float = 0.0) -> Topology:
-        """One switch joining ``participants`` slots with uniform alpha (s/message), beta (s/byte), gamma (s/byte).
+    def ideal(cls, participants: int, alpha: float, beta: float, gamma: float = 0.0,
+              shape: tuple[int, ...] | None = None) -> Topology:
+        """One switch (or a torus of ``shape``) joining ``participants`` slots with uniform alpha, beta, gamma.
 
+        alpha: seconds per message (per hop on a torus); beta: seconds per byte
+        of one port (one link on a torus); gamma: reduce seconds per byte.
         Priced with the plain alpha-beta model: no protocols, no base latency, no
         efficiency, reduce time added (not overlapped); the switch can reduce
         in-network at full efficiency, so in-switch schedules can be checked too.
         """
         src = "ideal alpha-beta topology (reference/collectives.md)"
         one = Figure(1.0, "", src, "published", "ideal")
-        bw = Figure(1.0 / beta if beta > 0 else 1e30, "B/s", src, "published", "1/beta")
-        dom = DomainModel("ideal", "ideal", 0, participants, None, bw.value, bw, one,
-                          Figure(alpha, "s", src, "published", "alpha"), "nvlink", True, one, gamma, src)
+        links = 1
+        if shape is not None:
+            links = sum(2 if d > 2 else 1 if d == 2 else 0 for d in shape) or 1
+        bw = Figure(links / beta if beta > 0 else 1e30, "B/s", src, "published", "1/beta per link")
+        dom = DomainModel("ideal", "ideal", 0, participants, shape, bw.value, bw, one,
+                          Figure(alpha, "s", src, "published", "alpha"), "nvlink", shape is None, one, gamma, src)
         return cls(f"ideal({participants})", participants, 1, (dom,), None, (cal.IDEAL,), False, src)
 
     # -- lookup --------------------------------------------------------------
@@ -276,15 +284,27 @@ class Topology:
         """Where ``slots`` (None: every slot) sit; symbolic when they cover the whole rack."""
         if slots is None or (isinstance(slots, range) and slots == range(len(self))):
             sizes = {d.count for d in self.domains}
-            switch = self.domains[0] if (len(self.domains) == 1 and self.replicas == 1 and self.domains[0].in_switch
-                                         and not self.domains[0].is_torus) else None
+            one = len(self.domains) == 1 and self.replicas == 1
+            switch = self.domains[0] if one and self.domains[0].in_switch and not self.domains[0].is_torus else None
             return Layout(len(self), len(self.domains) * self.replicas, sizes.pop() if len(sizes) == 1 else None,
-                          self.domains, switch)
+                          self.domains, switch, self.domains[0].shape if one else None)
         groups = self.group_ranks(slots)
         sizes = {len(g) for g in groups}
         doms = {id(self.domain_of(s)[1]): self.domain_of(s)[1] for s in (slots[g[0]] for g in groups)}
         return Layout(len(slots), len(groups), sizes.pop() if len(sizes) == 1 else None, tuple(doms.values()),
-                      self.switch_domain(slots))
+                      self.switch_domain(slots), self.torus_shape(slots))
+
+    def torus_shape(self, slots: Sequence[int]) -> tuple[int, ...] | None:
+        """The torus shape when ``slots`` are exactly one torus domain's members in order, else None."""
+        if not len(slots):
+            return None
+        replica, dom = self.domain_of(slots[0])
+        first = replica * self.width + dom.first
+        if not dom.is_torus or len(slots) != dom.count or slots[0] != first:
+            return None
+        if isinstance(slots, range):
+            return dom.shape if slots.step == 1 else None
+        return dom.shape if all(s == first + i for i, s in enumerate(slots)) else None
 
     def sources(self) -> list[str]:
         """Citations of every figure the topology uses."""

@@ -98,7 +98,7 @@ def test_hierarchical_formula():
 # -- closed form == step list on ideal topologies --------------------------------------------------
 
 CASES = [(a.name, op) for a in (algorithms.get(n) for n in algorithms.names()) for op in sorted(a.ops)
-         if a.name != "hierarchical"]
+         if a.name not in ("hierarchical", "torus")]
 
 
 @pytest.mark.parametrize("algo,op", CASES)
@@ -134,6 +134,35 @@ def test_hierarchical_closed_form_matches_step_list(outer):
                 assert closed == pytest.approx(steps, rel=1e-12)
             else:
                 assert steps * (1 - 1e-12) <= closed <= steps * 1.5
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (3, 3), (4, 4, 4), (2, 2, 2, 2), (2, 3), (5,), (3, 1, 2)])
+def test_torus_closed_form_matches_step_list_on_an_ideal_torus(shape):
+    alg = algorithms.get("torus")
+    p = math.prod(shape)
+    topo = Topology.ideal(p, A, B, G, shape=shape)
+    for count in [0, 1, 101, 4 * 4 * 4 * 3 * 3 * 2 * 5 * 7]:
+        spec = CollectiveSpec(op="all_reduce", participants=p, count=count, itemsize=4, torus=shape)
+        steps = schedule_time(alg.build(spec), topo, list(range(p)), IDEAL)
+        closed = alg.closed_form(spec, Levels.uniform(A, B, G))
+        if count % (p * len(shape) * 2) == 0:
+            assert closed == pytest.approx(steps, rel=1e-12)
+        else:
+            assert steps * (1 - 1e-12) <= closed <= steps * 1.5
+
+
+def test_torus_uses_every_link_of_a_trn2_torus():
+    ring = collectives.estimate("trn2-instance", "all_reduce", 2**30, algorithm="ring")
+    torus = collectives.estimate("trn2-instance", "all_reduce", 2**30)
+    assert torus.algorithm == "torus"
+    # four links per chip on a 4x4 torus: one ring uses one, the torus channels all four
+    assert 3.5 < ring.seconds / torus.seconds < 4.1
+    topo = Topology.from_rack("trn2-instance")
+    assert torus.busbw == pytest.approx(topo.domains[0].bandwidth, rel=0.05)
+    with pytest.raises(ValueError, match="torus"):
+        collectives.estimate("h100-node", "all_reduce", 2**20, algorithm="torus")
+    with pytest.raises(ValueError, match="torus"):
+        collectives.estimate("trn2-instance", "all_reduce", 2**20, algorithm="torus", slots=[0, 1, 2])
 
 
 def test_closed_form_path_agrees_with_step_path_on_a_real_rack():

@@ -15,7 +15,8 @@ from collectives.harness import check, expected_and_inputs
 from collectives.ops import REDUCE_OPS
 from collectives.schedule import CollectiveSpec, check as check_schedule, inplace_safe
 
-PAIRS = [(a, op) for a in algorithms.names() if a != "hierarchical" for op in sorted(algorithms.get(a).ops)]
+PAIRS = [(a, op) for a in algorithms.names() if a not in ("hierarchical", "torus")
+         for op in sorted(algorithms.get(a).ops)]
 SIZES = [0, 1, 7, 101, 1000]  # zero, one, prime, larger
 
 
@@ -47,6 +48,19 @@ def test_hierarchical_is_exact(outer):
                 check_schedule(res.schedule)
                 assert check("all_reduce", "hierarchical", p, count, dtype, reduce_op, groups=groups, outer=outer,
                              inplace=True).wrong == 0
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (3, 3), (2, 2, 2, 2), (2, 3), (5,), (1, 4), (3, 1, 2), (1,)])
+def test_torus_is_exact(shape):
+    p = 1
+    for d in shape:
+        p *= d
+    for count in SIZES:
+        for reduce_op, dtype in [("sum", "float32"), ("max", "int8"), ("prod", "bfloat16"), ("avg", "float16")]:
+            res = check("all_reduce", "torus", p, count, dtype, reduce_op, torus=shape)
+            assert res.wrong == 0, (shape, count, reduce_op)
+            check_schedule(res.schedule)
+            assert check("all_reduce", "torus", p, count, dtype, reduce_op, torus=shape, inplace=True).wrong == 0
 
 
 REDUCE_DTYPES = {

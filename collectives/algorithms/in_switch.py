@@ -91,7 +91,8 @@ class InSwitch(Algorithm):
         return k * ab.round(fan * s)
 
     def transfers(self, spec: CollectiveSpec) -> int:
-        return 2 * spec.participants * (spec.pipeline + 1)
+        # counted in link ends: every pull touches all p ports
+        return 2 * spec.participants * spec.participants * (spec.pipeline + 1)
 
 
 ALGORITHM = InSwitch()
