@@ -1,0 +1,50 @@
+"""The `hybrid` command line and the prepared scripts run end to end."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run(*args, timeout=300):
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
+
+
+def test_racks_lists_presets_and_sourced_figures():
+    out = run("-m", "interop.cli", "racks")
+    assert out.returncode == 0, out.stderr
+    assert "fusion-default" in out.stdout and "trn3-ultraserver" in out.stdout
+    assert "989 TFLOP/s" in out.stdout and "projected" in out.stdout and "published" in out.stdout
+
+
+def test_bench_ops_prints_tables_and_writes_a_plot(tmp_path):
+    png = tmp_path / "ops.png"
+    out = run("-m", "interop.cli", "bench", "ops", "--kinds", "h100,trn4", "--plot", str(png))
+    assert out.returncode == 0, out.stderr
+    assert "matmul: modelled TFLOP/s" in out.stdout and "trn4*" in out.stdout
+    assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_demo_matches_cpu_and_reports_modelled_times():
+    out = run("-m", "interop.cli", "demo", "--steps", "2")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "every slot matched the CPU exactly" in out.stdout
+    assert "modelled ms/step" in out.stdout and "h100-node" in out.stdout and "trn3:16" in out.stdout
+
+
+def test_demo_rejects_a_bad_rack():
+    out = run("-m", "interop.cli", "demo", "--rack", "h9000:2")
+    assert out.returncode == 2 and "h9000" in out.stderr
+
+
+@pytest.mark.parametrize("script", ["benchmarks/calibrate_gpu.py"])
+def test_gpu_calibration_script_dry_run(script, tmp_path):
+    out = run(script, "--dry-run", "--repeats", "1", "--out", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "calibration.csv").exists() and "ops compared" in (tmp_path / "calibration.md").read_text()
