@@ -198,6 +198,8 @@ def plan(rack, op: str, count: int, itemsize: int = 1, slots=None, algorithm: st
     if build and schedule is None and (p == 1 or algo.is_empty(spec)):
         schedule = algo.build(spec)
     size = reported_bytes(op, spec.count, itemsize, p)
+    if spec.splits is not None:  # all_to_allv: nccl-tests reports on the largest per-rank byte count
+        size = max(max(sum(row) for row in spec.splits), max(sum(col) for col in zip(*spec.splits))) * itemsize
     algbw = size / seconds if seconds > 0 else 0.0
     sources = tuple(topo.sources()) + (
         f"algorithm {algo.name}: schedule in collectives/algorithms/{algo.name}.py, priced "

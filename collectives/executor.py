@@ -34,7 +34,7 @@ import torch
 
 from collectives import algorithms
 from collectives.ops import REDUCING, check_op, check_reduce_op
-from collectives.schedule import CollectiveSpec, Schedule, inplace_safe
+from collectives.schedule import CollectiveSpec, Schedule, inplace_safe, io_sizes
 
 FLOATS = (torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2)
 """Floating dtypes reductions accept."""
@@ -116,6 +116,15 @@ def validate(schedule: Schedule, inputs: Sequence, outputs: Sequence, reduce_op:
             tensors.append((kind, i, t))
     if not tensors:
         return [None] * p
+    if spec.splits is None:  # equal sizes everywhere: the shapes must agree too
+        for kind in ("in", "out"):
+            shapes = {tuple(t.shape) for k, _, t in tensors if k == kind}
+            if len(shapes) > 1:
+                raise ValueError(f"{op}: {kind}put shapes differ between participants: {sorted(shapes)}")
+        if op in ("all_reduce", "broadcast", "reduce"):
+            shapes = {tuple(t.shape) for _, _, t in tensors}
+            if len(shapes) > 1:
+                raise ValueError(f"{op}: input and output shapes differ: {sorted(shapes)}")
     dtypes = {t.dtype for _, _, t in tensors}
     if len(dtypes) > 1:
         raise TypeError(f"{op}: all tensors must share one dtype, got {sorted(str(d) for d in dtypes)}")
@@ -155,6 +164,7 @@ def run(schedule: Schedule, inputs: Sequence, outputs: Sequence, reduce_op: str 
     """
     reduce_op = check_reduce_op(reduce_op)
     spec, p = schedule.spec, schedule.participants
+    inputs, outputs = _unused_dropped(schedule, inputs, outputs)
     alias = validate(schedule, inputs, outputs, reduce_op, factor)
     ins = [_flat(t) for t in inputs]
     outs = [_flat(t) for t in outputs]
@@ -194,6 +204,20 @@ def run(schedule: Schedule, inputs: Sequence, outputs: Sequence, reduce_op: str 
         for dst, src in zip(final, outs):
             if dst is not None:
                 dst.copy_(src)
+
+
+def _unused_dropped(schedule: Schedule, inputs: Sequence, outputs: Sequence) -> tuple[list, list]:
+    """Inputs and outputs with the buffers the op never uses set to None (NCCL ignores them too).
+
+    A non-root rank's send buffer in broadcast and scatter, and its receive
+    buffer in reduce and gather, may be passed (torch.distributed passes one
+    tensor per rank) and are ignored.
+    """
+    if len(inputs) != schedule.participants or len(outputs) != schedule.participants:
+        return list(inputs), list(outputs)  # validate() reports the lengths
+    shape = io_sizes(replace(schedule.spec, count=1, splits=None))
+    return ([t if shape["in"][i] else None for i, t in enumerate(inputs)],
+            [t if shape["out"][i] else None for i, t in enumerate(outputs)])
 
 
 def _apply(t, bufs, fn, fn_) -> None:

@@ -230,6 +230,15 @@ def test_busbw_factors_and_sizes():
     assert e.modelled is True
 
 
+def test_all_to_allv_reports_on_the_largest_rank():
+    splits = ((0, 100, 100, 100), (10, 0, 10, 10), (10, 10, 0, 10), (10, 10, 10, 0))
+    plan = collectives.plan("h100-node", "all_to_all", 0, 4, slots=[0, 1, 2, 3], splits=splits)
+    assert plan.estimate.nbytes == 300 * 4
+    assert plan.estimate.busbw == pytest.approx(plan.estimate.algbw * 3 / 4)
+    even = collectives.plan("h100-node", "all_to_all", 100, 4, slots=[0, 1, 2, 3])
+    assert plan.estimate.seconds == pytest.approx(even.estimate.seconds, rel=0.05)  # rank 0's port is the bottleneck
+
+
 def test_automatic_choice_is_the_fastest_and_can_be_overridden():
     for n in (1024, 2**20, 2**30):
         e = collectives.estimate("fusion-default", "all_reduce", n)

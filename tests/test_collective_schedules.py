@@ -163,6 +163,8 @@ def test_validation_errors_write_nothing():
         (TypeError, "one dtype", [torch.ones(4), torch.ones(4, dtype=torch.float64), torch.ones(4)], outs()),
         (TypeError, "torch.Tensor", [torch.ones(4), [1, 2, 3, 4], torch.ones(4)], outs()),
         (ValueError, "contiguous", [torch.ones(8)[::2], torch.ones(4), torch.ones(4)], outs()),
+        (ValueError, "shapes differ", [torch.ones(2, 2), torch.ones(4), torch.ones(4)], outs()),
+        (ValueError, "shapes differ", [torch.ones(2, 2) for _ in range(3)], outs()),
     ]
     for exc, msg, i, o in cases:
         with pytest.raises(exc, match=msg):
@@ -196,6 +198,16 @@ def test_in_place_must_follow_the_nccl_layout():
         run(sched, [outs[0][1:4], torch.ones(3)], outs)  # rank 0's slice is [0:3], not [1:4]
     run(sched, [outs[0][0:3].fill_(1), outs[1][3:6].fill_(2)], outs)
     assert outs[0].tolist() == [1, 1, 1, 2, 2, 2] == outs[1].tolist()
+
+
+def test_buffers_the_op_does_not_use_are_ignored():
+    # torch.distributed passes one tensor per rank; NCCL ignores non-root send buffers of a broadcast.
+    tensors = [torch.full((6,), float(i)) for i in range(4)]
+    execute("broadcast", tensors, tensors, algorithm="binomial", root=2)
+    assert all(t.tolist() == [2.0] * 6 for t in tensors)
+    tensors = [torch.full((6,), float(i + 1)) for i in range(4)]
+    execute("reduce", tensors, tensors, algorithm="ring", root=1)
+    assert tensors[1].tolist() == [10.0] * 6 and tensors[0].tolist() == [1.0] * 6
 
 
 def test_execute_infers_counts_and_returns_the_schedule():
