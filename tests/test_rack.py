@@ -54,3 +54,16 @@ def test_malformed_specs_raise_value_error():
     for bad in ("h100:0", "h9000:2", "h100:two", "", "trn3:2+"):
         with pytest.raises(ValueError):
             interop.Rack.from_spec(bad)
+
+
+def test_backward_on_a_larger_rack_installed_later(use_rack):
+    # The autograd engine sizes its device queues once; a rack grown after the
+    # first backward must still run backward on its new indices.
+    w = torch.ones(3, device="hybrid:1", requires_grad=True)
+    (w * 2).sum().backward()
+    del w
+    use_rack("gb300-nvl72")
+    w = torch.ones(3, device="hybrid:70", requires_grad=True)
+    (w * 3).sum().backward()
+    assert w.grad.cpu().tolist() == [3.0, 3.0, 3.0]
+    del w

@@ -101,7 +101,14 @@ c10::Stream HybridGuardImpl::exchangeStream(c10::Stream s) const {
   return old;
 }
 
-c10::DeviceIndex HybridGuardImpl::deviceCount() const noexcept { return slot_count(); }
+c10::DeviceIndex HybridGuardImpl::deviceCount() const noexcept {
+  // Every index a rack can ever use, not the current rack's size: the autograd
+  // engine sizes its per-device queues from this once, at its first backward,
+  // and a larger rack installed later would otherwise index past them. The
+  // rack's own size is what torch.hybrid.device_count() and torch.accelerator
+  // report (through the Python device module and the hooks).
+  return kMaxSlotIndex + 1;
+}
 
 void HybridGuardImpl::destroyEvent(void* event, const c10::DeviceIndex) const noexcept {
   auto* e = static_cast<Event*>(event);

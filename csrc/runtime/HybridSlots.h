@@ -13,6 +13,9 @@ namespace hybrid {
 
 enum class Backing : int8_t { Emulated = 0, Cuda = 1 };
 
+// DeviceIndex is an int8_t: indices 0..126 are usable (127 slots at most).
+constexpr c10::DeviceIndex kMaxSlotIndex = 126;
+
 struct SlotInfo {
   std::string kind;          // "h100", "trn3", ...
   int64_t capacity = 0;      // bytes the allocator lets this slot hold
