@@ -212,7 +212,7 @@ def sweep(rack: str, op: str, sizes, dtype: str = "float32", reduce_op: str = "s
     for size in sizes:
         est0 = plan(rack, op, 1, itemsize, algorithm=algorithm, root=root, build=False).estimate
         p = est0.participants
-        count = size // itemsize // (p if op in SCALED else 1)
+        count = 0 if op == "barrier" else size // itemsize // (p if op in SCALED else 1)
         pl = plan(rack, op, count, itemsize, algorithm=algorithm, root=root)
         est = pl.estimate
         spec = pl.schedule.spec if pl.schedule is not None else None

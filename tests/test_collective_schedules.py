@@ -119,6 +119,26 @@ def test_in_place(algo, op):
                 assert res.wrong == 0, (algo, op, p, count, dtype)
 
 
+def test_tiled_execution_is_exact(monkeypatch):
+    # Large aligned schedules run tile by tile; tiny tiles exercise that path on small buffers.
+    from collectives import executor
+
+    monkeypatch.setattr(executor, "TILE_BYTES", 24)
+    for algo, op in PAIRS:
+        if op not in IN_PLACE_OPS:
+            continue
+        for p in [1, 2, 3, 5, 8]:
+            for count, dtype, reduce_op in [(101, torch.float32, "sum"), (257, torch.bfloat16, "max"),
+                                            (64, torch.int32, "bxor")]:
+                for inplace in (False, True):
+                    res = check(op, algo, p, count, dtype, reduce_op, root=p // 2, pipeline=3, inplace=inplace)
+                    assert res.wrong == 0, (algo, op, p, count, dtype, inplace)
+    for shape in [(4, 4), (2, 3)]:
+        assert check("all_reduce", "torus", 4 * 4 if shape == (4, 4) else 6, 333, torus=shape).wrong == 0
+    groups = [[0, 1, 2], [3, 4, 5]]
+    assert check("all_reduce", "hierarchical", 6, 333, groups=groups, outer="tree", pipeline=2).wrong == 0
+
+
 def test_all_to_allv_uneven_splits():
     splits = ((0, 3, 1, 7), (2, 0, 0, 5), (9, 1, 4, 0), (0, 0, 0, 0))
     res = check("all_to_all", "direct", 4, 0, torch.int32, splits=splits)
@@ -275,7 +295,7 @@ def test_all_reduce_speed_is_near_the_memcpy_floor():
     floor = best(lambda: [o.copy_(i) for o, i in zip(outs, ins)])
     ring = best(lambda: run(sched, ins, outs))
     print(f"all_reduce 64 MiB x 8: {ring * 1e3:.1f} ms, 8 memcpys: {floor * 1e3:.1f} ms, ratio {ring / floor:.2f}")
-    assert ring < 2.5 * floor
+    assert ring < 2.0 * floor
 
 
 def test_expected_inputs_cover_rooted_ops():
