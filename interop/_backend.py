@@ -28,4 +28,19 @@ def register() -> None:
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
     )
     _C._set_elapsed_hook(timeline._elapsed_hook)
+    _register_collective_hooks()
     _registered = True
+
+
+def _register_collective_hooks() -> None:
+    """Give the collective layer what it needs from the device layer (it may not import us)."""
+    import collectives.device
+    from interop import _C
+    from interop import timelines
+    from interop.rack import current_rack
+
+    def place(name, slots, seconds, nbytes, algorithm, sources, link):
+        return timelines.current().place_collective(name, slots, seconds, nbytes, algorithm, sources, link)
+
+    collectives.device.register(collectives.device.DeviceHooks(alias=_C._execution_alias, rack=current_rack,
+                                                               place=place))

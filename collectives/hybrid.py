@@ -1,0 +1,235 @@
+"""Collectives over tensors on hybrid slots, in one process (like NCCL's
+one-process, multi-device use): one tensor per participant, each on its own
+slot, participants in list order.
+
+Each call chooses an algorithm by modelled time (or takes the one given),
+runs that algorithm's schedule on the real bytes (zero-copy aliases of the
+slots' memory) and places the same schedule's modelled time on every
+participant's timeline. Everything is checked before any output is written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+
+from collectives import executor
+from collectives.device import hooks
+from collectives.estimate import CollectiveEstimate, plan
+from collectives.ops import check_reduce_op
+from collectives.topology import Topology
+
+_topologies: dict[int, tuple[object, Topology]] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """What a collective call returns: the outputs (per participant) and the modelled estimate that was placed."""
+
+    outputs: list
+    estimate: CollectiveEstimate
+    slots: tuple[int, ...]
+
+
+def _topology(rack) -> Topology:
+    cached = _topologies.get(id(rack))
+    if cached is None or cached[0] is not rack:
+        cached = (rack, Topology.from_rack(rack.spec))
+        _topologies[id(rack)] = cached
+    return cached[1]
+
+
+def _slots(op: str, tensors: Sequence, what: str) -> tuple[int, ...]:
+    if not isinstance(tensors, (list, tuple)) or not tensors:
+        raise ValueError(f"{op}: {what} must be a non-empty list of tensors, one per participant")
+    slots = []
+    for i, t in enumerate(tensors):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{op}: {what}[{i}] must be a torch.Tensor, got {type(t).__name__}")
+        if t.device.type != "hybrid":
+            raise ValueError(f"{op}: {what}[{i}] is on {t.device}; every tensor must be on a hybrid slot")
+        slots.append(t.device.index)
+    seen: dict[int, int] = {}
+    for i, s in enumerate(slots):
+        if s in seen:
+            raise ValueError(f"{op}: {what}[{seen[s]}] and {what}[{i}] are both on hybrid:{s}; "
+                             "each participant needs its own slot")
+        seen[s] = i
+    return tuple(slots)
+
+
+def _check_pairs(op: str, inputs: Sequence, outputs: Sequence) -> None:
+    if len(outputs) != len(inputs):
+        raise ValueError(f"{op}: expected {len(inputs)} outputs (one per participant), got {len(outputs)}")
+    for i, (a, b) in enumerate(zip(inputs, outputs)):
+        if b is not None and (not isinstance(b, torch.Tensor) or b.device != a.device):
+            where = b.device if isinstance(b, torch.Tensor) else type(b).__name__
+            raise ValueError(f"{op}: outputs[{i}] must be on {a.device} like inputs[{i}], got {where}")
+
+
+def _run(op: str, inputs: list, outputs: list, slots: tuple[int, ...], *, reduce_op: str = "sum",
+         algorithm: str | None = None, root: int = 0, splits=None, factor=None) -> Result:
+    h = hooks()
+    rack = h.rack()
+    topo = _topology(rack)
+    first = next(t for t in list(inputs) + list(outputs) if t is not None)
+    spec_count = executor.infer_spec(op, inputs, outputs, root=root, splits=splits).count
+    chosen = plan(topo, op, spec_count, first.element_size(), list(slots), algorithm, root=root, splits=splits)
+    schedule = chosen.schedule
+    if schedule is None:
+        raise RuntimeError(f"{op}: the {chosen.estimate.algorithm} plan has no step schedule to execute")
+    ins = [None if t is None else h.alias(t) for t in inputs]
+    outs = [None if t is None else h.alias(t) for t in outputs]
+    devices = {t.device for t in ins + outs if t is not None}
+    if len(devices) > 1:
+        # Slots of different backings (host memory and a real GPU): the schedule
+        # runs on host copies and the results are written back.
+        staged_in = [None if t is None else t.cpu() for t in ins]
+        staged_out = [None if t is None else t.cpu() for t in outs]
+        executor.run(schedule, staged_in, staged_out, reduce_op, factor)
+        for dst, src in zip(outs, staged_out):
+            if dst is not None:
+                dst.copy_(src)
+    else:
+        executor.run(schedule, ins, outs, reduce_op, factor)
+    est = chosen.estimate
+    domains = sorted({topo.domain_of(s)[1].name for s in slots})
+    h.place(op, list(slots), est.seconds, est.nbytes, est.algorithm, est.sources,
+            f"collective {'+'.join(domains)}")
+    return Result(list(outputs), est, slots)
+
+
+def _like(t: torch.Tensor, numel: int, shape=None) -> torch.Tensor:
+    return torch.empty(shape if shape is not None else (numel,), dtype=t.dtype, device=t.device)
+
+
+def all_reduce(tensors: Sequence[torch.Tensor], op: str = "sum", *, algorithm: str | None = None,
+               outputs: Sequence[torch.Tensor] | None = None, factor: float | None = None) -> Result:
+    """Reduce ``tensors`` element-wise across participants; in place unless ``outputs`` is given.
+
+    ``op``: sum, prod, min, max, avg, premul_sum (with ``factor``), band, bor, bxor.
+    """
+    slots = _slots("all_reduce", tensors, "tensors")
+    check_reduce_op(op)
+    outputs = list(tensors) if outputs is None else list(outputs)
+    _check_pairs("all_reduce", tensors, outputs)
+    return _run("all_reduce", list(tensors), outputs, slots, reduce_op=op, algorithm=algorithm, factor=factor)
+
+
+def reduce_scatter(inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Tensor] | None = None, op: str = "sum",
+                   *, algorithm: str | None = None, factor: float | None = None) -> Result:
+    """Reduce across participants and leave participant i with block i (inputs hold p blocks)."""
+    slots = _slots("reduce_scatter", inputs, "inputs")
+    check_reduce_op(op)
+    p = len(inputs)
+    if outputs is None:
+        n = inputs[0].numel()
+        if n % p:
+            raise ValueError(f"reduce_scatter: input of {n} elements does not split into {p} blocks; pass outputs")
+        shape = ((inputs[0].shape[0] // p,) + tuple(inputs[0].shape[1:])
+                 if inputs[0].dim() and inputs[0].shape[0] % p == 0 else (n // p,))
+        outputs = [_like(t, n // p, shape) for t in inputs]
+    outputs = list(outputs)
+    _check_pairs("reduce_scatter", inputs, outputs)
+    return _run("reduce_scatter", list(inputs), outputs, slots, reduce_op=op, algorithm=algorithm, factor=factor)
+
+
+def all_gather(inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Tensor] | None = None, *,
+               algorithm: str | None = None) -> Result:
+    """Every participant receives every input, concatenated in participant order."""
+    slots = _slots("all_gather", inputs, "inputs")
+    p = len(inputs)
+    if outputs is None:
+        t0 = inputs[0]
+        shape = (p * t0.shape[0],) + tuple(t0.shape[1:]) if t0.dim() else (p,)
+        outputs = [_like(t, p * t.numel(), shape) for t in inputs]
+    outputs = list(outputs)
+    _check_pairs("all_gather", inputs, outputs)
+    return _run("all_gather", list(inputs), outputs, slots, algorithm=algorithm)
+
+
+def broadcast(tensors: Sequence[torch.Tensor], root: int = 0, *, algorithm: str | None = None) -> Result:
+    """Copy participant ``root``'s tensor into every other participant's, in place."""
+    slots = _slots("broadcast", tensors, "tensors")
+    _check_root("broadcast", root, len(tensors))
+    return _run("broadcast", list(tensors), list(tensors), slots, algorithm=algorithm, root=root)
+
+
+def reduce(tensors: Sequence[torch.Tensor], root: int = 0, op: str = "sum", *, algorithm: str | None = None,
+           factor: float | None = None) -> Result:
+    """Reduce into participant ``root``'s tensor, in place; the others are left as they were."""
+    slots = _slots("reduce", tensors, "tensors")
+    check_reduce_op(op)
+    _check_root("reduce", root, len(tensors))
+    return _run("reduce", list(tensors), list(tensors), slots, reduce_op=op, algorithm=algorithm, root=root,
+                factor=factor)
+
+
+def all_to_all(inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Tensor] | None = None, *,
+               splits: Sequence[Sequence[int]] | None = None, algorithm: str | None = None) -> Result:
+    """Participant i sends block j of its input to participant j.
+
+    Even blocks by default; ``splits[i][j]`` elements from i to j for uneven ones
+    (all_to_allv). Outputs hold the received blocks in sender order.
+    """
+    slots = _slots("all_to_all", inputs, "inputs")
+    p = len(inputs)
+    if splits is not None:
+        splits = tuple(tuple(int(x) for x in row) for row in splits)
+        if len(splits) != p or any(len(row) != p for row in splits):
+            raise ValueError(f"all_to_all: splits must be a {p}x{p} matrix")
+        if any(x < 0 for row in splits for x in row):
+            raise ValueError("all_to_all: splits must be non-negative")
+    if outputs is None:
+        if splits is None:
+            outputs = [torch.empty_like(t) for t in inputs]
+        else:
+            outputs = [_like(inputs[j], sum(splits[i][j] for i in range(p))) for j in range(p)]
+    outputs = list(outputs)
+    _check_pairs("all_to_all", inputs, outputs)
+    return _run("all_to_all", list(inputs), outputs, slots, algorithm=algorithm, splits=splits)
+
+
+def gather(inputs: Sequence[torch.Tensor], root: int = 0, output: torch.Tensor | None = None, *,
+           algorithm: str | None = None) -> Result:
+    """Participant ``root`` receives every input, concatenated in participant order."""
+    slots = _slots("gather", inputs, "inputs")
+    p = len(inputs)
+    _check_root("gather", root, p)
+    if output is None:
+        output = _like(inputs[root], p * inputs[root].numel())
+    outputs = [output if i == root else None for i in range(p)]
+    _check_pairs("gather", inputs, outputs)
+    return _run("gather", list(inputs), outputs, slots, algorithm=algorithm, root=root)
+
+
+def scatter(input: torch.Tensor, outputs: Sequence[torch.Tensor], root: int = 0, *,
+            algorithm: str | None = None) -> Result:
+    """Participant ``root``'s ``input`` (p blocks) is split: block i goes to ``outputs[i]``."""
+    slots = _slots("scatter", outputs, "outputs")
+    p = len(outputs)
+    _check_root("scatter", root, p)
+    if not isinstance(input, torch.Tensor) or input.device != outputs[root].device:
+        raise ValueError(f"scatter: the input must be on the root's slot {outputs[root].device}")
+    inputs = [input if i == root else None for i in range(p)]
+    return _run("scatter", inputs, list(outputs), slots, algorithm=algorithm, root=root)
+
+
+def send_recv(src: torch.Tensor, dst: torch.Tensor) -> Result:
+    """Move ``src`` into ``dst`` (another slot), timed on the route between them."""
+    slots = _slots("send_recv", [src, dst], "tensors")
+    return _run("send_recv", [src, None], [None, dst], slots)
+
+
+def barrier(devices: Sequence[int | torch.device | str]) -> Result:
+    """Synchronise the listed slots: on the timeline, each continues when the last arrives."""
+    tensors = [torch.empty(0, device=d if not isinstance(d, int) else f"hybrid:{d}") for d in devices]
+    slots = _slots("barrier", tensors, "devices")
+    return _run("barrier", tensors, [None] * len(tensors), slots)
+
+
+def _check_root(op: str, root: int, p: int) -> None:
+    if not isinstance(root, int) or not 0 <= root < p:
+        raise ValueError(f"{op}: root must be a participant index in 0..{p - 1}, got {root!r}")
