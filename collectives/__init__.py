@@ -7,8 +7,9 @@
 * :class:`Topology`: domains, links, routes, bandwidths, latencies of a rack,
   symbolic (a million chips are a handful of objects).
 * :mod:`collectives.algorithms`: ring, tree, rabenseifner, binomial, direct,
-  hierarchical, in_switch, each a :class:`Schedule` builder with a closed form.
-* :mod:`collectives.executor` (imports torch): runs a schedule on real tensors.
+  hierarchical, in_switch, torus, each a :class:`Schedule` builder with a closed form.
+* :mod:`collectives.executor` (imports torch): runs a schedule on real tensors;
+  :mod:`collectives.harness` (imports torch): nccl-tests-style checks and sweeps.
 
 Importing the package imports neither torch nor compiled code.
 """
