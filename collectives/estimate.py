@@ -30,6 +30,8 @@ from collectives.topology import Topology
 
 STEP_LIMIT = 20_000
 """Largest schedule (in transfers) priced step by step; beyond it the closed form is used."""
+BUILD_LIMIT = 2_000_000
+"""Largest schedule :func:`plan` builds for execution (a million chips are estimated, never built)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +142,8 @@ def plan(rack, op: str, count: int, itemsize: int = 1, slots=None, algorithm: st
     participating slots in rank order (None: all; send_recv: (src, dst));
     ``algorithm``: force one (ValueError listing the accepted ones);
     ``protocol``: force ``simple``, ``ll128`` or ``ll``.  With ``build`` the
-    chosen schedule is returned for the executor when it was priced step by step.
+    chosen schedule is returned for the executor (up to :data:`BUILD_LIMIT`
+    transfers), priced step by step: the time is that of the schedule that runs.
     """
     op = check_op(op)
     topo = topology(rack)
@@ -193,10 +196,16 @@ def plan(rack, op: str, count: int, itemsize: int = 1, slots=None, algorithm: st
     if best is None:
         raise ValueError(f"no algorithm can run {op} on these {p} participants")
     seconds, algo, outer, proto, spec, schedule, steps = best
-    if build and steps and schedule is None and p > 1 and not algo.is_empty(spec):
+    if build and schedule is None and algo.transfers(spec) <= BUILD_LIMIT:
+        # The caller will run this schedule: price what runs, step by step, even where the
+        # choice was made on the closed form.
+        if algo.name == "hierarchical" and spec.groups is None and p > 1:
+            spec = replace(spec, groups=topo.group_ranks(chosen_slots))
         schedule = algo.build(spec)
-    if build and schedule is None and (p == 1 or algo.is_empty(spec)):
-        schedule = algo.build(spec)
+        if not steps and p > 1 and not algo.is_empty(spec):
+            seconds = base_latency(proto, algo.latency_class) + price(
+                compile_rounds(schedule, topo, chosen_slots), proto, topo.overlap_reduce)
+            steps = True
     size = reported_bytes(op, spec.count, itemsize, p)
     if spec.splits is not None:  # all_to_allv: nccl-tests reports on the largest per-rank byte count
         size = max(max(sum(row) for row in spec.splits), max(sum(col) for col in zip(*spec.splits))) * itemsize

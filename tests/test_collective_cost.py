@@ -296,6 +296,19 @@ def test_plan_returns_the_schedule_it_priced():
     assert again == pytest.approx(est.seconds)
 
 
+def test_plans_always_carry_the_schedule_they_price():
+    # gb300-nvl72 in_switch is chosen on its closed form; the plan still builds it, prices it step by step
+    # (equal on one switch, up to the rounding of uneven chunks) and the executor can run it.
+    plan = collectives.plan("gb300-nvl72", "all_reduce", 2**26, 2)
+    assert plan.schedule is not None and plan.estimate.path == "steps"
+    assert plan.estimate.seconds == pytest.approx(collectives.estimate("gb300-nvl72", "all_reduce", 2**27).seconds,
+                                                  rel=1e-4)
+    big = collectives.plan("h100-node*16", "all_reduce", 2**20, 4)
+    assert big.schedule is not None and big.schedule.spec.groups is not None
+    huge = collectives.plan("trn3-ultraserver*7282", "all_reduce", 2**20, 4)
+    assert huge.schedule is None and huge.estimate.path == "closed-form"
+
+
 def test_hierarchical_wins_across_a_slow_network():
     e = collectives.estimate("h100-node*4", "all_reduce", 2**30)
     assert e.algorithm == "hierarchical"
