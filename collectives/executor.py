@@ -140,6 +140,8 @@ def validate(schedule: Schedule, inputs: Sequence, outputs: Sequence, reduce_op:
                             f"supported: {', '.join(str(d).replace('torch.', '') for d in _ACCEPTS[reduce_op])}")
         if reduce_op == "premul_sum" and factor is None:
             raise ValueError(f"{op}: premul_sum needs a factor")
+        if reduce_op == "premul_sum" and not dtype.is_floating_point and not float(factor).is_integer():
+            raise TypeError(f"{op}: premul_sum on {dtype} needs an integer factor, got {factor!r}")
     alias: list[tuple[int, int] | None] = [None] * p
     spans = sorted((_span(t) + (kind, i, t) for kind, i, t in tensors if t.numel()), key=lambda x: x[0])
     for k, (b0, b1, kb, ib, tb) in enumerate(spans):
@@ -214,7 +216,7 @@ def run(schedule: Schedule, inputs: Sequence, outputs: Sequence, reduce_op: str 
             if reduce_op == "avg":
                 t.div_(scale)
             else:
-                t.mul_(scale)
+                t.mul_(scale if t.is_floating_point() else int(scale))
     if final is not None:
         for dst, src in zip(final, outs):
             if dst is not None:

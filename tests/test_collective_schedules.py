@@ -207,6 +207,10 @@ def test_validation_errors_write_nothing():
         run(sched, b, [torch.zeros(4, dtype=torch.bool) for _ in range(3)], "sum")
     with pytest.raises(ValueError, match="premul_sum needs a factor"):
         run(sched, ins, outs(), "premul_sum")
+    with pytest.raises(TypeError, match="integer factor"):
+        o = [torch.full((4,), 7, dtype=torch.int32) for _ in range(3)]
+        run(sched, [torch.ones(4, dtype=torch.int32) for _ in range(3)], o, "premul_sum", 0.5)
+    assert _untouched(o)
     with pytest.raises(ValueError, match="accepted: sum"):
         run(sched, ins, outs(), "median")
 
