@@ -101,6 +101,28 @@ def _run(op: str, inputs: list, outputs: list, slots: tuple[int, ...], *, reduce
     return Result(list(outputs), est, slots)
 
 
+def run(op: str, inputs: Sequence, outputs: Sequence, *, reduce_op: str = "sum", algorithm: str | None = None,
+        root: int = 0, splits=None, factor=None) -> Result:
+    """Any collective in nccl-tests' buffer convention (``collectives.ops``): one input and one output
+    per participant, None where the op gives that participant no buffer. Participant i's slot is where its
+    tensors are; out-of-place and in-place (NCCL-style aliasing) both work."""
+    if len(inputs) != len(outputs):
+        raise ValueError(f"{op}: expected as many outputs as inputs ({len(inputs)}), got {len(outputs)}")
+    per_rank = []
+    for i, (a, b) in enumerate(zip(inputs, outputs)):
+        t = a if a is not None else b
+        if t is None:
+            raise ValueError(f"{op}: participant {i} has neither an input nor an output tensor")
+        if a is not None and b is not None and isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) \
+                and a.device != b.device:
+            raise ValueError(f"{op}: participant {i}'s input is on {a.device} and its output on {b.device}")
+        per_rank.append(t)
+    slots = _slots(op, per_rank, "participants")
+    check_reduce_op(reduce_op)
+    return _run(op, list(inputs), list(outputs), slots, reduce_op=reduce_op, algorithm=algorithm, root=root,
+                splits=splits, factor=factor)
+
+
 def _like(t: torch.Tensor, numel: int, shape=None) -> torch.Tensor:
     return torch.empty(shape if shape is not None else (numel,), dtype=t.dtype, device=t.device)
 
