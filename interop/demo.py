@@ -73,10 +73,12 @@ class DemoResult:
     runs: list[SlotRun]
     memory: list[dict]
     comparison: list[RackComparison] = field(default_factory=list)
+    data_parallel: "DataParallelResult | None" = None
 
     @property
     def ok(self) -> bool:
-        return all(r.exact for r in self.runs)
+        dp_ok = self.data_parallel is None or self.data_parallel.ok
+        return all(r.exact for r in self.runs) and dp_ok
 
 
 def _train(model: GPT, batches, device: torch.device | str, steps: int):
@@ -173,9 +175,76 @@ def run(cfg: DemoConfig | None = None, *, echo=print) -> DemoResult:
                  format_bytes(m["capacity"]), f"{100 * m['peak'] / m['capacity']:.4f} %", m["allocations"]]
                 for m in memory], align="llrrrrr"))
     result = DemoResult(rack, cpu_losses, runs, memory)
+    result.data_parallel = data_parallel_step(cfg, reference, rack, echo)
     result.comparison = compare_racks(cfg, reference, batches, echo)
     set_rack(rack)
     echo("\nresult: " + ("every slot matched the CPU exactly" if result.ok else "MISMATCH against the CPU"))
+    return result
+
+
+@dataclass(slots=True)
+class DataParallelResult:
+    slots: list[int]
+    replicas_identical: bool
+    """Every replica holds bit-identical parameters after the step."""
+    max_abs_diff_vs_cpu: float
+    """Against one CPU step on the whole batch (averaging shard gradients rounds differently)."""
+    step_s: float
+    """Modelled time of the step (slowest slot's busy time)."""
+    all_reduce_s: float
+    all_reduce_algorithm: str
+    all_reduce_bytes: int
+
+    @property
+    def ok(self) -> bool:
+        return self.replicas_identical and self.max_abs_diff_vs_cpu < 1e-4
+
+
+def data_parallel_step(cfg: DemoConfig, reference: GPT, rack: Rack, echo) -> DataParallelResult:
+    """One data-parallel training step over every slot: each replica takes a shard of the batch, the
+    gradients are averaged by an all_reduce on the fabric (one flat bucket), then each replica steps."""
+    from collectives import hybrid as hc
+
+    slots = [d.index for d in rack.devices]
+    n = len(slots)
+    idx, tgt = token_batch(cfg.model, cfg.batch * n, seed=cfg.seed + 100)
+    replicas = [copy.deepcopy(reference).to(f"hybrid:{s}") for s in slots]
+    opts = [torch.optim.SGD(m.parameters(), lr=0.1, foreach=True) for m in replicas]
+    interop.reset_timeline()
+    for i, (model, slot) in enumerate(zip(replicas, slots)):
+        shard = slice(i * cfg.batch, (i + 1) * cfg.batch)
+        logits = model(idx[shard].to(f"hybrid:{slot}"))
+        torch.nn.functional.cross_entropy(logits.flatten(0, 1), tgt[shard].to(f"hybrid:{slot}").flatten()).backward()
+    buckets = [torch.cat([p.grad.reshape(-1) for p in m.parameters()]) for m in replicas]
+    reduced = hc.all_reduce(buckets, op="avg")
+    for model, bucket, opt in zip(replicas, buckets, opts):
+        offset = 0
+        for p in model.parameters():
+            p.grad.copy_(bucket[offset:offset + p.numel()].view_as(p))
+            offset += p.numel()
+        opt.step()
+    rep = interop.report()
+    step_s = max(rep.slot(s).busy_s for s in slots)
+
+    cpu = copy.deepcopy(reference)
+    logits = cpu(idx)
+    torch.nn.functional.cross_entropy(logits.flatten(0, 1), tgt.flatten()).backward()
+    torch.optim.SGD(cpu.parameters(), lr=0.1, foreach=True).step()
+    first = [p.detach().cpu() for p in replicas[0].parameters()]
+    identical = all(torch.equal(a, b.detach().cpu()) for m in replicas[1:] for a, b in zip(first, m.parameters()))
+    diff = _max_diff(first, [p.detach() for p in cpu.parameters()])
+    est = reduced.estimate
+    result = DataParallelResult(slots, identical, diff, step_s, est.seconds, est.algorithm, int(buckets[0].numel() * 4))
+    del replicas, opts, buckets, reduced
+    echo(f"\n== data-parallel step on all {n} slots: gradients averaged by an all_reduce on the fabric ==")
+    echo(table(["what", "value"], [
+        ["replicas bit-identical after the step (computed)", "yes" if identical else "NO"],
+        ["max |param - single-CPU full-batch step| (computed)", f"{diff:.1e}"],
+        ["gradient bucket", format_bytes(result.all_reduce_bytes) + " float32 per slot"],
+        ["all_reduce algorithm (chosen by modelled time)", est.algorithm],
+        ["all_reduce time (modelled)", f"{est.seconds * 1e6:.2f} us, busbw {est.busbw / 1e9:.1f} GB/s"],
+        ["step time, slowest slot (modelled)", f"{step_s * 1e3:.3f} ms"],
+    ], align="lr"))
     return result
 
 
