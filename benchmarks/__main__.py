@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 
-ALL = ["device", "timeline"]
+ALL = ["device", "timeline", "collectives"]
 
 
 def main() -> None:

@@ -24,6 +24,20 @@ from collectives.ops import OPS, REDUCE_OPS, busbw_factor
 from collectives.schedule import CollectiveSpec, Schedule, Transfer
 from collectives.topology import Topology
 
+_HYBRID = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all", "gather", "scatter",
+           "send_recv", "barrier", "run")
+
+
+def __getattr__(name: str):
+    # The in-process collectives over hybrid tensors import torch; load them on first use so that
+    # `import collectives` stays free of torch for planners and what-ifs.
+    if name in _HYBRID:
+        from collectives import hybrid
+
+        return getattr(hybrid, name)
+    raise AttributeError(f"module 'collectives' has no attribute {name!r}")
+
+
 __all__ = [
     "OPS", "REDUCE_OPS", "AlphaBeta", "CollectiveEstimate", "CollectiveSpec", "Levels", "Plan", "Schedule",
     "Topology", "Transfer", "algorithm", "algorithm_names", "busbw_factor", "estimate", "plan", "schedule_time",
