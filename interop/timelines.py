@@ -52,6 +52,8 @@ class TimelineRecord:
     """The link track a copy or collective occupied."""
     participants: tuple = ()
     """Every slot a collective ran on."""
+    measured_s: float | None = None
+    """On a cuda-backed slot: the op's CUDA-event time (measured); the placed duration is this one."""
 
     @property
     def source(self) -> str:
@@ -133,8 +135,9 @@ class Timeline:
                 pos = cols["shapes_begin"][i]
                 ins, pos = _decode_shapes(arena, pos, cols["n_inputs"][i])
                 outs, _ = _decode_shapes(arena, pos, cols["n_outputs"][i])
+                flags = cols["flags"][i]
                 self._place_op(slot, stream, self._name(cols["name"][i]), ins, outs, cols["dtype"][i],
-                               bool(cols["flags"][i] & 1))
+                               bool(flags & 1), cols["measured_s"][i] if flags & 2 else None)
             elif kind == COPY:
                 self._place_copy(slot, stream, cols["peer"][i], cols["peer_stream"][i], cols["value"][i],
                                  cols["dtype"][i])
@@ -152,13 +155,15 @@ class Timeline:
             self.clocks[k] = start + duration_ps
         return start
 
-    def _place_op(self, slot, stream, name, ins, outs, dtype, causal) -> None:
+    def _place_op(self, slot, stream, name, ins, outs, dtype, causal, measured_s=None) -> None:
         est = self.coster.op(slot, name, ins, outs, dtype, causal)
-        duration = round(est.seconds * PS)
+        # A real GPU's slot follows measured time; an emulated one, modelled time.
+        duration = round((est.seconds if measured_s is None else measured_s) * PS)
         start = self._advance([(slot, stream)], duration)
+        sources = est.sources if measured_s is None else ("measured: CUDA events around the op",) + est.sources
         self.records.append(TimelineRecord(
             slot, stream, "op", name, ins, outs, est.dtype, start, duration, est.flops, est.bytes, est.bound,
-            est.estimated_by_default, est.projected, est.sources))
+            est.estimated_by_default, est.projected, sources, measured_s=measured_s))
 
     def _place_copy(self, src, src_stream, dst, dst_stream, nbytes, dtype) -> None:
         cost = self.coster.copy(src, dst, nbytes)

@@ -29,4 +29,15 @@ def test_cuda_backed_slot_runs_cuda_kernels_on_the_same_memory(use_rack):
     assert torch.hybrid.memory_allocated(1) >= 2 * 64 * 64 * 4
     back = h.to("hybrid:0")  # GPU -> emulated Trainium slot
     assert torch.equal(back.cpu(), a)
+    interop.reset_timeline()
+    (h @ h).sum()
+    ops = [r for r in interop.timeline() if r.kind == "op" and r.slot == 1]
+    assert ops and all(r.measured_s is not None and r.measured_s > 0 for r in ops)  # CUDA-event times
+    with torch.hybrid.device(1):
+        e0, e1 = torch.hybrid.Event(enable_timing=True), torch.hybrid.Event(enable_timing=True)
+        e0.record()
+        h @ h
+        e1.record()
+        e1.synchronize()
+    assert e0.elapsed_time(e1) > 0  # measured on the real device
     del h, y, back, alias

@@ -185,11 +185,22 @@ void run_on_slot(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     }
   }
 
+  std::unique_ptr<timeline::Measurement> measured;
   {
     RouteCpuAllocations route(emulated ? slot : static_cast<c10::DeviceIndex>(-1));
     std::optional<c10::DeviceGuard> cuda_guard;
-    if (!emulated) cuda_guard.emplace(exec);
+    if (!emulated) {
+      cuda_guard.emplace(exec);
+      if (recording) {
+        // On a real GPU the timeline keeps the op's measured time too.
+        measured = std::make_unique<timeline::Measurement>();
+        measured->start.record(c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(exec));
+      }
+    }
     op.redispatchBoxed(c10::DispatchKeySet(execution_key(slot)), stack);
+    if (measured) {
+      measured->end.record(c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(exec));
+    }
   }
 
   const size_t n_returns = schema.returns().size();
@@ -216,7 +227,7 @@ void run_on_slot(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       if (rets[i].isTensor() && rets[i].toTensor().defined()) dtype = rets[i].toTensor().scalar_type();
     }
     timeline::record_op(op, slot, inputs_for_record.data(), inputs_for_record.size(), rets,
-                        n_returns, dtype, flags);
+                        n_returns, dtype, flags, std::move(measured));
   }
 }
 

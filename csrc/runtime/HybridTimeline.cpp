@@ -22,6 +22,8 @@ struct Log {
   // pointer is a stable key and the lookup stays a hash probe per op.
   std::unordered_map<const void*, uint32_t> ids;
   std::vector<std::string> names{""};
+  // (record index, events) of ops measured on real GPUs, resolved at drain.
+  std::vector<std::pair<size_t, std::unique_ptr<Measurement>>> measurements;
   std::function<double(int64_t, int64_t)> elapsed_hook;
 };
 
@@ -86,7 +88,7 @@ void set_enabled(bool on) noexcept { g_enabled.store(on, std::memory_order_relax
 void record_op(const c10::OperatorHandle& op, c10::DeviceIndex slot,
                const c10::IValue* inputs, size_t n_inputs,
                const c10::IValue* outputs, size_t n_outputs,
-               c10::ScalarType dtype, uint8_t flags) {
+               c10::ScalarType dtype, uint8_t flags, std::unique_ptr<Measurement> measured) {
   Record r = blank(RecordKind::Op, slot);
   r.dtype = dtype;
   r.flags = flags;
@@ -96,6 +98,7 @@ void record_op(const c10::OperatorHandle& op, c10::DeviceIndex slot,
   r.shapes_begin = static_cast<uint32_t>(l.shapes.size());
   r.n_inputs = push_shapes(l.shapes, inputs, n_inputs);
   r.n_outputs = push_shapes(l.shapes, outputs, n_outputs);
+  if (measured) l.measurements.emplace_back(l.records.size(), std::move(measured));
   l.records.push_back(r);
 }
 
@@ -147,9 +150,18 @@ void record_collective(c10::DeviceIndex slot, c10::StreamId stream, int64_t log_
 Batch drain() {
   Log& l = log();
   Batch out;
-  std::lock_guard<std::mutex> lock(l.mutex);
-  out.records.swap(l.records);
-  out.shapes.swap(l.shapes);
+  std::vector<std::pair<size_t, std::unique_ptr<Measurement>>> measurements;
+  {
+    std::lock_guard<std::mutex> lock(l.mutex);
+    out.records.swap(l.records);
+    out.shapes.swap(l.shapes);
+    measurements.swap(l.measurements);
+  }
+  for (auto& [index, m] : measurements) {
+    m->end.synchronize();  // elapsed time needs both events complete
+    out.records[index].measured_s = m->start.elapsedTime(m->end) / 1e3;
+    out.records[index].flags |= kMeasured;
+  }
   return out;
 }
 

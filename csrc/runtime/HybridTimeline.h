@@ -4,6 +4,7 @@
 // when a clock is read. Nothing here knows a chip's speed.
 
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/Event.h>
 #include <ATen/core/stack.h>
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
@@ -49,12 +50,21 @@ struct Record {
 bool enabled() noexcept;
 void set_enabled(bool on) noexcept;
 
+// CUDA events bracketing an op on a cuda-backed slot; the time between them is
+// read (with a synchronize) when the records are drained, not on the hot path.
+struct Measurement {
+  c10::Event start{c10::DeviceType::CUDA, c10::EventFlag::BACKEND_DEFAULT};
+  c10::Event end{c10::DeviceType::CUDA, c10::EventFlag::BACKEND_DEFAULT};
+};
+
 // Appends an op record. `inputs` are the op's arguments (tensors and tensor
 // lists are read; everything else skipped), `outputs` its returns.
+// `measured`, when given, is resolved into measured_s at drain time.
 void record_op(const c10::OperatorHandle& op, c10::DeviceIndex slot,
                const c10::IValue* inputs, size_t n_inputs,
                const c10::IValue* outputs, size_t n_outputs,
-               c10::ScalarType dtype, uint8_t flags);
+               c10::ScalarType dtype, uint8_t flags,
+               std::unique_ptr<Measurement> measured = nullptr);
 void record_copy(c10::DeviceIndex src, c10::DeviceIndex dst, int64_t nbytes,
                  c10::ScalarType dtype, bool non_blocking);
 int64_t record_marker(c10::DeviceIndex slot, c10::StreamId stream);
