@@ -29,6 +29,7 @@ def register() -> None:
     )
     _C._set_elapsed_hook(timeline._elapsed_hook)
     _register_collective_hooks()
+    _register_distributed_backend()
     _registered = True
 
 
@@ -44,3 +45,10 @@ def _register_collective_hooks() -> None:
 
     collectives.device.register(collectives.device.DeviceHooks(alias=_C._execution_alias, rack=current_rack,
                                                                place=place))
+
+
+def _register_distributed_backend() -> None:
+    """Make ``torch.distributed.init_process_group("hybrid")`` available (collectives.distributed)."""
+    import collectives.distributed
+
+    collectives.distributed.register()

@@ -1,0 +1,182 @@
+"""``torch.distributed`` backend ``"hybrid"``: one process per rack slot, data on Gloo (or NCCL), time on the rack.
+
+Usage (under torchrun, or any launcher that sets the usual rendezvous)::
+
+    import interop                              # registers the device and this backend
+    import torch.distributed as dist
+    dist.init_process_group("hybrid")           # rank r owns hybrid:r
+    x = torch.ones(1 << 20, device=f"hybrid:{dist.get_rank()}")
+    dist.all_reduce(x)                          # Gloo reduces the bytes; the rack model prices it
+
+What each rank owns: a rack slot, by default its global rank (rank r ->
+``hybrid:r``, the rack being one address space across nodes).  Pass
+``pg_options=collectives.distributed.Options(slot="local_rank")`` to use
+``LOCAL_RANK`` (read when the group is created, never at import), or an int.
+Sub-groups (``new_group``, DeviceMesh) keep each process's slot.  Creating the
+default group also makes the slot the current ``hybrid`` device
+(``Options(set_device=False)`` to leave it).
+
+How it runs: hybrid tensors on emulated slots are host memory, so the engine
+(Gloo, created on a prefixed store of the same rendezvous) runs on their
+zero-copy CPU aliases; CPU tensors pass straight through.  A group whose slots
+are all distinct real GPUs runs hybrid tensors on NCCL; a CUDA-backed slot in
+a mixed group is staged through host memory.  AVG is a sum followed by a
+division (Gloo has no AVG for every op), PREMUL_SUM a sum of premultiplied
+inputs.  Every collective over hybrid tensors is priced on the current rack by
+:func:`collectives.plan` (algorithm chosen by modelled time) and placed on
+this process's timeline (``interop.timeline()``, kind ``"collective"``, every
+participant slot listed).  Collectives over CPU tensors only are not placed
+(they are host traffic, not the rack's); barriers are.
+
+Checks: before anything is written, each rank checks its own arguments
+(device and slot, layout, contiguity, dtype for the reduce op, shapes) and,
+with ``Options(check_peers=True)`` (the default), the ranks exchange a small
+descriptor so that a mismatch (op, dtype, sizes, root, reduce op, split
+sizes) or a refusal on any rank raises on every rank instead of hanging or
+corrupting memory; sends carry a header the receiver checks before writing.
+
+Public names: :data:`BACKEND`, :class:`Options`, :func:`register`,
+:func:`create`, :func:`local_slot`, :class:`ProcessGroupHybrid`, :class:`Work`,
+:class:`ArgumentError`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+import torch
+import torch.distributed as dist
+
+BACKEND = "hybrid"
+"""The name to pass to ``init_process_group`` / ``new_group``."""
+DEVICE = "hybrid"
+"""The device type whose tensors the backend takes (besides ``cpu``)."""
+
+if TYPE_CHECKING:
+    from collectives.distributed._group import ProcessGroupHybrid
+
+_LAZY = {"ProcessGroupHybrid": "_group", "Work": "_work", "ArgumentError": "_checks"}
+
+
+def __getattr__(name: str):
+    # `import interop` registers the backend on every import; the process group
+    # itself loads on first use, so that registering costs next to nothing.
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f"collectives.distributed.{_LAZY[name]}"), name)
+    raise AttributeError(f"module 'collectives.distributed' has no attribute {name!r}")
+
+
+@dataclass(frozen=True)
+class Options:
+    """Options of a hybrid process group (``init_process_group("hybrid", pg_options=Options(...))``)."""
+
+    slot: int | str | None = None
+    """The rack slot this process owns: an int, ``"rank"`` (global rank), ``"local_rank"`` (LOCAL_RANK);
+    None: the slot the default group chose, else the global rank."""
+    check_peers: bool = True
+    """Exchange a descriptor per collective (and a header per send) so mismatches raise on every rank."""
+    engine: str = "auto"
+    """``auto`` (NCCL when every slot is its own real GPU, else Gloo), ``gloo`` or ``nccl``."""
+    timeline: bool = True
+    """Place collectives over hybrid tensors on the modelled timeline."""
+    set_device: bool = True
+    """Creating the default group makes this process's slot the current hybrid device."""
+
+
+_process_slot: int | None = None
+
+
+def local_slot() -> int | None:
+    """The rack slot this process owns (set when the default hybrid group was created), or None."""
+    return _process_slot
+
+
+def _global_rank(rank: int, global_ranks) -> int:
+    if global_ranks:
+        return int(global_ranks[rank])
+    if dist.is_initialized():
+        return dist.get_rank()
+    return rank
+
+
+def _resolve_slot(options: Options, rank: int, global_ranks) -> int:
+    choice = options.slot
+    if choice is None:
+        return _process_slot if _process_slot is not None else _global_rank(rank, global_ranks)
+    if choice == "rank":
+        return _global_rank(rank, global_ranks)
+    if choice == "local_rank":
+        value = os.environ.get("LOCAL_RANK")
+        if value is None:
+            raise ValueError("Options(slot='local_rank'): LOCAL_RANK is not set (launch with torchrun, or pass an int)")
+        return int(value)
+    if isinstance(choice, int) and not isinstance(choice, bool):
+        return choice
+    raise ValueError(f"Options.slot: expected an int, 'rank', 'local_rank' or None, got {choice!r}")
+
+
+def create(store, rank: int, size: int, timeout: timedelta, options: Options | None = None, *,
+           global_ranks=None) -> "ProcessGroupHybrid":
+    """Build the hybrid process group of ``size`` ranks on ``store`` (collective: every rank calls it).
+
+    ``global_ranks``: the group's ranks in the default group (empty or None:
+    this is the default group).  Raises ValueError on every rank when two
+    ranks claim one slot or a slot is not in the rack.
+    """
+    global _process_slot
+    from collectives.distributed._engine import choose
+    from collectives.distributed._group import ProcessGroupHybrid, exchange_slots
+    from collectives.distributed._model import hooks_or_none
+
+    options = options if isinstance(options, Options) else Options()
+    default_group = not global_ranks
+    h = hooks_or_none()
+    rack = h.rack() if h is not None else None
+    slot, backing = -1, "host"
+    if rack is not None:
+        slot = _resolve_slot(options, rank, global_ranks)
+        if not 0 <= slot < len(rack):
+            raise ValueError(f"hybrid backend: rank {rank} would own hybrid:{slot}, but the rack {rack.name!r} has "
+                             f"{len(rack)} slots; use a larger rack (interop.set_rack) or Options(slot=...)")
+        backing = rack.devices[slot].backing
+    slots, backings, hosts = exchange_slots(store, rank, size, slot, backing, timeout)
+    taken = [s for s in slots if s >= 0]
+    if len(set(taken)) != len(taken):
+        raise ValueError("hybrid backend: ranks share a slot: " + ", ".join(
+            f"rank {r} -> hybrid:{s}" for r, s in enumerate(slots)) + "; each rank needs its own (Options(slot=...))")
+    engine = choose(backings, hosts, options.engine, dist.is_nccl_available())
+    pg = ProcessGroupHybrid(store, rank, size, timeout, slot=slot, slots=tuple(slots) if slot >= 0 else (),
+                            engine=engine, check_peers=options.check_peers, timeline=options.timeline)
+    if default_group and slot >= 0:
+        _process_slot = slot
+        if options.set_device:
+            torch.get_device_module(DEVICE).set_device(slot)
+    return pg
+
+
+def _create_extended(common, options) -> "ProcessGroupHybrid":
+    """The creator torch.distributed calls (extended API: it passes the group's global ranks and pg_options)."""
+    return create(common.store, common.group_rank, common.group_size, common.timeout, options,
+                  global_ranks=list(common.global_ranks_in_group))
+
+
+def register() -> bool:
+    """Register the backend with torch.distributed (``import interop`` calls this); idempotent.
+
+    Returns False where torch was built without distributed support.
+    """
+    if not dist.is_available():
+        return False
+    if BACKEND.upper() not in getattr(dist.Backend, "_plugins", {}):
+        # extended_api: the creator learns the group's global ranks (so a
+        # sub-group keeps each process's slot) and receives pg_options.
+        dist.Backend.register_backend(BACKEND, _create_extended, extended_api=True, devices=[DEVICE, "cpu"])
+    return True
+
+
+__all__ = ["BACKEND", "ArgumentError", "Options", "ProcessGroupHybrid", "Work", "create", "local_slot", "register"]

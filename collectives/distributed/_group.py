@@ -1,0 +1,335 @@
+"""The process group of the ``hybrid`` backend: construction, checks, issue, coalescing, send/recv.
+
+The collectives themselves are in :mod:`collectives.distributed._ops`.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import warnings
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+from torch._C._distributed_c10d import PrefixStore, ProcessGroupGloo
+
+from collectives.distributed import _checks as C
+from collectives.distributed._engine import Engine, Run, choose
+from collectives.distributed._model import Modeller, hooks_or_none
+from collectives.distributed._ops import Collectives
+from collectives.distributed._ops_rooted import RootedCollectives
+from collectives.distributed._work import Work, combined, finished, launched
+
+
+class ProcessGroupHybrid(Collectives, RootedCollectives, dist.ProcessGroup):
+    """A torch.distributed process group whose ranks each own one slot of the hybrid rack.
+
+    Data moves on an engine (Gloo over the zero-copy host aliases of hybrid
+    tensors; NCCL where every slot is a real GPU); the modelled time of each
+    collective over hybrid tensors is priced on the rack and placed on the
+    timeline.  Built by :func:`collectives.distributed.create` (which
+    ``init_process_group("hybrid")`` and ``new_group`` call).
+    """
+
+    def __init__(self, store, rank: int, size: int, timeout: timedelta, *, slot: int, slots: tuple[int, ...],
+                 engine: str = "gloo", check_peers: bool = True, timeline: bool = True):
+        # The (rank, size) constructor: torch 2.13's (store, rank, size) one cannot build a Python subclass.
+        super().__init__(rank, size)
+        self._rank, self._size = rank, size
+        self._timeout = timeout
+        self.slot = slot
+        """The rack slot this rank owns (``hybrid:<slot>``); -1 without a rack."""
+        self.slots = tuple(slots)
+        """Every rank's slot, in group-rank order."""
+        self.check_peers = check_peers
+        """Exchange a descriptor before each collective so that a mismatch raises on every rank."""
+        self.timeline = timeline
+        """Place collectives over hybrid tensors on the modelled timeline."""
+        self._gloo = ProcessGroupGloo(PrefixStore("gloo/", store), rank, size, timeout)
+        # c10d's own helpers look up a per-device backend (barrier, object
+        # collectives, shutdown); CPU maps to the Gloo engine underneath.
+        self._register_backend(torch.device("cpu"), dist.ProcessGroup.BackendType.GLOO, self._gloo)
+        self._engines = {"gloo": Engine("gloo", self._gloo, native_reduce=False)}
+        if engine == "nccl":
+            from torch._C._distributed_c10d import ProcessGroupNCCL
+
+            opts = ProcessGroupNCCL.Options()
+            opts._timeout = timeout
+            nccl = ProcessGroupNCCL(PrefixStore("nccl/", store), rank, size, opts)
+            self._engines["nccl"] = Engine("nccl", nccl, native_reduce=True)
+        self.engine = engine
+        """``gloo`` or ``nccl``: the engine hybrid tensors ride on."""
+        self._model = Modeller(self.slots if slot >= 0 else ())
+        self._coalescing: list[Work] | None = None
+        self._recv_chains: dict = {}
+        self._p2p_lock = threading.Lock()
+
+    # -- identity -----------------------------------------------------------------------------
+
+    def getBackendName(self) -> str:
+        return "hybrid"
+
+    def getRank(self) -> int:
+        return self._rank
+
+    def getSize(self) -> int:
+        return self._size
+
+    def __repr__(self) -> str:
+        return f"ProcessGroupHybrid(rank {self._rank}/{self._size}, slot {self.slot}, engine {self.engine})"
+
+    @property
+    def _timeout_s(self) -> float:
+        return self._timeout.total_seconds()
+
+    # -- checks -------------------------------------------------------------------------------
+
+    def _view(self, label: str, what: str, t) -> tuple[torch.Tensor, bool]:
+        """The tensor the engine may touch (a zero-copy alias for a hybrid tensor) and whether ``t`` is hybrid."""
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{label}: {what} must be a torch.Tensor, got {type(t).__name__}")
+        dev = t.device
+        if dev.type == C.DEVICE:
+            if dev.index != self.slot:
+                raise C.ArgumentError(
+                    f"{label}: {what} is on {dev}, but rank {self._rank} of this group owns hybrid:{self.slot}; "
+                    f"move it there first (.to('hybrid:{self.slot}'))")
+            alias = hooks_or_none().alias(t)
+            hybrid = True
+        elif dev.type == "cpu":
+            alias, hybrid = t, False
+        else:
+            raise C.ArgumentError(f"{label}: {what} is on {dev}; the hybrid backend takes tensors on "
+                                  f"hybrid:{self.slot} (this rank's slot) or on the CPU")
+        if t.layout != torch.strided:
+            raise C.ArgumentError(f"{label}: {what} has layout {t.layout}; only dense (strided) tensors are supported")
+        if not t.is_contiguous():
+            raise C.ArgumentError(f"{label}: {what} is not contiguous; pass .contiguous() (the output is written "
+                                  "in place, so a copy would not be seen)")
+        return alias, hybrid
+
+    def _single(self, label: str, tensors) -> torch.Tensor:
+        if isinstance(tensors, torch.Tensor):
+            return tensors
+        if not isinstance(tensors, (list, tuple)) or len(tensors) != 1:
+            n = len(tensors) if isinstance(tensors, (list, tuple)) else type(tensors).__name__
+            raise C.ArgumentError(f"{label}: expected a list of exactly one tensor per rank, got {n}")
+        return tensors[0]
+
+    def _list(self, label: str, what: str, tensors, n: int) -> list:
+        if not isinstance(tensors, (list, tuple)) or len(tensors) != n:
+            got = len(tensors) if isinstance(tensors, (list, tuple)) else type(tensors).__name__
+            raise C.ArgumentError(f"{label}: {what} must hold {n} tensors (one per rank), got {got}")
+        return list(tensors)
+
+    def _root(self, label: str, root: int) -> int:
+        if not 0 <= int(root) < self._size:
+            raise C.ArgumentError(f"{label}: root {root} is not a rank of this group (0..{self._size - 1})")
+        return int(root)
+
+    def _agree(self, call, error) -> list[list[int]] | None:
+        """Exchange descriptors; raise on every rank when any rank refused its arguments or they disagree."""
+        if not self.check_peers or self._size == 1:
+            if error is not None:
+                raise error
+            return None
+        row = C.describe(call, error, self._size)
+        rows = torch.empty(self._size * row.numel(), dtype=torch.int64)
+        self._gloo._allgather_base(rows, row).wait(self._timeout)
+        rows = rows.view(self._size, -1)
+        if error is not None:
+            raise error
+        problem = C.disagreement(rows, self._rank, call)
+        if problem:
+            raise C.ArgumentError(f"{problem} [seen on rank {self._rank}]")
+        return rows.tolist()
+
+    # -- issue ----------------------------------------------------------------------------------
+
+    def _engine_for(self, tensors) -> Engine:
+        nccl = self._engines.get("nccl")
+        if nccl is not None and tensors and all(t.device.type == "cuda" for t in tensors):
+            return nccl
+        return self._engines["gloo"]
+
+    def _issue(self, label: str, build) -> Work:
+        """Check (locally, then across peers), launch on the engine, place on the timeline, wrap.
+
+        ``build()`` returns ``(call, launch)``; ``launch(run, rows)`` returns
+        ``(engine works, result, model)`` where ``model`` is the keyword
+        arguments for pricing (or None to skip placing).
+        """
+        call = launch = error = None
+        aliases = ()
+        try:
+            call, launch, aliases = build()
+        except Exception as e:  # every refusal is reported to the peers before it is raised
+            error = e
+        rows = self._agree(call, error)
+        run = Run(self._engine_for(aliases), self._size)
+        inner, result, model = launch(run, rows)
+        if model is not None and call.modelled and self.timeline and self.slot >= 0:
+            self._place(model)
+        if inner:
+            work = launched(label, self._rank, inner, result, run.finish if run.needs_finish else None,
+                            self._timeout_s)
+        else:
+            run.finish()
+            work = finished(label, self._rank, result)
+        if self._coalescing is not None:
+            self._coalescing.append(work)
+        return work
+
+    def _place(self, model: dict) -> None:
+        """Put a launched call on the timeline; a pricing failure (the rack changed under a live group)
+        must not lose a collective that is already running, so it warns instead of raising."""
+        try:
+            self._model.place(**model)
+        except (ValueError, IndexError) as e:
+            warnings.warn(f"hybrid backend: {model.get('model')} not placed on the timeline: {e}", stacklevel=3)
+
+    # -- coalescing (c10d's _coalescing_manager) -------------------------------------------------
+
+    def _start_coalescing(self, device=None) -> None:
+        """Start collecting the works issued until :meth:`_end_coalescing`."""
+        self._coalescing = []
+
+    def _end_coalescing(self, device=None) -> Work:
+        """One work over every collective issued since :meth:`_start_coalescing`."""
+        works, self._coalescing = self._coalescing or [], None
+        return combined("coalesced", self._rank, works, self._timeout_s)
+
+    # -- point to point -------------------------------------------------------------------------
+
+    def _p2p_view(self, label: str, tensors, peer) -> tuple[torch.Tensor, torch.Tensor, bool]:
+        t = self._single(label, tensors)
+        if peer is not None and not 0 <= int(peer) < self._size:
+            raise C.ArgumentError(f"{label}: peer rank {peer} is not in this group (0..{self._size - 1})")
+        alias, hybrid = self._view(label, "tensor", t)
+        return t, alias, hybrid
+
+    def _place_p2p(self, src: int, dst: int, t: torch.Tensor, hybrid: bool) -> None:
+        if hybrid and self.timeline and self.slot >= 0 and src != dst:
+            self._place(dict(model="send_recv", count=t.numel(), itemsize=t.element_size(),
+                             slots=(self.slots[src], self.slots[dst])))
+
+    def send(self, tensors, dstRank: int, tag: int = 0) -> Work:
+        """Send one tensor to group rank ``dstRank``; with peer checks a small header (dtype, size) goes first."""
+        t, alias, hybrid = self._p2p_view("send", tensors, dstRank)
+        run = Run(self._engine_for([alias]), self._size)
+        buf = C.as_transport(run.buf(alias), reducing=False)
+        inner = []
+        if self.check_peers:
+            inner.append(self._gloo.send([C.p2p_header(t, self.slot)], dstRank, tag))
+        inner.append(run.engine.backend.send([buf], dstRank, tag))
+        self._place_p2p(self._rank, dstRank, t, hybrid)
+        work = launched("send", self._rank, inner, [t], None, self._timeout_s)
+        if self._coalescing is not None:
+            self._coalescing.append(work)
+        return work
+
+    def recv(self, tensors, srcRank: int, tag: int = 0) -> Work:
+        """Receive one tensor from group rank ``srcRank`` (checked against the sender's header first)."""
+        return self._recv("recv", tensors, srcRank, tag)
+
+    def recv_anysource(self, tensors, tag: int = 0) -> Work:
+        """Receive one tensor from whichever rank sends first (``work.source_rank()`` tells which).
+
+        Only the sender places this transfer on its timeline: the receiver does
+        not know the source when the receive is issued."""
+        return self._recv("recv_anysource", tensors, None, tag)
+
+    def _recv(self, label: str, tensors, src, tag: int) -> Work:
+        t, alias, hybrid = self._p2p_view(label, tensors, src)
+        run = Run(self._engine_for([alias]), self._size)
+        buf = C.as_transport(run.buf(alias, out=True), reducing=False)
+        if not self.check_peers:
+            w = (run.engine.backend.recv([buf], src, tag) if src is not None
+                 else run.engine.backend.recv_anysource([buf], tag))
+            if src is not None:
+                self._place_p2p(src, self._rank, t, hybrid)
+            work = launched(label, self._rank, [w], [t], run.finish if run.needs_finish else None, self._timeout_s)
+        else:
+            work = self._checked_recv(label, t, buf, run, src, tag, hybrid)
+        if self._coalescing is not None:
+            self._coalescing.append(work)
+        return work
+
+    def _checked_recv(self, label, t, buf, run, src, tag, hybrid) -> Work:
+        """Receive the header, check it, then the payload into ``buf`` (or into scratch, and fail).
+
+        Runs on a helper thread, since Gloo's receive works have no future to
+        chain on.  Receives on one (source, tag) channel are serialised: the
+        next header is posted only once this payload's receive is, because the
+        engine matches a channel's messages in posting order.
+        """
+        result = torch.futures.Future()
+        done = threading.Event()
+        work = Work(label, self._rank, result, (), [t], self._timeout_s, done=done)
+        with self._p2p_lock:
+            previous = self._recv_chains.get((src, tag))
+            posted = threading.Event()
+            self._recv_chains[(src, tag)] = posted
+        header = torch.zeros(C.P2P_HEADER, dtype=torch.int64)
+        timeout = self._timeout
+
+        def receive():
+            try:
+                if previous is not None and not previous.wait(self._timeout_s):
+                    raise TimeoutError(f"{label}: an earlier receive on this channel never completed")
+                hw = (self._gloo.recv([header], src, tag) if src is not None
+                      else self._gloo.recv_anysource([header], tag))
+                hw.wait(timeout)
+                source = hw.source_rank() if src is None else src
+                problem = C.p2p_mismatch(header, t, source, self._rank)
+                # On a mismatch the payload still has to be taken off the wire (the
+                # sender waits for it), into scratch: the caller's buffer stays untouched.
+                target = buf if problem is None else torch.empty(int(header[2]), dtype=torch.uint8)
+                pw = run.engine.backend.recv([target], source, tag)
+                posted.set()
+                work._source = source
+                pw.wait(timeout)
+                if problem:
+                    raise C.ArgumentError(problem)
+                run.finish()
+                result.set_result([t])
+            except Exception as e:
+                posted.set()
+                result.set_exception(e)
+            done.set()
+
+        if hybrid and src is not None:
+            self._place_p2p(src, self._rank, t, hybrid)
+        threading.Thread(target=receive, name=f"hybrid-{label}", daemon=True).start()
+        return work
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def abort(self) -> None:
+        """Abort the engines (pending works fail)."""
+        for e in self._engines.values():
+            try:
+                e.backend.abort()
+            except Exception:  # best effort: an engine may not support abort
+                pass
+
+    def shutdown(self) -> None:
+        """Shut the engines down."""
+        for e in self._engines.values():
+            try:
+                e.backend.shutdown()
+            except Exception:
+                pass
+
+
+def exchange_slots(store, rank: int, size: int, slot: int, backing: str, timeout: timedelta):
+    """Publish this rank's slot, backing and host on the group's store; read everyone's (rank order)."""
+    store.set(f"hybrid-slot/{rank}", f"{slot}|{backing}|{socket.gethostname()}")
+    keys = [f"hybrid-slot/{r}" for r in range(size)]
+    store.wait(keys, timeout)
+    rows = [store.get(k).decode().split("|", 2) for k in keys]
+    return [int(r[0]) for r in rows], [r[1] for r in rows], [r[2] for r in rows]
+
+
+__all__ = ["ProcessGroupHybrid", "exchange_slots", "choose"]
