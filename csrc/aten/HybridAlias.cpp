@@ -18,6 +18,16 @@ void copy_geometry(c10::TensorImpl* dst, const c10::TensorImpl* src) {
   if (src->is_neg()) dst->_set_neg(true);
 }
 
+// The keys of a tensor on `backend` that stands for `src`. A zero tensor
+// (autograd's _efficientzerotensor: sized, with no bytes behind it) must keep
+// its key, or a kernel would read its sizes' worth through a null pointer;
+// unlike conj and neg, that key can only be given at construction.
+c10::DispatchKeySet keys_like(c10::DispatchKey backend, const c10::TensorImpl* src) {
+  c10::DispatchKeySet keys(backend);
+  if (src->_is_zerotensor()) keys = keys.add(c10::DispatchKey::ZeroTensor);
+  return keys;
+}
+
 } // namespace
 
 c10::Device execution_device(c10::DeviceIndex slot) {
@@ -53,8 +63,17 @@ c10::Storage AliasSet::alias_storage(const c10::Storage& original) {
 
 at::Tensor AliasSet::alias(const at::Tensor& t, bool written) {
   c10::TensorImpl* src = t.unsafeGetTensorImpl();
+  // One tensor passed as two arguments stays one tensor: kernels test identity
+  // (x.logical_and_(y) arrives as logical_and.out(x, y, out=x), and only an
+  // output that is also an input may not be resized to the broadcast shape).
+  for (TensorEntry& e : tensors_) {
+    if (e.original.unsafeGetTensorImpl() == src) {
+      e.written = e.written || written;
+      return e.alias;
+    }
+  }
   auto impl = c10::make_intrusive<c10::TensorImpl>(
-      alias_storage(src->storage()), c10::DispatchKeySet(exec_key_), src->dtype());
+      alias_storage(src->storage()), keys_like(exec_key_, src), src->dtype());
   copy_geometry(impl.get(), src);
   at::Tensor alias(std::move(impl));
   tensors_.push_back(TensorEntry{alias, t, written});
@@ -84,6 +103,9 @@ at::Tensor AliasSet::to_hybrid(const at::Tensor& result) {
   for (const TensorEntry& e : tensors_) {
     if (e.alias.unsafeGetTensorImpl() == impl) return e.original;
   }
+  TORCH_CHECK(result.device() != exec_ || result.layout() == c10::kStrided,
+              "hybrid supports strided tensors only; the kernel returned a ", result.layout(),
+              " tensor");
   if (result.device() != exec_ || !impl->has_storage()) {
     // Not the slot's (a CPU scalar passed through, a host-side result of a
     // CUDA kernel): it keeps its device, as it would under CUDA.
@@ -129,7 +151,7 @@ void AliasSet::write_back(const TensorEntry& e) {
 at::Tensor make_hybrid_tensor(c10::Storage storage, const at::Tensor& like) {
   const c10::TensorImpl* src = like.unsafeGetTensorImpl();
   auto impl = c10::make_intrusive<c10::TensorImpl>(
-      std::move(storage), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), src->dtype());
+      std::move(storage), keys_like(c10::DispatchKey::PrivateUse1, src), src->dtype());
   copy_geometry(impl.get(), src);
   return at::Tensor(std::move(impl));
 }

@@ -21,7 +21,7 @@ class AliasSet {
   explicit AliasSet(c10::DeviceIndex slot);
 
   // An execution-device tensor over `t`'s bytes, with its sizes, strides, offset
-  // and conj/neg bits.
+  // and conj/neg/zero bits.
   // `written`: the op's schema marks the argument as mutated, so write_back_all
   // carries the kernel's metadata changes back to `t`.
   at::Tensor alias(const at::Tensor& t, bool written);
