@@ -1,6 +1,7 @@
 // Registration only: which ATen ops have dedicated hybrid kernels. Everything
 // else reaches the zero-copy fallback (HybridFallback.cpp).
 
+#include "aten/HybridFallback.h"
 #include "aten/native/Copy.h"
 #include "aten/native/Memory.h"
 
@@ -51,6 +52,21 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("as_strided", as_strided);
   m.impl("_reshape_alias", reshape_alias);
   m.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
+}
+
+// Composite-only ops (no CPU kernel, so HybridCpuParity.cpp leaves them) that
+// must reach the execution device whole, not as the ops they decompose into.
+// Routed to the fallback, they run the execution device's composite kernel on
+// aliases, exactly as a CPU (or CUDA) tensor would.
+//  - mode.values refuses any device type but CPU, CUDA and XPU.
+//  - addr_ passes one Tensor object as both input and output of addr.out,
+//    which tells in-place from out= by the objects' addresses (self must not
+//    be resized to the outer product's shape); through a boxed call the two
+//    are distinct objects.
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  const auto whole = [] { return torch::CppFunction::makeFromBoxedFunction<&run_on_slot>(); };
+  m.impl("mode.values", whole());
+  m.impl("addr_", whole());
 }
 
 } // namespace hybrid
