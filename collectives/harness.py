@@ -175,7 +175,7 @@ def check(op: str, algorithm: str, participants: int, count: int, dtype=torch.fl
     schedule = algorithms.get(algorithm).build(spec)
     inputs, outputs, expected = expected_and_inputs(spec, dtype, reduce_op, factor, seed)
     if inplace:
-        inputs, outputs = _in_place(op, inputs, outputs, count)
+        inputs, outputs = in_place(op, inputs, outputs, count)
     start = time.perf_counter()
     run(schedule, inputs, outputs, reduce_op, factor)
     seconds = time.perf_counter() - start
@@ -183,7 +183,7 @@ def check(op: str, algorithm: str, participants: int, count: int, dtype=torch.fl
     return Result(wrong, checked, seconds, schedule)
 
 
-def _in_place(op: str, inputs, outputs, count: int):
+def in_place(op: str, inputs, outputs, count: int):
     """NCCL-style in-place buffers holding the same input values."""
     p = len(inputs)
     if op in ("all_reduce", "broadcast", "reduce"):

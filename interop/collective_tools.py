@@ -48,20 +48,6 @@ def _on_slots(tensors, slots):
     return [None if t is None else t.to(f"hybrid:{s}") for t, s in zip(tensors, slots)]
 
 
-def _in_place(op, inputs, outputs, count):
-    p = len(inputs)
-    if op in ("all_reduce", "broadcast", "reduce"):
-        return inputs, [inputs[i] if outputs[i] is not None and inputs[i] is not None else outputs[i]
-                        for i in range(p)]
-    if op == "all_gather":
-        for i in range(p):
-            outputs[i][i * count:(i + 1) * count].copy_(inputs[i])
-        return [outputs[i][i * count:(i + 1) * count] for i in range(p)], outputs
-    if op == "reduce_scatter":
-        return inputs, [inputs[i][i * count:(i + 1) * count] for i in range(p)]
-    return None
-
-
 def run_case(op: str, slots: list[int], count: int, dtype: torch.dtype, redop: str = "sum", *, root: int = 0,
              algorithm: str | None = None, iters: int = 1, in_place: bool = True, seed: int = 0):
     """One checked case on hybrid slots: (Result of the last out-of-place run, #wrong oop, wall s oop,
@@ -83,9 +69,8 @@ def run_case(op: str, slots: list[int], count: int, dtype: torch.dtype, redop: s
         pass
     wrong_ip = time_ip = None
     if in_place and iters == 1:
-        pair = _in_place(op, _on_slots(inputs, slots), _on_slots(outputs, slots), count)
-        if pair is not None:
-            ip_in, ip_out = pair
+        if op in ("all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter"):
+            ip_in, ip_out = harness.in_place(op, _on_slots(inputs, slots), _on_slots(outputs, slots), count)
             start = time.perf_counter()
             hc.run(op, ip_in, ip_out, reduce_op=redop, algorithm=result.estimate.algorithm, root=root, factor=factor)
             time_ip = time.perf_counter() - start

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-import time
+import tracemalloc
 from dataclasses import replace
 
 import pytest
@@ -198,20 +198,16 @@ def test_anchor_nvls_all_reduce_8x_h100():
     assert any("nvls.cc" in s for s in auto.sources)
 
 
-def test_million_chip_all_reduce_estimate_is_fast():
+def test_million_chip_all_reduce_estimate_is_closed_form():
+    # Its speed (< 50 ms) is measured in benchmarks/bench_scale.py; here: it never builds per-chip state.
     rack = devices.parse_rack("trn3-ultraserver*7282")
-    collectives.estimate(rack, "all_reduce", 2**30)  # warm the caches (imports, topology)
-    best = math.inf
-    for _ in range(3):
-        start = time.perf_counter()
-        e = collectives.estimate(rack, "all_reduce", 2**30)
-        best = min(best, time.perf_counter() - start)
-    assert best < 0.050
+    tracemalloc.start()
+    e = collectives.estimate(rack, "all_reduce", 2**30)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
     assert e.participants == 1_048_608 and e.path == "closed-form"
     assert e.algorithm == "hierarchical" and 0 < e.seconds < 1.0
-    cold = time.perf_counter()
-    collectives.estimate("trn3-ultraserver*7282", "all_reduce", 2**30)
-    assert time.perf_counter() - cold < 0.5
+    assert peak < 20_000_000  # bytes: far below an object per chip
 
 
 # -- estimate() --------------------------------------------------------------------------------------

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import pathlib
-import time
 import tracemalloc
 
 import pytest
@@ -222,16 +221,11 @@ def test_slot_lookup():
         rack.slot("0")
 
 
-def test_million_slot_spec_is_small_and_fast():
-    parse_rack("h100-node")  # imports done (tomllib, chip files): what is timed is building the spec
-    rack_parse._load_preset_text.cache_clear()  # the cold path: preset file read + TOML parse + validation
-    start = time.perf_counter()
+def test_million_slot_spec_is_small():
+    # How fast it builds is measured in benchmarks/bench_scale.py; here: nothing is built per slot.
+    rack_parse._load_preset_text.cache_clear()
     cold = parse_rack("trn3-ultraserver*7282")
-    cold_s = time.perf_counter() - start
-    warm_s = min(_timed(lambda: parse_rack("trn3-ultraserver*7282")) for _ in range(5))
     assert len(cold) == 144 * 7282 == 1_048_608
-    assert cold_s < 10e-3, cold_s
-    assert warm_s < 2e-3, warm_s
     tracemalloc.start()
     rack = parse_rack("trn3-ultraserver*7282")
     _, peak = tracemalloc.get_traced_memory()
@@ -246,12 +240,6 @@ def test_million_slot_spec_is_small_and_fast():
         rack.kinds()
     with pytest.raises(IndexError):
         rack.slot(len(rack))
-
-
-def _timed(fn):
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
 
 
 def test_replicas_multiply():

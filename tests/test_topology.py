@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 import tracemalloc
 
 import pytest
@@ -95,18 +94,15 @@ def test_in_switch_domains():
 
 def test_million_chip_rack_is_symbolic():
     tracemalloc.start()
-    start = time.perf_counter()
     topo = Topology.from_rack("trn3-ultraserver*7282")
     layout = topo.layout()
     route = topo.route(5, 1_048_000)
-    elapsed = time.perf_counter() - start
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     assert len(topo) == 1_048_608
     assert layout.groups == 7282 and layout.group_size == 144
     assert route.hw == "net"
     assert peak < 5_000_000  # bytes: far below one object per chip
-    assert elapsed < 1.0
     assert len(topo.domains) == 1
 
 

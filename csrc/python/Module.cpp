@@ -162,9 +162,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("_record_wait", [](int slot, int64_t stream, int64_t marker) {
     timeline::record_wait(static_cast<c10::DeviceIndex>(slot), stream, marker);
   });
-  m.def("_record_collective", [](int slot, int64_t stream, int64_t index) {
-    timeline::record_collective(static_cast<c10::DeviceIndex>(slot), stream, index);
-  });
   m.def("_record_copy", [](int src, int dst, int64_t nbytes) {
     timeline::record_copy(static_cast<c10::DeviceIndex>(src), static_cast<c10::DeviceIndex>(dst),
                           nbytes, c10::ScalarType::Byte, false);

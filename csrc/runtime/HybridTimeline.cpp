@@ -102,6 +102,14 @@ void record_op(const c10::OperatorHandle& op, c10::DeviceIndex slot,
   l.records.push_back(r);
 }
 
+// Shape-less records: one lock, one push.
+void append(Record r) {
+  Log& l = log();
+  std::lock_guard<std::mutex> lock(l.mutex);
+  r.shapes_begin = static_cast<uint32_t>(l.shapes.size());
+  l.records.push_back(r);
+}
+
 void record_copy(c10::DeviceIndex src, c10::DeviceIndex dst, int64_t nbytes,
                  c10::ScalarType dtype, bool non_blocking) {
   Record r = blank(RecordKind::Copy, src);
@@ -110,20 +118,14 @@ void record_copy(c10::DeviceIndex src, c10::DeviceIndex dst, int64_t nbytes,
   r.value = nbytes;
   r.dtype = dtype;
   r.flags = non_blocking ? kNonBlocking : 0;
-  Log& l = log();
-  std::lock_guard<std::mutex> lock(l.mutex);
-  r.shapes_begin = static_cast<uint32_t>(l.shapes.size());
-  l.records.push_back(r);
+  append(r);
 }
 
 int64_t record_marker(c10::DeviceIndex slot, c10::StreamId stream) {
   Record r = blank(RecordKind::Marker, slot);
   r.stream = stream;
   r.value = g_next_marker.fetch_add(1);
-  Log& l = log();
-  std::lock_guard<std::mutex> lock(l.mutex);
-  r.shapes_begin = static_cast<uint32_t>(l.shapes.size());
-  l.records.push_back(r);
+  append(r);
   return r.value;
 }
 
@@ -131,20 +133,7 @@ void record_wait(c10::DeviceIndex slot, c10::StreamId stream, int64_t marker) {
   Record r = blank(RecordKind::Wait, slot);
   r.stream = stream;
   r.value = marker;
-  Log& l = log();
-  std::lock_guard<std::mutex> lock(l.mutex);
-  r.shapes_begin = static_cast<uint32_t>(l.shapes.size());
-  l.records.push_back(r);
-}
-
-void record_collective(c10::DeviceIndex slot, c10::StreamId stream, int64_t log_index) {
-  Record r = blank(RecordKind::Collective, slot);
-  r.stream = stream;
-  r.value = log_index;
-  Log& l = log();
-  std::lock_guard<std::mutex> lock(l.mutex);
-  r.shapes_begin = static_cast<uint32_t>(l.shapes.size());
-  l.records.push_back(r);
+  append(r);
 }
 
 Batch drain() {

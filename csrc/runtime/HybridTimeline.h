@@ -22,7 +22,8 @@ enum class RecordKind : uint8_t {
   Copy = 1,        // bytes moved from `slot` to `peer` (-1: host memory)
   Marker = 2,      // an event recorded on (slot, stream); `value` is its id
   Wait = 3,        // (slot, stream) waits for marker `value`
-  Collective = 4,  // placed by the collective layer; `value` indexes its own log
+  // Collectives are placed by the Python collective layer directly (they are
+  // costed from their schedule, not from a record).
 };
 
 enum RecordFlags : uint8_t {
@@ -69,7 +70,6 @@ void record_copy(c10::DeviceIndex src, c10::DeviceIndex dst, int64_t nbytes,
                  c10::ScalarType dtype, bool non_blocking);
 int64_t record_marker(c10::DeviceIndex slot, c10::StreamId stream);
 void record_wait(c10::DeviceIndex slot, c10::StreamId stream, int64_t marker);
-void record_collective(c10::DeviceIndex slot, c10::StreamId stream, int64_t log_index);
 
 // Hands over everything recorded since the last drain.
 struct Batch {
