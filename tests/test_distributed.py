@@ -219,9 +219,12 @@ def _ops_worker(rank, world):
         q = dist.irecv(got)  # any source
         q.wait()
         assert q.source_rank() == 1
-        _eq(got, _x(1), "recv from any source")
+        _eq(got, _x(1), "irecv from any source")
+        assert dist.recv(got) == 1  # blocking, any source: returns the sender
+        _eq(got, _x(1) * 2, "recv from any source")
     elif rank == 1:
         dist.send(_x(1).to(d), 0)
+        dist.send((_x(1) * 2).to(d), 0)
 
     # coalesced: all_reduce, all_gather_into_tensor, reduce_scatter_tensor as one launch each
     from torch.distributed.distributed_c10d import _coalescing_manager
@@ -244,6 +247,13 @@ def _ops_worker(rank, world):
         dist.reduce_scatter_tensor(outs[1], _x(rank, world).to(d))
     cm.wait()
     _eq(outs[0], sum(_x(r, 2 * world)[2 * rank:2 * rank + 2] for r in range(world)), "coalesced reduce_scatter")
+
+    # the list form of a coalesced all_gather: output_lists[r][j] is rank r's input j
+    lists = [[torch.empty(2, device=d), torch.empty(3, device=d)] for _ in range(world)]
+    pg.allgather_coalesced(lists, [_x(rank, 2).to(d), _x(rank, 3).to(d)]).wait()
+    for r in range(world):
+        _eq(lists[r][0], _x(r, 2), "allgather_coalesced [r][0]")
+        _eq(lists[r][1], _x(r, 3), "allgather_coalesced [r][1]")
 
     # async works: get_future() carries the caller's tensors; is_completed / exception after wait
     t = _x(rank).to(d)
@@ -295,6 +305,22 @@ def _three_worker(rank, world):
         _eq(t, torch.full((4,), 4.0), "sub-group all_reduce")
         rec = _collectives(rank)[-1]
         assert rec.participants == (0, 2)
+    # Without peer checks or timeline placement: same results, nothing placed.
+    from collectives.distributed import Options
+
+    fast = dist.new_group(pg_options=Options(check_peers=False, timeline=False))
+    assert not fast.check_peers and fast.slot == rank
+    placed = len(_collectives(rank))
+    t = _x(rank).to(_dev(rank))
+    dist.all_reduce(t, group=fast)
+    _eq(t, sum(_x(r) for r in range(world)), "all_reduce without peer checks")
+    buf = torch.empty(6, device=_dev(rank))
+    reqs = [dist.isend(_x(rank).to(_dev(rank)), (rank + 1) % world, group=fast),
+            dist.irecv(buf, (rank - 1) % world, group=fast)]
+    for q in reqs:
+        q.wait()
+    _eq(buf, _x((rank - 1) % world), "ring without peer checks")
+    assert len(_collectives(rank)) == placed
     pair = dist.new_group([1, 2])
     if rank in (1, 2):
         got = torch.empty(3, device=_dev(rank))

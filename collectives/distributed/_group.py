@@ -156,9 +156,10 @@ class ProcessGroupHybrid(Collectives, RootedCollectives, dist.ProcessGroup):
     def _issue(self, label: str, build) -> Work:
         """Check (locally, then across peers), launch on the engine, place on the timeline, wrap.
 
-        ``build()`` returns ``(call, launch)``; ``launch(run, rows)`` returns
-        ``(engine works, result, model)`` where ``model`` is the keyword
-        arguments for pricing (or None to skip placing).
+        ``build()`` checks the arguments and returns ``(call, launch, aliases)``
+        (``aliases``: the tensors the engine will touch, which choose it);
+        ``launch(run, rows)`` returns ``(engine works, result, model)`` where
+        ``model`` is the keyword arguments for pricing (None: not placed).
         """
         call = launch = error = None
         aliases = ()
@@ -237,7 +238,9 @@ class ProcessGroupHybrid(Collectives, RootedCollectives, dist.ProcessGroup):
         """Receive one tensor from whichever rank sends first (``work.source_rank()`` tells which).
 
         Only the sender places this transfer on its timeline: the receiver does
-        not know the source when the receive is issued."""
+        not know the source when the receive is issued.  With peer checks, do
+        not keep a receive from any source and a receive from a specific source
+        pending on the same tag at once: one could take the other's message."""
         return self._recv("recv_anysource", tensors, None, tag)
 
     def _recv(self, label: str, tensors, src, tag: int) -> Work:

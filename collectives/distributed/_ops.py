@@ -124,15 +124,16 @@ class Collectives:
     allgather_into_tensor_coalesced = all_gather_single_coalesced
 
     def allgather_coalesced(self, output_lists, input_tensors, opts=None) -> Work:
-        """Several :meth:`allgather` as one collective; each output list holds ``size`` tensors."""
+        """Several :meth:`allgather` as one collective: ``output_lists[r][j]`` receives rank r's input j."""
         label = "allgather_coalesced"
-        flat_outs = []
-        for i, outs in enumerate(output_lists):
-            if len(outs) != self._size:
-                return self._refuse(label, ArgumentError(
-                    f"{label}: output_lists[{i}] must hold {self._size} tensors, got {len(outs)}"))
-            flat_outs.append(outs)
-        return self._gather_lists(label, flat_outs, list(input_tensors))
+        inputs = list(input_tensors)
+        if (not isinstance(output_lists, (list, tuple)) or len(output_lists) != self._size
+                or any(len(outs) != len(inputs) for outs in output_lists)):
+            return self._refuse(label, ArgumentError(
+                f"{label}: output_lists must hold {self._size} lists (one per rank) of {len(inputs)} tensors "
+                "(one per input)"))
+        per_input = [[output_lists[r][j] for r in range(self._size)] for j in range(len(inputs))]
+        return self._gather_lists(label, per_input, inputs, [list(outs) for outs in output_lists])
 
     def _nested(self, label: str, what: str, lists) -> list:
         if not isinstance(lists, (list, tuple)) or len(lists) != 1 or not isinstance(lists[0], (list, tuple)):
@@ -175,7 +176,8 @@ class Collectives:
             return call, launch, vins + vouts
         return self._issue(label, build)
 
-    def _gather_lists(self, label: str, output_lists: list, inputs: list) -> Work:
+    def _gather_lists(self, label: str, output_lists: list, inputs: list, result: list) -> Work:
+        """``output_lists[j]``: the ``size`` outputs (rank order) of input j."""
         def build():
             if len(output_lists) != len(inputs) or not inputs:
                 raise ArgumentError(f"{label}: {len(output_lists)} output lists for {len(inputs)} inputs")
@@ -200,8 +202,7 @@ class Collectives:
                     bx = as_transport(run.buf(vx), reducing=False)
                     bos = [as_transport(run.buf(v, out=True), reducing=False) for v in vos]
                     works.append(run.engine.backend.allgather([bos], [bx], AllgatherOptions()))
-                return works, [list(o) for o in output_lists], dict(model="all_gather", count=total,
-                                                                     itemsize=call.itemsize)
+                return works, result, dict(model="all_gather", count=total, itemsize=call.itemsize)
             return call, launch, [v for vx, vos in pairs for v in (vx, *vos)]
         return self._issue(label, build)
 

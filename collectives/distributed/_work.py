@@ -153,6 +153,8 @@ class Work(dist._Work):
         self.wait()
         return self._source
 
+    _source_rank = source_rank  # the name torch.distributed.recv calls
+
     def synchronize(self) -> None:
         """Same as wait(): host execution, nothing is queued on a stream."""
         self.wait()
