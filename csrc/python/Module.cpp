@@ -135,6 +135,12 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         c10::Stream::UNSAFE, c10::Device(c10::kPrivateUse1, static_cast<c10::DeviceIndex>(i)), id));
   });
 
+  m.def("_event_elapsed_ms", [](uintptr_t start, uintptr_t end) {
+    // torch.Event.elapsed_time accepts only exact torch.Event peers; torch.hybrid.Event
+    // subclasses it (FSDP2 hands it to Stream.wait_event) and measures through here.
+    return HybridGuardImpl().elapsedTime(reinterpret_cast<void*>(start), reinterpret_cast<void*>(end), -1);
+  });
+
   m.def("_memory_stats", [](int i) { return stats_dict(static_cast<c10::DeviceIndex>(i)); });
   m.def("_reset_peak_stats", [](int i) { reset_peak_stats(static_cast<c10::DeviceIndex>(i)); });
   m.def("_reset_accumulated_stats", [](int i) {

@@ -23,41 +23,33 @@ class Stream(torch.Stream):
         return super().__new__(cls, device=torch.device(DEVICE_TYPE, index), priority=priority, **kwargs)
 
 
-class Event:
+class Event(torch.Event):
     """An event on a hybrid slot. On an emulated slot its time is the modelled
     clock of the stream it was recorded on, so ``elapsed_time`` returns modelled
     milliseconds; on a cuda-backed slot it is a real CUDA event (measured)."""
 
-    def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
-        # torch.Event accepts only torch.Event peers in elapsed_time, so this
-        # wraps one rather than subclassing it.
-        self._event = torch.Event(device=torch.device(DEVICE_TYPE), enable_timing=enable_timing,
-                                  blocking=blocking, interprocess=interprocess)
+    def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
+        return super().__new__(cls, device=torch.device(DEVICE_TYPE), enable_timing=enable_timing,
+                               blocking=blocking, interprocess=interprocess)
 
     def record(self, stream: torch.Stream | None = None) -> None:
         """Record on ``stream`` (default: the current slot's current stream)."""
-        self._event.record(current_stream() if stream is None else stream)
+        super().record(current_stream() if stream is None else stream)
 
     def wait(self, stream: torch.Stream | None = None) -> None:
         """Make ``stream`` wait for this event (its modelled clock jumps to the event's time if later)."""
-        self._event.wait(current_stream() if stream is None else stream)
+        super().wait(current_stream() if stream is None else stream)
 
-    def query(self) -> bool:
-        return self._event.query()
-
-    def synchronize(self) -> None:
-        self._event.synchronize()
-
-    def elapsed_time(self, end_event: "Event") -> float:
+    def elapsed_time(self, end_event: torch.Event) -> float:
         """Milliseconds from this event to ``end_event``: modelled on emulated slots, measured on real GPUs."""
-        return self._event.elapsed_time(end_event._event)
+        from interop import _C
 
-    @property
-    def device(self) -> torch.device:
-        return self._event.device
+        if self.event_id == 0 or end_event.event_id == 0:
+            raise RuntimeError("both events must be recorded before elapsed_time can be computed")
+        return _C._event_elapsed_ms(self.event_id, end_event.event_id)
 
     def __repr__(self) -> str:
-        return f"torch.hybrid.Event({self._event!r})"
+        return f"torch.hybrid.Event(device={self.device}, event_id={self.event_id})"
 
 
 def current_stream(device=None) -> torch.Stream:
