@@ -51,10 +51,29 @@ class SlotRun:
     max_abs_diff_logits: float
     max_abs_diff_grads: float
     max_abs_diff_params: float
+    backing: str = "emulated"
 
     @property
     def exact(self) -> bool:
         return self.max_abs_diff_logits == 0 and self.max_abs_diff_grads == 0 and self.max_abs_diff_params == 0
+
+    @property
+    def ok(self) -> bool:
+        """Emulated slots run the CPU's kernels: bit-identical. A real GPU runs its own kernels, which
+        round differently: close is what is expected there."""
+        if self.backing == "emulated":
+            return self.exact
+        return max(self.max_abs_diff_logits, self.max_abs_diff_grads, self.max_abs_diff_params) < GPU_TOLERANCE
+
+    @property
+    def verdict(self) -> str:
+        if self.exact:
+            return "exact"
+        return "close (real GPU)" if self.ok else "DIFFERS"
+
+
+GPU_TOLERANCE = 1e-3
+"""Largest |difference| from the CPU accepted on a cuda-backed slot (float32 kernels differ in rounding)."""
 
 
 @dataclass(slots=True)
@@ -78,7 +97,7 @@ class DemoResult:
     @property
     def ok(self) -> bool:
         dp_ok = self.data_parallel is None or self.data_parallel.ok
-        return all(r.exact for r in self.runs) and dp_ok
+        return all(r.ok for r in self.runs) and dp_ok
 
 
 def _train(model: GPT, batches, device: torch.device | str, steps: int):
@@ -149,13 +168,14 @@ def run(cfg: DemoConfig | None = None, *, echo=print) -> DemoResult:
         step_s = interop.report().slot(slot).busy_s / cfg.steps
         params = [p.detach().cpu() for p in model.parameters()]
         runs.append(SlotRun(slot, rack.devices[slot].kind, rack.devices[slot].spec.projected, step_s, losses,
-                            _max_diff(logits, cpu_logits), _max_diff(grads, cpu_grads), _max_diff(params, cpu_params)))
+                            _max_diff(logits, cpu_logits), _max_diff(grads, cpu_grads), _max_diff(params, cpu_params),
+                            rack.devices[slot].backing))
         del model
     rows = [["cpu (reference)", "-", " ".join(f"{x:.4f}" for x in cpu_losses), "-", "-", "-", "-"]]
     for r in runs:
         rows.append([f"hybrid:{r.slot}", r.kind, " ".join(f"{x:.4f}" for x in r.losses),
                      f"{r.max_abs_diff_logits:.1e}", f"{r.max_abs_diff_grads:.1e}", f"{r.max_abs_diff_params:.1e}",
-                     "exact" if r.exact else "DIFFERS"])
+                     r.verdict])
     echo(table(["where", "kind", "losses (computed)", "|dlogits|", "|dgrads|", "|dparams|", "vs CPU"], rows,
                align="lllrrrl"))
     echo("\n== modelled step time per slot (cost model on the catalogue figures; * = projected chip) ==")
@@ -178,7 +198,10 @@ def run(cfg: DemoConfig | None = None, *, echo=print) -> DemoResult:
     result.data_parallel = data_parallel_step(cfg, reference, rack, echo)
     result.comparison = compare_racks(cfg, reference, batches, echo)
     set_rack(rack)
-    echo("\nresult: " + ("every slot matched the CPU exactly" if result.ok else "MISMATCH against the CPU"))
+    exact = all(r.exact for r in result.runs)
+    echo("\nresult: " + ("every slot matched the CPU exactly" if result.ok and exact else
+                         "every slot matched the CPU (emulated exactly, real GPUs within tolerance)" if result.ok
+                         else "MISMATCH against the CPU"))
     return result
 
 
@@ -186,7 +209,7 @@ def run(cfg: DemoConfig | None = None, *, echo=print) -> DemoResult:
 class DataParallelResult:
     slots: list[int]
     replicas_identical: bool
-    """Every replica holds bit-identical parameters after the step."""
+    """Every replica holds bit-identical parameters after the step (within tolerance where real GPUs take part)."""
     max_abs_diff_vs_cpu: float
     """Against one CPU step on the whole batch (averaging shard gradients rounds differently)."""
     step_s: float
@@ -197,7 +220,7 @@ class DataParallelResult:
 
     @property
     def ok(self) -> bool:
-        return self.replicas_identical and self.max_abs_diff_vs_cpu < 1e-4
+        return self.replicas_identical and self.max_abs_diff_vs_cpu < GPU_TOLERANCE
 
 
 def data_parallel_step(cfg: DemoConfig, reference: GPT, rack: Rack, echo) -> DataParallelResult:
@@ -231,7 +254,12 @@ def data_parallel_step(cfg: DemoConfig, reference: GPT, rack: Rack, echo) -> Dat
     torch.nn.functional.cross_entropy(logits.flatten(0, 1), tgt.flatten()).backward()
     torch.optim.SGD(cpu.parameters(), lr=0.1, foreach=True).step()
     first = [p.detach().cpu() for p in replicas[0].parameters()]
-    identical = all(torch.equal(a, b.detach().cpu()) for m in replicas[1:] for a, b in zip(first, m.parameters()))
+    mixed = any(d.backing != "emulated" for d in rack.devices)
+    if mixed:  # GPU kernels round differently from the CPU's: the replicas agree closely, not bitwise
+        identical = all(torch.allclose(a, b.detach().cpu(), atol=GPU_TOLERANCE)
+                        for m in replicas[1:] for a, b in zip(first, m.parameters()))
+    else:
+        identical = all(torch.equal(a, b.detach().cpu()) for m in replicas[1:] for a, b in zip(first, m.parameters()))
     diff = _max_diff(first, [p.detach() for p in cpu.parameters()])
     est = reduced.estimate
     result = DataParallelResult(slots, identical, diff, step_s, est.seconds, est.algorithm, int(buckets[0].numel() * 4))
