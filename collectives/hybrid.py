@@ -10,6 +10,7 @@ participant's timeline. Everything is checked before any output is written.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -22,6 +23,24 @@ from collectives.ops import check_reduce_op
 from collectives.topology import Topology
 
 _topologies: dict[int, tuple[object, Topology]] = {}
+
+# Plans are pure functions of their arguments and schedules are immutable, so a
+# training loop that all-reduces the same buckets every step plans each once.
+_PLAN_CACHE_SIZE = 256
+_plans: OrderedDict[tuple, object] = OrderedDict()
+
+
+def _plan(topo: Topology, op: str, count: int, itemsize: int, slots: tuple[int, ...], algorithm, root, splits):
+    key = (id(topo), op, count, itemsize, slots, algorithm, root, splits)
+    hit = _plans.get(key)
+    if hit is not None and hit[0] is topo:
+        _plans.move_to_end(key)
+        return hit[1]
+    chosen = plan(topo, op, count, itemsize, list(slots), algorithm, root=root, splits=splits)
+    _plans[key] = (topo, chosen)
+    if len(_plans) > _PLAN_CACHE_SIZE:
+        _plans.popitem(last=False)
+    return chosen
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,12 +90,14 @@ def _check_pairs(op: str, inputs: Sequence, outputs: Sequence) -> None:
 
 def _run(op: str, inputs: list, outputs: list, slots: tuple[int, ...], *, reduce_op: str = "sum",
          algorithm: str | None = None, root: int = 0, splits=None, factor=None) -> Result:
+    if splits is not None:
+        splits = tuple(tuple(int(x) for x in row) for row in splits)
     h = hooks()
     rack = h.rack()
     topo = _topology(rack)
     first = next(t for t in list(inputs) + list(outputs) if t is not None)
     spec_count = executor.infer_spec(op, inputs, outputs, root=root, splits=splits).count
-    chosen = plan(topo, op, spec_count, first.element_size(), list(slots), algorithm, root=root, splits=splits)
+    chosen = _plan(topo, op, spec_count, first.element_size(), tuple(slots), algorithm, root, splits)
     schedule = chosen.schedule
     if schedule is None:
         raise RuntimeError(f"{op}: the {chosen.estimate.algorithm} plan has no step schedule to execute")
