@@ -131,6 +131,12 @@ def _ops_worker(rank, world):
     cpu = _x(rank)  # CPU tensors pass straight through
     dist.all_reduce(cpu)
     _eq(cpu, torch.from_numpy(sum(xs)).float(), "all_reduce on CPU")
+    sparse = torch.sparse_coo_tensor([[rank, 3]], [1.0, float(rank + 1)], (4,))  # CPU sparse: through Gloo
+    dist.all_reduce(sparse)
+    dense = torch.zeros(4)
+    for r in range(world):
+        dense += torch.sparse_coo_tensor([[r, 3]], [1.0, float(r + 1)], (4,)).to_dense()
+    _eq(sparse.to_dense(), dense, "sparse all_reduce")
     two_d = _x(rank, 12).reshape(3, 4).to(d)
     dist.all_reduce(two_d)
     _eq(two_d, torch.from_numpy(sum(_x(r, 12).numpy().astype(np.float64) for r in range(world))).float()
@@ -405,10 +411,15 @@ def _errors_worker(rank, world):
     assert issubclass(ArgumentError, ValueError)
     # A collective only one rank calls fails within the group's timeout instead of hanging.
     short = dist.new_group([0, 1], timeout=timedelta(seconds=2))
+    patient = dist.new_group([0, 1], timeout=timedelta(seconds=120))
     if rank == 0:
         start = time.monotonic()
-        with pytest.raises(Exception):
+        with pytest.raises(Exception, match="[Tt]imed out"):
             dist.all_reduce(torch.ones(2, device=d), group=short)
+        assert time.monotonic() - start < 10
+        start = time.monotonic()  # a call's own timeout beats the group's
+        with pytest.raises(Exception, match="[Tt]imed out"):
+            dist.barrier(group=patient, timeout=timedelta(seconds=1))
         assert time.monotonic() - start < 10
     dist.barrier()
 
@@ -528,16 +539,7 @@ def test_fsdp2_and_dtensor_on_cpu_through_the_hybrid_backend():
     launch(_fsdp_worker, 2, "cpu")
 
 
-def _hybrid_event_is_torch_event() -> bool:
-    import interop  # noqa: F401
-
-    return isinstance(torch.hybrid.Event(), torch.Event)
-
-
 def test_fsdp2_and_dtensor_on_hybrid_slots():
-    if not _hybrid_event_is_torch_event():
-        pytest.skip("FSDP2 passes torch.hybrid.Event() to torch.Stream.wait_event, which needs a torch.Event; "
-                    "interop's Event is a wrapper (DTensor/functional collectives on hybrid are covered below)")
     launch(_fsdp_worker, 2, "hybrid")
 
 

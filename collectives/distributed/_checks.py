@@ -80,6 +80,12 @@ class Call:
     """True when a hybrid tensor takes part: the call is placed on the timeline."""
 
 
+def op_timeout(opts):
+    """The timeout a call's options carry (a timedelta), or None when unset (c10d's -1 ms)."""
+    t = getattr(opts, "timeout", None)
+    return t if t is not None and t.total_seconds() > 0 else None
+
+
 def dtype_name(dtype) -> str:
     return str(dtype).replace("torch.", "")
 

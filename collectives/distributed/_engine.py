@@ -30,11 +30,22 @@ class Run:
     divided, then staged outputs are copied back to their device.
     """
 
-    def __init__(self, engine: Engine, world: int):
+    def __init__(self, engine: Engine, world: int, timeout=None):
         self.engine = engine
         self.world = world
+        self.timeout = timeout
+        """The call's own timeout (``dist.barrier(timeout=...)``), None: the group's."""
         self._after: list = []
         self._back: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+    def opts(self, cls, **fields):
+        """Engine options of type ``cls`` with ``fields`` set and the call's timeout, if it has one."""
+        o = cls()
+        for name, value in fields.items():
+            setattr(o, name, value)
+        if self.timeout is not None:
+            o.timeout = self.timeout
+        return o
 
     def buf(self, t: torch.Tensor, *, out: bool = False) -> torch.Tensor:
         """``t`` as the engine takes it: itself, or (Gloo with a CUDA alias) a host copy written back if ``out``."""

@@ -12,7 +12,7 @@ from datetime import timedelta
 
 import torch
 import torch.distributed as dist
-from torch._C._distributed_c10d import PrefixStore, ProcessGroupGloo
+from torch._C._distributed_c10d import AllgatherOptions, PrefixStore, ProcessGroupGloo
 
 from collectives.distributed import _checks as C
 from collectives.distributed._engine import Engine, Run, choose
@@ -128,15 +128,21 @@ class ProcessGroupHybrid(Collectives, RootedCollectives, dist.ProcessGroup):
             raise C.ArgumentError(f"{label}: root {root} is not a rank of this group (0..{self._size - 1})")
         return int(root)
 
-    def _agree(self, call, error) -> list[list[int]] | None:
-        """Exchange descriptors; raise on every rank when any rank refused its arguments or they disagree."""
+    def _agree(self, call, error, timeout=None) -> list[list[int]] | None:
+        """Exchange descriptors; raise on every rank when any rank refused its arguments or they disagree.
+
+        A rank that never calls makes the exchange fail with Gloo's own timeout
+        (the call's, else the group's), so nobody waits forever."""
         if not self.check_peers or self._size == 1:
             if error is not None:
                 raise error
             return None
         row = C.describe(call, error, self._size)
         rows = torch.empty(self._size * row.numel(), dtype=torch.int64)
-        self._gloo._allgather_base(rows, row).wait(self._timeout)
+        opts = AllgatherOptions()
+        if timeout is not None:
+            opts.timeout = timeout
+        self._gloo._allgather_base(rows, row, opts).wait()
         rows = rows.view(self._size, -1)
         if error is not None:
             raise error
@@ -153,7 +159,7 @@ class ProcessGroupHybrid(Collectives, RootedCollectives, dist.ProcessGroup):
             return nccl
         return self._engines["gloo"]
 
-    def _issue(self, label: str, build) -> Work:
+    def _issue(self, label: str, build, opts=None) -> Work:
         """Check (locally, then across peers), launch on the engine, place on the timeline, wrap.
 
         ``build()`` checks the arguments and returns ``(call, launch, aliases)``
@@ -167,8 +173,9 @@ class ProcessGroupHybrid(Collectives, RootedCollectives, dist.ProcessGroup):
             call, launch, aliases = build()
         except Exception as e:  # every refusal is reported to the peers before it is raised
             error = e
-        rows = self._agree(call, error)
-        run = Run(self._engine_for(aliases), self._size)
+        timeout = C.op_timeout(opts)
+        rows = self._agree(call, error, timeout)
+        run = Run(self._engine_for(aliases), self._size, timeout)
         inner, result, model = launch(run, rows)
         if model is not None and call.modelled and self.timeline and self.slot >= 0:
             self._place(model)

@@ -46,14 +46,18 @@ class Collectives:
     def allreduce(self, tensors, opts=None) -> Work:
         """All-reduce one tensor per rank, in place (SUM, AVG, PRODUCT, MIN, MAX, PREMUL_SUM, BAND/BOR/BXOR)."""
         opts = _opts(opts, AllreduceOptions)
-        return self._reduce_all("allreduce", [self._single("allreduce", tensors)], opts.reduceOp, False)
+        return self._reduce_all("allreduce", [self._single("allreduce", tensors)], opts, False)
 
     def allreduce_coalesced(self, tensors, opts=None) -> Work:
         """All-reduce several tensors as one collective (one modelled launch)."""
         opts = _opts(opts, AllreduceCoalescedOptions)
-        return self._reduce_all("allreduce_coalesced", list(tensors), opts.reduceOp, True)
+        return self._reduce_all("allreduce_coalesced", list(tensors), opts, True)
 
-    def _reduce_all(self, label: str, tensors: list, op, coalesced: bool) -> Work:
+    def _reduce_all(self, label: str, tensors: list, opts, coalesced: bool) -> Work:
+        if not coalesced and any(isinstance(t, torch.Tensor) and t.is_sparse for t in tensors):
+            return self._sparse_allreduce(label, tensors, opts)
+        op = opts.reduceOp
+
         def build():
             name, factor = reduce_spec(op)
             if not tensors:
@@ -75,13 +79,30 @@ class Collectives:
                 bufs = [as_transport(run.buf(v, out=True), reducing=True) for v in views]
                 engine_op, bufs = run.reduce_op(name, factor, bufs, in_place=True, original=op)
                 run.average(name, bufs)
-                o = AllreduceOptions() if not coalesced else AllreduceCoalescedOptions()
-                o.reduceOp = engine_op
+                o = run.opts(AllreduceCoalescedOptions if coalesced else AllreduceOptions, reduceOp=engine_op)
                 backend = run.engine.backend
                 w = backend.allreduce_coalesced(bufs, o) if coalesced else backend.allreduce(bufs, o)
                 return [w], list(tensors), dict(model="all_reduce", count=total, itemsize=call.itemsize)
             return call, launch, views
-        return self._issue(label, build)
+        return self._issue(label, build, opts)
+
+    def _sparse_allreduce(self, label: str, tensors: list, opts) -> Work:
+        """CPU sparse COO tensors (SUM) go to Gloo as they are: host data, nothing to alias or place."""
+        def build():
+            name, _ = reduce_spec(opts.reduceOp)
+            t = tensors[0]
+            if name != "sum":
+                raise ArgumentError(f"{label}: sparse tensors reduce with sum only, got {name}")
+            if len(tensors) != 1 or t.layout != torch.sparse_coo or t.device.type != "cpu":
+                raise ArgumentError(f"{label}: a sparse all_reduce takes one CPU sparse COO tensor "
+                                    f"(got {t.layout} on {t.device})")
+            call = Call(label, "all_reduce", t.dtype, "sum", count=t.numel(), itemsize=t.element_size())
+
+            def launch(run, rows):
+                w = self._gloo.allreduce([t], run.opts(AllreduceOptions, reduceOp=ReduceOp.SUM))
+                return [w], [t], None
+            return call, launch, []
+        return self._issue(label, build, opts)
 
     # -- all_gather -----------------------------------------------------------------------------
 
@@ -106,20 +127,20 @@ class Collectives:
             def launch(run, rows):
                 bi = as_transport(run.buf(vin), reducing=False)
                 bo = [as_transport(run.buf(v, out=True), reducing=False) for v in vouts]
-                w = run.engine.backend.allgather([bo], [bi], AllgatherOptions())
+                w = run.engine.backend.allgather([bo], [bi], run.opts(AllgatherOptions))
                 return [w], [list(outs)], dict(model="all_gather", count=inp.numel(), itemsize=call.itemsize)
             return call, launch, [vin, *vouts]
-        return self._issue(label, build)
+        return self._issue(label, build, opts)
 
     def all_gather_single(self, output_tensor, input_tensor, opts=None) -> Work:
         """Every rank's input concatenated into one output of ``size`` times its elements."""
-        return self._gather_flat("allgather", [output_tensor], [input_tensor])
+        return self._gather_flat("allgather", [output_tensor], [input_tensor], opts)
 
     _allgather_base = all_gather_single
 
     def all_gather_single_coalesced(self, output_tensors, input_tensors, opts=None) -> Work:
         """Several :meth:`all_gather_single` as one collective (one modelled launch)."""
-        return self._gather_flat("allgather_coalesced", list(output_tensors), list(input_tensors))
+        return self._gather_flat("allgather_coalesced", list(output_tensors), list(input_tensors), opts)
 
     allgather_into_tensor_coalesced = all_gather_single_coalesced
 
@@ -133,7 +154,7 @@ class Collectives:
                 f"{label}: output_lists must hold {self._size} lists (one per rank) of {len(inputs)} tensors "
                 "(one per input)"))
         per_input = [[output_lists[r][j] for r in range(self._size)] for j in range(len(inputs))]
-        return self._gather_lists(label, per_input, inputs, [list(outs) for outs in output_lists])
+        return self._gather_lists(label, per_input, inputs, [list(outs) for outs in output_lists], opts)
 
     def _nested(self, label: str, what: str, lists) -> list:
         if not isinstance(lists, (list, tuple)) or len(lists) != 1 or not isinstance(lists[0], (list, tuple)):
@@ -145,7 +166,7 @@ class Collectives:
             raise error
         return self._issue(label, build)
 
-    def _gather_flat(self, label: str, outputs: list, inputs: list) -> Work:
+    def _gather_flat(self, label: str, outputs: list, inputs: list, opts=None) -> Work:
         def build():
             if len(outputs) != len(inputs) or not inputs:
                 raise ArgumentError(f"{label}: {len(outputs)} outputs for {len(inputs)} inputs")
@@ -170,13 +191,13 @@ class Collectives:
                 for vx, vo in zip(vins, vouts):
                     bx = as_transport(run.buf(vx), reducing=False)
                     bo = as_transport(run.buf(vo, out=True), reducing=False)
-                    works.append(run.engine.backend._allgather_base(bo, bx, AllgatherOptions()))
+                    works.append(run.engine.backend._allgather_base(bo, bx, run.opts(AllgatherOptions)))
                 result = list(outputs) if len(outputs) > 1 else outputs[0]
                 return works, result, dict(model="all_gather", count=total, itemsize=call.itemsize)
             return call, launch, vins + vouts
-        return self._issue(label, build)
+        return self._issue(label, build, opts)
 
-    def _gather_lists(self, label: str, output_lists: list, inputs: list, result: list) -> Work:
+    def _gather_lists(self, label: str, output_lists: list, inputs: list, result: list, opts=None) -> Work:
         """``output_lists[j]``: the ``size`` outputs (rank order) of input j."""
         def build():
             if len(output_lists) != len(inputs) or not inputs:
@@ -201,10 +222,10 @@ class Collectives:
                 for vx, vos in pairs:
                     bx = as_transport(run.buf(vx), reducing=False)
                     bos = [as_transport(run.buf(v, out=True), reducing=False) for v in vos]
-                    works.append(run.engine.backend.allgather([bos], [bx], AllgatherOptions()))
+                    works.append(run.engine.backend.allgather([bos], [bx], run.opts(AllgatherOptions)))
                 return works, result, dict(model="all_gather", count=total, itemsize=call.itemsize)
             return call, launch, [v for vx, vos in pairs for v in (vx, *vos)]
-        return self._issue(label, build)
+        return self._issue(label, build, opts)
 
     # -- reduce_scatter -------------------------------------------------------------------------
 
@@ -217,9 +238,9 @@ class Collectives:
             out = self._single(label, output_tensors)
             ins = self._list(label, "input_tensors[0]", self._nested(label, "input_tensors", input_tensors),
                              self._size)
+            vout, hybrid = self._view(label, "output", out)
             name, factor = reduce_spec(opts.reduceOp)
             check_reduce(label, name, out.dtype, factor)
-            vout, hybrid = self._view(label, "output", out)
             vins = []
             for i, x in enumerate(ins):
                 v, h = self._view(label, f"inputs[{i}]", x)
@@ -234,12 +255,11 @@ class Collectives:
                 bis = [as_transport(run.buf(v), reducing=True) for v in vins]
                 engine_op, bis = run.reduce_op(name, factor, bis, in_place=False, original=opts.reduceOp)
                 run.average(name, [bo])
-                o = ReduceScatterOptions()
-                o.reduceOp = engine_op
+                o = run.opts(ReduceScatterOptions, reduceOp=engine_op)
                 w = run.engine.backend.reduce_scatter([bo], [bis], o)
                 return [w], [out], dict(model="reduce_scatter", count=out.numel(), itemsize=call.itemsize)
             return call, launch, [vout, *vins]
-        return self._issue(label, build)
+        return self._issue(label, build, opts)
 
     def reduce_scatter_single(self, output, input, opts=None) -> Work:
         """Reduce one input of ``size`` blocks across ranks; rank i keeps block i in ``output``."""
@@ -262,9 +282,9 @@ class Collectives:
             name, factor = reduce_spec(opts.reduceOp)
             pairs, hybrid = [], False
             for i, (o, x) in enumerate(zip(outputs, inputs)):
-                check_reduce(label, name, x.dtype, factor)
                 vx, hx = self._view(label, f"input[{i}]", x)
                 vo, ho = self._view(label, f"output[{i}]", o)
+                check_reduce(label, name, x.dtype, factor)
                 if o.dtype != x.dtype:
                     raise ArgumentError(f"{label}: output[{i}] is {o.dtype}, input[{i}] is {x.dtype}")
                 if x.numel() != self._size * o.numel():
@@ -284,10 +304,9 @@ class Collectives:
                     bx = as_transport(run.buf(vx), reducing=True)
                     engine_op, (bx,) = run.reduce_op(name, factor, [bx], in_place=False, original=opts.reduceOp)
                     run.average(name, [bo])
-                    o = ReduceScatterOptions()
-                    o.reduceOp = engine_op
+                    o = run.opts(ReduceScatterOptions, reduceOp=engine_op)
                     works.append(run.engine.backend._reduce_scatter_base(bo, bx, o))
                 result = list(outputs) if len(outputs) > 1 else outputs[0]
                 return works, result, dict(model="reduce_scatter", count=total, itemsize=call.itemsize)
             return call, launch, [v for p in pairs for v in p]
-        return self._issue(label, build)
+        return self._issue(label, build, opts)

@@ -36,12 +36,11 @@ class RootedCollectives:
 
             def launch(run, rows):
                 b = as_transport(run.buf(v, out=self._rank != root), reducing=False)
-                o = BroadcastOptions()
-                o.rootRank = root
+                o = run.opts(BroadcastOptions, rootRank=root)
                 w = run.engine.backend.broadcast([b], o)
                 return [w], [t], dict(model="broadcast", count=t.numel(), itemsize=call.itemsize, root=root)
             return call, launch, [v]
-        return self._issue(label, build)
+        return self._issue(label, build, opts)
 
     def reduce(self, tensors, opts=None) -> Work:
         """Reduce every rank's tensor into the root's (``opts.rootRank``); the others are left as they were."""
@@ -51,9 +50,9 @@ class RootedCollectives:
         def build():
             t = self._single(label, tensors)
             root = self._root(label, opts.rootRank)
+            v, hybrid = self._view(label, "tensor", t)
             name, factor = reduce_spec(opts.reduceOp)
             check_reduce(label, name, t.dtype, factor)
-            v, hybrid = self._view(label, "tensor", t)
             call = Call(label, "reduce", t.dtype, name, root=root, count=t.numel(), itemsize=t.element_size(),
                         modelled=hybrid)
 
@@ -66,13 +65,11 @@ class RootedCollectives:
                 engine_op, (b,) = run.reduce_op(name, factor, [b], in_place=True, original=opts.reduceOp)
                 if is_root:
                     run.average(name, [b])
-                o = ReduceOptions()
-                o.reduceOp = engine_op
-                o.rootRank = root
+                o = run.opts(ReduceOptions, reduceOp=engine_op, rootRank=root)
                 w = run.engine.backend.reduce([b], o)
                 return [w], [t], dict(model="reduce", count=t.numel(), itemsize=call.itemsize, root=root)
             return call, launch, [v]
-        return self._issue(label, build)
+        return self._issue(label, build, opts)
 
     def gather(self, output_tensors, input_tensors, opts=None) -> Work:
         """The root receives every rank's input in its list of ``size`` outputs (others pass ``[]``)."""
@@ -101,12 +98,11 @@ class RootedCollectives:
             def launch(run, rows):
                 bi = as_transport(run.buf(vin), reducing=False)
                 bo = [[as_transport(run.buf(v, out=True), reducing=False) for v in vouts]] if vouts else []
-                o = GatherOptions()
-                o.rootRank = root
+                o = run.opts(GatherOptions, rootRank=root)
                 w = run.engine.backend.gather(bo, [bi], o)
                 return [w], [list(outs)], dict(model="gather", count=inp.numel(), itemsize=call.itemsize, root=root)
             return call, launch, [vin, *vouts]
-        return self._issue(label, build)
+        return self._issue(label, build, opts)
 
     def scatter(self, output_tensors, input_tensors, opts=None) -> Work:
         """The root's list of ``size`` inputs is split: input i lands in rank i's output (others pass ``[]``)."""
@@ -135,12 +131,11 @@ class RootedCollectives:
             def launch(run, rows):
                 bo = as_transport(run.buf(vout, out=True), reducing=False)
                 bi = [[as_transport(run.buf(v), reducing=False) for v in vins]] if vins else []
-                o = ScatterOptions()
-                o.rootRank = root
+                o = run.opts(ScatterOptions, rootRank=root)
                 w = run.engine.backend.scatter([bo], bi, o)
                 return [w], [out], dict(model="scatter", count=out.numel(), itemsize=call.itemsize, root=root)
             return call, launch, [vout, *vins]
-        return self._issue(label, build)
+        return self._issue(label, build, opts)
 
     # -- all_to_all -----------------------------------------------------------------------------
 
@@ -171,10 +166,10 @@ class RootedCollectives:
             def launch(run, rows):
                 bi = rows_view(run.buf(vin))
                 bo = rows_view(run.buf(vout, out=True))
-                w = run.engine.backend.alltoall_base(bo, bi, list(outs), list(ins), AllToAllOptions())
+                w = run.engine.backend.alltoall_base(bo, bi, list(outs), list(ins), run.opts(AllToAllOptions))
                 return [w], output, self._a2a_model(send, recv, rows, call.itemsize)
             return call, launch, [vin, vout]
-        return self._issue(label, build)
+        return self._issue(label, build, opts)
 
     alltoall_base = all_to_all_single
 
@@ -203,14 +198,14 @@ class RootedCollectives:
                 bi = [as_transport(run.buf(v), reducing=False) for v in vins]
                 bo = [as_transport(run.buf(v, out=True), reducing=False) for v in vouts]
                 if len({t.numel() for t in bi + bo}) == 1:
-                    w = run.engine.backend.alltoall(bo, bi, AllToAllOptions())
+                    w = run.engine.backend.alltoall(bo, bi, run.opts(AllToAllOptions))
                 else:
                     # Gloo's list all_to_all wants one size throughout: run the
                     # split form on packed copies and unpack into the outputs.
                     packed_in = torch.cat(bi)
                     packed_out = torch.empty(sum(t.numel() for t in bo), dtype=packed_in.dtype)
                     w = run.engine.backend.alltoall_base(packed_out, packed_in, [t.numel() for t in bo],
-                                                         [t.numel() for t in bi], AllToAllOptions())
+                                                         [t.numel() for t in bi], run.opts(AllToAllOptions))
 
                     def unpack(outs=tuple(bo), packed=packed_out):
                         for o, part in zip(outs, packed.split([t.numel() for t in outs])):
@@ -218,7 +213,7 @@ class RootedCollectives:
                     run.then(unpack)
                 return [w], list(outs), self._a2a_model(send, recv, rows, call.itemsize)
             return call, launch, vins + vouts
-        return self._issue(label, build)
+        return self._issue(label, build, opts)
 
     def _splits(self, label: str, what: str, splits, rows: int) -> list[int]:
         p = self._size
@@ -258,7 +253,7 @@ class RootedCollectives:
                 w = self._gloo.barrier(opts if isinstance(opts, BarrierOptions) else BarrierOptions())
                 return [w], [], dict(model="barrier", count=0, itemsize=1)
             return call, launch, []
-        return self._issue(label, build)
+        return self._issue(label, build, opts)
 
     def monitored_barrier(self, timeout=None, wait_all_ranks: bool = False):
         """Gloo's monitored barrier (names the ranks that did not arrive)."""
