@@ -14,6 +14,9 @@ untimed warm-up call comes first (connection set-up, first-touch of pages).
   underneath plus the backend's checks, peer descriptor exchange and timeline
   placement, so the difference is the backend's overhead.
 
+The processes are started with ``spawn``: a script calling these must guard
+its entry point with ``if __name__ == "__main__":``.
+
 These are measurements (seconds of wall time), not modelled figures.  Run
 ``python -m benchmarks.gloo_baseline [world_size] [MiB] [repeats]`` to print both.
 """

@@ -34,6 +34,9 @@ def _entry(rank, fn, world, path, args):
     torch.set_num_threads(1)  # 2-3 processes share the test machine's cores
     import interop  # noqa: F401  (registers the device and the backend)
 
+    if fn.__name__.startswith("_raw_"):  # builds its own groups
+        fn(rank, world, path, *args)
+        return
     dist.init_process_group("hybrid", store=dist.FileStore(path, world), rank=rank, world_size=world,
                             timeout=TIMEOUT)
     try:
@@ -426,6 +429,25 @@ def _errors_worker(rank, world):
 
 def test_bad_input_is_refused_on_every_rank_without_writing():
     launch(_errors_worker, 2)
+
+
+def _raw_creation_worker(rank, world, path):
+    from collectives.distributed import Options, create
+
+    store = dist.FileStore(path, world)
+    # Two ranks claiming one slot: both refuse, naming the clash.
+    _raises(lambda: create(dist.PrefixStore("a/", store), rank, world, TIMEOUT, Options(slot=5, set_device=False)),
+            "share a slot", "rank 0 -> hybrid:5", "rank 1 -> hybrid:5")
+    # One rank's slot is not in the rack: the other learns it at once instead of waiting out the timeout.
+    start = time.monotonic()
+    bad = Options(slot=40 if rank == 0 else 1, set_device=False)
+    _raises(lambda: create(dist.PrefixStore("b/", store), rank, world, TIMEOUT, bad),
+            "has 8 slots" if rank == 0 else "rank 0 refused")
+    assert time.monotonic() - start < 5
+
+
+def test_group_creation_refusals_reach_every_rank():
+    launch(_raw_creation_worker, 2)
 
 
 # -- DDP: same parameters as single-process training on the averaged gradient ------------------

@@ -137,14 +137,25 @@ def create(store, rank: int, size: int, timeout: timedelta, options: Options | N
     default_group = not global_ranks
     h = hooks_or_none()
     rack = h.rack() if h is not None else None
-    slot, backing = -1, "host"
+    slot, backing, problem = -1, "host", ""
     if rack is not None:
-        slot = _resolve_slot(options, rank, global_ranks)
-        if not 0 <= slot < len(rack):
-            raise ValueError(f"hybrid backend: rank {rank} would own hybrid:{slot}, but the rack {rack.name!r} has "
-                             f"{len(rack)} slots; use a larger rack (interop.set_rack) or Options(slot=...)")
-        backing = rack.devices[slot].backing
-    slots, backings, hosts = exchange_slots(store, rank, size, slot, backing, timeout)
+        try:
+            slot = _resolve_slot(options, rank, global_ranks)
+        except ValueError as e:
+            problem = str(e)
+        else:
+            if not 0 <= slot < len(rack):
+                problem = (f"hybrid backend: rank {rank} would own hybrid:{slot}, but the rack {rack.name!r} has "
+                           f"{len(rack)} slots; use a larger rack (interop.set_rack) or Options(slot=...)")
+            else:
+                backing = rack.devices[slot].backing
+    # A refusal travels with the exchange, so that every rank raises it rather than
+    # the others waiting out the group's timeout for a rank that gave up.
+    slots, backings, hosts, problems = exchange_slots(store, rank, size, slot, backing, problem, timeout)
+    refused = [(r, p) for r, p in enumerate(problems) if p]
+    if refused:
+        r, p = refused[0]
+        raise ValueError(p if r == rank else f"hybrid backend: rank {r} refused to create the group: {p}")
     taken = [s for s in slots if s >= 0]
     if len(set(taken)) != len(taken):
         raise ValueError("hybrid backend: ranks share a slot: " + ", ".join(

@@ -333,13 +333,14 @@ class ProcessGroupHybrid(Collectives, RootedCollectives, dist.ProcessGroup):
                 pass
 
 
-def exchange_slots(store, rank: int, size: int, slot: int, backing: str, timeout: timedelta):
-    """Publish this rank's slot, backing and host on the group's store; read everyone's (rank order)."""
-    store.set(f"hybrid-slot/{rank}", f"{slot}|{backing}|{socket.gethostname()}")
+def exchange_slots(store, rank: int, size: int, slot: int, backing: str, problem: str, timeout: timedelta):
+    """Publish this rank's slot, backing, host and refusal (empty: none) on the group's store; read everyone's
+    (rank order): four lists."""
+    store.set(f"hybrid-slot/{rank}", f"{slot}|{backing}|{socket.gethostname()}|{problem}")
     keys = [f"hybrid-slot/{r}" for r in range(size)]
     store.wait(keys, timeout)
-    rows = [store.get(k).decode().split("|", 2) for k in keys]
-    return [int(r[0]) for r in rows], [r[1] for r in rows], [r[2] for r in rows]
+    rows = [store.get(k).decode().split("|", 3) for k in keys]
+    return [int(r[0]) for r in rows], [r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows]
 
 
 __all__ = ["ProcessGroupHybrid", "exchange_slots", "choose"]
