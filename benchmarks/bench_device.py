@@ -46,7 +46,7 @@ def run(repeats: int = 7, write: bool = True) -> Section:
     ratio = median(ratios)
     params = sum(p.numel() for p in model.parameters())
     section.add(
-        f"GPT fwd+bwd wall time, hybrid:4 (b200, emulated) / CPU", f"{ratio:.3f}x", "<= 1.10", ratio <= 1.10,
+        "GPT fwd+bwd wall time, hybrid:4 (b200, emulated) / CPU", f"{ratio:.3f}x", "<= 1.10", ratio <= 1.10,
         f"median of {repeats} interleaved pairs; CPU {median(samples['cpu']) * 1e3:.1f} ms "
         f"({spread([s * 1e3 for s in samples['cpu']])} ms), hybrid {median(samples['hybrid']) * 1e3:.1f} ms; "
         f"model {params / 1e6:.1f} M params, batch {BATCH}x{BENCH_MODEL.seq_len}",
