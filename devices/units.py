@@ -76,23 +76,24 @@ def parse_size(value: int | str, field: str = "size") -> int:
     return int(round(result))
 
 
+def _quantity(value: float | int | str, field: str, units: dict, kind: str, example: str, plain: str) -> float:
+    """A number with an optional unit of ``units`` (a bare number is already in base units)."""
+    accepted = ", ".join(units)
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError(f"{field}: expected a {kind} such as '{example}' or a number of {plain}, got {value!r}")
+    if not isinstance(value, str):
+        return float(value)
+    number, unit = _split(value, field, accepted)
+    if not unit:
+        return float(number)
+    if unit in units:
+        return float(number) * units[unit]
+    raise ValueError(f"{field}: unknown {kind} unit {unit!r} in {value!r}; accepted units: {accepted}")
+
+
 def parse_bandwidth(value: float | int | str, field: str = "bandwidth") -> float:
     """Bytes per second from ``"450GB/s"``, ``"3200Gbps"`` (bits), or a number (already bytes/s)."""
-    accepted = ", ".join(BANDWIDTH_UNITS)
-    if isinstance(value, bool):
-        raise ValueError(f"{field}: expected a bandwidth such as '450GB/s' or a number of bytes/s, got {value!r}")
-    if isinstance(value, (int, float)):
-        result = float(value)
-    elif isinstance(value, str):
-        number, unit = _split(value, field, accepted)
-        if not unit:
-            result = float(number)
-        elif unit in BANDWIDTH_UNITS:
-            result = float(number) * BANDWIDTH_UNITS[unit]
-        else:
-            raise ValueError(f"{field}: unknown bandwidth unit {unit!r} in {value!r}; accepted units: {accepted}")
-    else:
-        raise ValueError(f"{field}: expected a bandwidth such as '450GB/s' or a number of bytes/s, got {value!r}")
+    result = _quantity(value, field, BANDWIDTH_UNITS, "bandwidth", "450GB/s", "bytes/s")
     if not math.isfinite(result) or result <= 0:
         raise ValueError(f"{field}: a bandwidth must be a positive finite number, got {value!r}")
     return result
@@ -100,21 +101,7 @@ def parse_bandwidth(value: float | int | str, field: str = "bandwidth") -> float
 
 def parse_duration(value: float | int | str, field: str = "latency") -> float:
     """Seconds from ``"0.6us"``, ``"2.7 us"``, ``"1ms"`` or a number (already seconds)."""
-    accepted = ", ".join(DURATION_UNITS)
-    if isinstance(value, bool):
-        raise ValueError(f"{field}: expected a duration such as '2.7us' or a number of seconds, got {value!r}")
-    if isinstance(value, (int, float)):
-        result = float(value)
-    elif isinstance(value, str):
-        number, unit = _split(value, field, accepted)
-        if not unit:
-            result = float(number)
-        elif unit in DURATION_UNITS:
-            result = float(number) * DURATION_UNITS[unit]
-        else:
-            raise ValueError(f"{field}: unknown duration unit {unit!r} in {value!r}; accepted units: {accepted}")
-    else:
-        raise ValueError(f"{field}: expected a duration such as '2.7us' or a number of seconds, got {value!r}")
+    result = _quantity(value, field, DURATION_UNITS, "duration", "2.7us", "seconds")
     if not math.isfinite(result) or result < 0:
         raise ValueError(f"{field}: a duration must be a finite non-negative number, got {value!r}")
     return result
