@@ -299,6 +299,17 @@ def _call(fn, args, kwargs):
         return e, None
 
 
+def _exception_outcome(c_exc, h_exc) -> tuple[str, str]:
+    """The outcome when the CPU run, the slot run, or both raised."""
+    if c_exc is not None and h_exc is not None:
+        if type(c_exc) is type(h_exc):
+            return "raise-same", _describe(c_exc)
+        return "raise", f"cpu {_describe(c_exc)}; hybrid {_describe(h_exc)}"
+    if h_exc is not None:
+        return "raise", _describe(h_exc)
+    return "mismatch", f"the slot did not raise; the CPU raised {_describe(c_exc)}"
+
+
 def _describe(e: BaseException) -> str:
     text = str(e).strip().splitlines()
     return f"{type(e).__name__}: {text[0][:160] if text else ''}"
@@ -354,13 +365,7 @@ def _run_variant(op, variant, sample, cpu_result, shape_only, tol):
         h_exc, h_res = _call(fn, [h_in, *h_args], h_kwargs)
 
     if c_exc is not None or h_exc is not None:
-        if c_exc is not None and h_exc is not None:
-            if type(c_exc) is type(h_exc):
-                return "raise-same", _describe(c_exc)
-            return "raise", f"cpu {_describe(c_exc)}; hybrid {_describe(h_exc)}"
-        if h_exc is not None:
-            return "raise", _describe(h_exc)
-        return "mismatch", f"the slot did not raise; the CPU raised {_describe(c_exc)}"
+        return _exception_outcome(c_exc, h_exc)
     try:
         compare(h_res, c_res, shape_only=shape_only, tol=tol)
         if not shape_only:  # the same kernel on the same geometry lays out alike
@@ -416,13 +421,7 @@ def _run_grad(op, sample, tol):
     except Exception as e:  # noqa: BLE001
         h_exc, h_res = e, None
     if c_exc is not None or h_exc is not None:
-        if c_exc is not None and h_exc is not None:
-            if type(c_exc) is type(h_exc):
-                return "raise-same", _describe(c_exc)
-            return "raise", f"cpu {_describe(c_exc)}; hybrid {_describe(h_exc)}"
-        if h_exc is not None:
-            return "raise", _describe(h_exc)
-        return "mismatch", f"the slot did not raise; the CPU raised {_describe(c_exc)}"
+        return _exception_outcome(c_exc, h_exc)
     try:
         compare(h_res, c_res, tol=tol, path="gradients")
     except Mismatch as e:
