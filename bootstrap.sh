@@ -32,7 +32,7 @@ fi
 python - <<'PY' || pip install "${pip_quiet[@]}" -r requirements-dev.txt
 import importlib.util, sys
 need = ["numpy", "pytest", "xdist", "hypothesis", "expecttest", "ninja", "matplotlib", "tqdm", "viztracer",
-        "selenium"]
+        "selenium", "triton", "transformers", "accelerate", "torchao"]
 sys.exit(0 if all(importlib.util.find_spec(m) for m in need) else 1)
 PY
 

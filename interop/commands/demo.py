@@ -1,0 +1,23 @@
+"""``hybrid demo``: train a GPT-style model on the rack, checked against the CPU."""
+
+from __future__ import annotations
+
+NAME = "demo"
+HELP = "train a GPT-style model on the rack, checked against the CPU"
+ORDER = 0
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--rack", default="fusion-default", help="rack spec or preset (default: fusion-default)")
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--batch", type=int, default=4)
+    parser.add_argument("--seed", type=int, default=0)
+
+
+def main(args) -> int:
+    import interop
+    from interop.demo import DemoConfig, run
+
+    _ = interop
+    result = run(DemoConfig(rack=args.rack, steps=args.steps, batch=args.batch, seed=args.seed))
+    return 0 if result.ok else 1
