@@ -30,6 +30,7 @@ def register() -> None:
     _C._set_elapsed_hook(timeline._elapsed_hook)
     _register_collective_hooks()
     _register_distributed_backend()
+    _register_compilers()
     _registered = True
 
 
@@ -52,3 +53,10 @@ def _register_distributed_backend() -> None:
     import collectives.distributed
 
     collectives.distributed.register()
+
+
+def _register_compilers() -> None:
+    """torch.compile (Dynamo, Inductor) and Triton on the slots; each waits for its module's import."""
+    from interop.compile import install
+
+    install()

@@ -17,7 +17,8 @@ from interop.costing import Coster
 PS = 10**12  # picoseconds per second
 
 OP, COPY, MARKER, WAIT, COLLECTIVE = range(5)
-KIND_NAMES = {OP: "op", COPY: "copy", COLLECTIVE: "collective"}
+KERNEL = 5  # csrc/runtime/HybridTimeline.h RecordKind::Kernel
+KIND_NAMES = {OP: "op", COPY: "copy", COLLECTIVE: "collective", KERNEL: "kernel"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,9 +29,10 @@ class TimelineRecord:
     """Executing slot (for a copy: the source; -1 for the host)."""
     stream: int
     kind: str
-    """``op``, ``copy`` or ``collective``."""
+    """``op``, ``copy``, ``collective`` or ``kernel`` (a compiled graph's kernel or a Triton launch)."""
     op: str
-    """ATen op name (``aten::mm``), ``copy`` or the collective's name."""
+    """ATen op name (``aten::mm``), ``copy``, the collective's name, or the kernel's
+    (``triton:add_kernel``, ``inductor:cpp_fused_add_relu_0``)."""
     in_shapes: tuple
     out_shapes: tuple
     dtype: str
@@ -54,6 +56,8 @@ class TimelineRecord:
     """Every slot a collective ran on."""
     measured_s: float | None = None
     """On a cuda-backed slot: the op's CUDA-event time (measured); the placed duration is this one."""
+    grid: tuple = ()
+    """A Triton launch's grid (programs per axis); () for everything else."""
 
     @property
     def source(self) -> str:
@@ -76,6 +80,50 @@ class TimelineRecord:
 
     def involves(self, slot: int) -> bool:
         return self.slot == slot or self.peer == slot or slot in self.participants
+
+
+@dataclass(frozen=True, slots=True)
+class KernelLaunch:
+    """What one kernel launch did, as its launcher counted it: the timeline prices it
+    (:meth:`interop.costing.Coster.kernel`) when the records are placed."""
+
+    name: str
+    """``triton:<kernel>`` or ``inductor:<kernel>``."""
+    dtype: str
+    """The dtype its data is in (the chip's peak is read for it)."""
+    bytes: float
+    """Bytes its loads and stores moved."""
+    flops: float = 0.0
+    """Vector (non-matmul) FLOPs."""
+    matmul_flops: float = 0.0
+    """FLOPs of its matrix products (``tl.dot``, a GEMM template)."""
+    matmul_outputs: float = 0.0
+    """Output elements of those matrix products (sets the equivalent GEMM's size)."""
+    grid: tuple = ()
+    """Programs per grid axis (Triton)."""
+    method: str = ""
+    """How bytes and FLOPs were obtained, as one line (kept in the record's sources)."""
+
+
+# Launch descriptions waiting for their C++ record (its `value` is the index here).
+_launches: list[KernelLaunch] = []
+
+
+def record_kernel(slot: int, launch: KernelLaunch) -> None:
+    """Queue one kernel launch on ``slot``'s current stream, in order with the ops around it.
+
+    Nothing is queued while recording is off (:func:`set_recording`).
+    """
+    from interop import _C
+
+    if _C._record_kernel(slot, len(_launches)):
+        _launches.append(launch)
+
+
+def _take_launches() -> list[KernelLaunch]:
+    global _launches
+    taken, _launches = _launches, []
+    return taken
 
 
 def _decode_shapes(arena, pos: int, count: int) -> tuple[tuple, int]:
@@ -113,6 +161,7 @@ class Timeline:
         from interop import _C
 
         cols, arena = _C._drain_timeline()
+        launches = _take_launches()
         kinds = cols["kind"]
         if not kinds:
             return
@@ -122,12 +171,12 @@ class Timeline:
         collecting = gc.isenabled()
         gc.disable()
         try:
-            self._ingest(cols, arena, kinds)
+            self._ingest(cols, arena, kinds, launches)
         finally:
             if collecting:
                 gc.enable()
 
-    def _ingest(self, cols, arena, kinds) -> None:
+    def _ingest(self, cols, arena, kinds, launches) -> None:
         for i in range(len(kinds)):
             kind = kinds[i]
             slot, stream = cols["slot"][i], cols["stream"][i]
@@ -141,6 +190,8 @@ class Timeline:
             elif kind == COPY:
                 self._place_copy(slot, stream, cols["peer"][i], cols["peer_stream"][i], cols["value"][i],
                                  cols["dtype"][i])
+            elif kind == KERNEL:
+                self._place_kernel(slot, stream, launches[cols["value"][i]])
             elif kind == MARKER:
                 self.markers[cols["value"][i]] = (slot, stream, self.clocks.get((slot, stream), 0))
             elif kind == WAIT:
@@ -164,6 +215,15 @@ class Timeline:
         self.records.append(TimelineRecord(
             slot, stream, "op", name, ins, outs, est.dtype, start, duration, est.flops, est.bytes, est.bound,
             est.estimated_by_default, est.projected, sources, measured_s=measured_s))
+
+    def _place_kernel(self, slot: int, stream: int, launch: KernelLaunch) -> None:
+        est = self.coster.kernel(slot, launch)
+        duration = round(est.seconds * PS)
+        start = self._advance([(slot, stream)], duration)
+        sources = est.sources + ((launch.method,) if launch.method else ())
+        self.records.append(TimelineRecord(
+            slot, stream, "kernel", launch.name, (), (), est.dtype, start, duration, est.flops, est.bytes, est.bound,
+            False, est.projected, sources, grid=launch.grid))
 
     def _place_copy(self, src, src_stream, dst, dst_stream, nbytes, dtype) -> None:
         cost = self.coster.copy(src, dst, nbytes)
@@ -246,6 +306,7 @@ def reset_timeline() -> None:
     from interop import _C
 
     _C._drain_timeline()
+    _take_launches()
     _current = None
 
 

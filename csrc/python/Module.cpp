@@ -172,6 +172,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     timeline::record_copy(static_cast<c10::DeviceIndex>(src), static_cast<c10::DeviceIndex>(dst),
                           nbytes, c10::ScalarType::Byte, false);
   });
+  m.def("_record_kernel", [](int slot, int64_t launch) {
+    return timeline::record_kernel(static_cast<c10::DeviceIndex>(slot), launch);
+  }, "Queue a kernel record on the slot's current stream; `launch` indexes its description.");
   m.def("_set_elapsed_hook", [](py::function fn) {
     // Kept for the life of the process: destroying a Python object during
     // interpreter shutdown, from a static destructor, would crash.

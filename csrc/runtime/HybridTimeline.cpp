@@ -136,6 +136,14 @@ void record_wait(c10::DeviceIndex slot, c10::StreamId stream, int64_t marker) {
   append(r);
 }
 
+bool record_kernel(c10::DeviceIndex slot, int64_t launch) {
+  if (!enabled()) return false;
+  Record r = blank(RecordKind::Kernel, slot);
+  r.value = launch;
+  append(r);
+  return true;
+}
+
 Batch drain() {
   Log& l = log();
   Batch out;

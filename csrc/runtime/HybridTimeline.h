@@ -22,6 +22,9 @@ enum class RecordKind : uint8_t {
   Copy = 1,        // bytes moved from `slot` to `peer` (-1: host memory)
   Marker = 2,      // an event recorded on (slot, stream); `value` is its id
   Wait = 3,        // (slot, stream) waits for marker `value`
+  // 4 is the Python side's collective kind (placed there, never recorded here).
+  Kernel = 5,      // a compiled (Inductor) or Triton kernel launched on `slot`; `value`
+                   // indexes the launch's description queued by interop.timelines
   // Collectives are placed by the Python collective layer directly (they are
   // costed from their schedule, not from a record).
 };
@@ -70,6 +73,9 @@ void record_copy(c10::DeviceIndex src, c10::DeviceIndex dst, int64_t nbytes,
                  c10::ScalarType dtype, bool non_blocking);
 int64_t record_marker(c10::DeviceIndex slot, c10::StreamId stream);
 void record_wait(c10::DeviceIndex slot, c10::StreamId stream, int64_t marker);
+// Appends a kernel record on the slot's current stream, in order with the ops
+// around it. Returns false (nothing appended) while recording is off.
+bool record_kernel(c10::DeviceIndex slot, int64_t launch);
 
 // Hands over everything recorded since the last drain.
 struct Batch {

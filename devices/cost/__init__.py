@@ -10,6 +10,8 @@
 - :func:`trace_ops` -> ``list[OpRecord]``: the aten ops a function runs, gathered on
   the meta device (torch imported lazily).
 - :func:`estimate_ops` -> :class:`Summary`: totals, MFU and a per-op breakdown.
+- :func:`estimate_kernel` -> :class:`Estimate`: one kernel that is not an ATen op (a compiled
+  graph's fused kernel, a Triton launch), from its own bytes and FLOPs (:mod:`.kernel`).
 
 Modules: :mod:`.ops` (classification), :mod:`.flops` and :mod:`.traffic`
 (counting), :mod:`.shapes`, :mod:`.dtypes`, :mod:`.efficiency` and
@@ -17,9 +19,10 @@ Modules: :mod:`.ops` (classification), :mod:`.flops` and :mod:`.traffic`
 :mod:`.summary`.
 """
 
+from devices.cost.kernel import estimate_kernel
 from devices.cost.model import BOUNDS, Estimate, cache_clear, estimate
 from devices.cost.summary import OpTotal, Summary, estimate_ops
 from devices.cost.trace import OpRecord, trace_ops
 
 __all__ = ["BOUNDS", "Estimate", "OpRecord", "OpTotal", "Summary", "cache_clear", "estimate",
-           "estimate_ops", "trace_ops"]
+           "estimate_kernel", "estimate_ops", "trace_ops"]

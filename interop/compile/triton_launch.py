@@ -1,0 +1,387 @@
+"""Triton kernels launched with hybrid tensors.
+
+``kernel[grid](...)`` reaches ``JITFunction.run`` (``InterpretedFunction.run``
+under ``TRITON_INTERPRET=1``); both are wrapped so that a launch whose tensor
+arguments are on a hybrid slot goes to the slot, and every other launch goes to
+Triton unchanged (the wrapper only looks at the arguments' devices):
+
+- **emulated slot**: Triton's interpreter runs the kernel on the slot's own
+  memory. Its tensor arguments are handed over as host aliases of the slot's
+  bytes (``_C._execution_alias``), where the interpreter would copy every
+  argument to the host and back. While it runs, the interpreter's loads,
+  stores, atomics and ``tl.dot`` are counted (:class:`LaunchCounter`).
+- **GPU-backed slot**: Triton compiles and launches as usual, on CUDA tensors
+  aliasing the slot's memory, on the backing GPU.
+
+Each launch becomes one ``triton:<kernel>`` kernel record on the slot's
+timeline, priced by the cost model (modelled). Autotuning is in
+:mod:`interop.compile.triton_autotune`.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from interop.compile.backing import cuda_backing
+from interop.compile.records import TRITON_PREFIX
+from interop.hybrid._utils import DEVICE_TYPE
+from interop.timelines import KernelLaunch, record_kernel
+
+COUNTED_METHOD = ("bytes and FLOPs counted while the kernel ran in Triton's interpreter: each active lane of every "
+                  "load, store and atomic (element size of its pointer type; atomics read and write), 2*M*N*K per "
+                  "tl.dot; what the kernel asks for, with no cache between it and HBM")
+FOOTPRINT_METHOD = ("bytes: the tensor arguments' sizes (a launch on a real GPU is not counted); FLOPs: not counted "
+                    "(unverified path: no GPU was available when it was written)")
+
+# Triton element types -> the torch dtype names the cost model takes.
+_DTYPES = {
+    "fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "fp64": "float64", "fp8e4nv": "float8_e4m3fn",
+    "fp8e5": "float8_e5m2", "fp8e4b8": "float8_e4m3fnuz", "fp8e5b16": "float8_e5m2fnuz", "int1": "bool",
+    "int8": "int8", "int16": "int16", "int32": "int32", "int64": "int64", "uint8": "uint8", "uint16": "uint16",
+    "uint32": "uint32", "uint64": "uint64",
+}
+
+
+def _tensors(value):
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (tuple, list)):
+        for item in value:
+            yield from _tensors(item)
+    else:
+        base = getattr(value, "base", None)  # triton.reinterpret's TensorWrapper, TensorDescriptor
+        if isinstance(base, torch.Tensor):
+            yield base
+
+
+def slot_of(args, kwargs) -> int | None:
+    """The hybrid slot a launch's tensors are on; None when none is a hybrid tensor."""
+    slot = None
+    for value in (*args, *kwargs.values()):
+        for t in _tensors(value):
+            if t.device.type != DEVICE_TYPE:
+                continue
+            if slot is None:
+                slot = t.device.index
+            elif t.device.index != slot:
+                raise ValueError(f"a Triton launch's tensors must be on one slot; got hybrid:{slot} and {t.device}")
+    return slot
+
+
+def _aliased(value, alias):
+    """``value`` with each hybrid tensor (also inside tuples, wrappers and descriptors) replaced by ``alias(t)``."""
+    if isinstance(value, torch.Tensor):
+        return alias(value) if value.device.type == DEVICE_TYPE else value
+    if isinstance(value, tuple):
+        return type(value)(*(_aliased(v, alias) for v in value)) if hasattr(value, "_fields") else tuple(
+            _aliased(v, alias) for v in value)
+    if isinstance(value, list):
+        return [_aliased(v, alias) for v in value]
+    base = getattr(value, "base", None)
+    if isinstance(base, torch.Tensor) and base.device.type == DEVICE_TYPE:
+        import copy
+
+        clone = copy.copy(value)
+        clone.base = alias(base)
+        return clone
+    return value
+
+
+def _execution_alias(t: torch.Tensor) -> torch.Tensor:
+    from interop import _C
+
+    return _C._execution_alias(t)
+
+
+# -- counting -----------------------------------------------------------------------
+
+
+@dataclass
+class LaunchCounter:
+    """What one interpreted launch did."""
+
+    bytes: float = 0.0
+    dot_flops: float = 0.0
+    dot_outputs: float = 0.0
+    """Per program, the largest tl.dot output tile, summed over programs (the equivalent GEMM's output)."""
+    grid: tuple = ()
+    bytes_by_dtype: dict = field(default_factory=dict)
+    dot_dtype: str | None = None
+    _program_tile: float = 0.0
+
+    def moved(self, count: int, element_type) -> None:
+        name = _DTYPES.get(element_type.name, "float32")
+        nbytes = count * max(1, element_type.primitive_bitwidth // 8)
+        self.bytes += nbytes
+        self.bytes_by_dtype[name] = self.bytes_by_dtype.get(name, 0) + nbytes
+
+    def next_program(self) -> None:
+        self.dot_outputs += self._program_tile
+        self._program_tile = 0.0
+
+    @property
+    def dtype(self) -> str:
+        """The dtype a launch is priced in: its matrix products' operands', else the dtype that moved most bytes."""
+        if self.dot_dtype is not None:
+            return self.dot_dtype
+        if not self.bytes_by_dtype:
+            return "float32"
+        return max(self.bytes_by_dtype, key=self.bytes_by_dtype.get)
+
+
+def _element_type(handle):
+    return handle.get_element_ty()
+
+
+class _Counting:
+    """Counts the interpreter builder's memory traffic and dot FLOPs while a launch runs.
+
+    The interpreter has one module-level builder; its methods are shadowed by
+    counting ones on the instance for the launch and removed afterwards.
+    """
+
+    NAMES = ("create_masked_load", "create_masked_store", "create_atomic_rmw", "create_atomic_cas", "create_dot",
+             "set_grid_dim", "set_grid_idx")
+
+    def __init__(self, builder, counter: LaunchCounter):
+        self.builder, self.counter = builder, counter
+
+    def __enter__(self):
+        b, c = self.builder, self.counter
+        load, store = b.create_masked_load, b.create_masked_store
+        rmw, cas, dot = b.create_atomic_rmw, b.create_atomic_cas, b.create_dot
+        set_dim, set_idx = b.set_grid_dim, b.set_grid_idx
+
+        def create_masked_load(ptrs, mask, other, cache_policy, is_volatile):
+            c.moved(int(np.count_nonzero(mask.data)), _element_type(ptrs))
+            return load(ptrs, mask, other, cache_policy, is_volatile)
+
+        def create_masked_store(ptrs, value, mask, cache_policy):
+            c.moved(int(np.count_nonzero(mask.data)), _element_type(ptrs))
+            return store(ptrs, value, mask, cache_policy)
+
+        def create_atomic_rmw(rmw_op, ptr, val, mask, sem, scope):
+            c.moved(2 * int(np.count_nonzero(mask.data)), _element_type(ptr))
+            return rmw(rmw_op, ptr, val, mask, sem, scope)
+
+        def create_atomic_cas(ptr, cmp, val, sem, scope):
+            c.moved(2 * int(np.size(ptr.data)), _element_type(ptr))
+            return cas(ptr, cmp, val, sem, scope)
+
+        def create_dot(a, b_, d, input_precision, max_num_imprecise_acc):
+            m, k = a.data.shape[-2:]
+            n = b_.data.shape[-1]
+            batch = int(np.prod(a.data.shape[:-2])) if a.data.ndim > 2 else 1
+            c.dot_flops += 2.0 * batch * m * n * k
+            c._program_tile = max(c._program_tile, float(batch * m * n))
+            if c.dot_dtype is None:
+                c.dot_dtype = _DTYPES.get(a.dtype.scalar.name, "float32")
+            return dot(a, b_, d, input_precision, max_num_imprecise_acc)
+
+        def set_grid_dim(x, y, z):
+            c.grid = tuple(int(v) for v in (x, y, z))
+            return set_dim(x, y, z)
+
+        def set_grid_idx(x, y, z):
+            c.next_program()
+            return set_idx(x, y, z)
+
+        for name, fn in zip(self.NAMES, (create_masked_load, create_masked_store, create_atomic_rmw,
+                                         create_atomic_cas, create_dot, set_grid_dim, set_grid_idx)):
+            setattr(b, name, fn)
+        return self
+
+    def __exit__(self, *exc):
+        for name in self.NAMES:
+            self.builder.__dict__.pop(name, None)
+        self.counter.next_program()
+        return False
+
+
+# -- the interpreter on the slot's memory ------------------------------------------------
+
+
+class _Interpreter:
+    """Triton's interpreter machinery, imported on first use (it pulls in numpy and the interpreter builder)."""
+
+    def __init__(self):
+        from triton.runtime import interpreter
+        from triton.runtime.jit import JITFunction
+
+        self.module = interpreter
+        self.jit_function = JITFunction
+
+        class SlotMemoryExecutor(interpreter.GridExecutor):
+            """The interpreter's grid loop over arguments that already are host memory: the slot's bytes,
+            aliased, so nothing is copied to the host and back."""
+
+            def _init_args_hst(self, args_dev, kwargs):
+                return list(args_dev), dict(kwargs)
+
+            def _restore_args_dev(self, args_dev, args_hst, kwargs, kwargs_hst):
+                pass
+
+        self.executor = SlotMemoryExecutor
+        self.functions: dict[int, object] = {}
+
+    def interpreted(self, fn):
+        """An InterpretedFunction for a JITFunction (or itself, when Triton runs interpreted already)."""
+        if isinstance(fn, self.module.InterpretedFunction):
+            return fn
+        found = self.functions.get(id(fn))
+        if found is None or found[0] is not fn:
+            found = self.functions[id(fn)] = (fn, self.module.InterpretedFunction(fn.fn))
+        return found[1]
+
+
+_interpreter: _Interpreter | None = None
+_state = threading.local()
+
+
+def interpreter() -> _Interpreter:
+    global _interpreter
+    if _interpreter is None:
+        _interpreter = _Interpreter()
+    return _interpreter
+
+
+class _NestedCalls:
+    """Inside an interpreted launch, a call from the kernel to another ``@triton.jit`` function runs that
+    function interpreted too (Triton's own interpreter mode decorates every function as interpreted; here
+    they were compiled-mode JITFunctions). Language patches a callee needs are undone with the launch's."""
+
+    def __init__(self, interp: _Interpreter):
+        self.interp, self.scopes, self.patched = interp, [], set()
+        self.previous = None
+
+    def __enter__(self):
+        interp, nested = self.interp, self
+        cls = interp.jit_function
+        self.previous = cls.__dict__.get("__call__")
+
+        def __call__(jit_fn, *args, **kwargs):
+            function = interp.interpreted(jit_fn)
+            if id(jit_fn.fn.__globals__) not in nested.patched:
+                nested.patched.add(id(jit_fn.fn.__globals__))
+                nested.scopes.append(interp.module._patch_lang(jit_fn.fn))
+            return function.rewrite()(*args, **kwargs)
+
+        cls.__call__ = __call__
+        return self
+
+    def __exit__(self, *exc):
+        cls = self.interp.jit_function
+        if self.previous is None:
+            del cls.__call__
+        else:
+            cls.__call__ = self.previous
+        for scope in reversed(self.scopes):
+            scope.restore()
+        return False
+
+
+def _host_args(args, kwargs):
+    return ([_aliased(a, _execution_alias) for a in args],
+            {k: _aliased(v, _execution_alias) for k, v in kwargs.items()})
+
+
+def run_interpreted(fn, args, kwargs, grid) -> LaunchCounter:
+    """Run ``fn`` (a JITFunction or InterpretedFunction) over ``grid`` on the slot memory its hybrid tensor
+    arguments alias; returns what it counted."""
+    interp = interpreter()
+    function = interp.interpreted(fn)
+    host_args, host_kwargs = _host_args(args, kwargs)
+    counter = LaunchCounter()
+    executor = interp.executor(function.rewrite(), function.arg_names, grid, function.pre_run_hooks)
+    with _NestedCalls(interp), _Counting(interp.module.interpreter_builder, counter):
+        executor(*host_args, **host_kwargs)
+    return counter
+
+
+def kernel_name(fn) -> str:
+    base = fn
+    while not callable(getattr(base, "__code__", None)) and hasattr(base, "fn"):
+        base = base.fn
+    return TRITON_PREFIX + getattr(base, "__name__", "kernel")
+
+
+def launch(fn, slot: int, args, kwargs, grid, warmup, original_run):
+    """A launch on slot ``slot``: interpreted on an emulated slot, compiled on a GPU-backed one."""
+    ordinal = cuda_backing(slot)
+    if ordinal is not None:
+        return _launch_backed(fn, slot, ordinal, args, kwargs, grid, warmup, original_run)
+    if warmup:
+        return None  # the interpreter has nothing to compile ahead of time
+    counter = run_interpreted(fn, args, kwargs, grid)
+    launch_record = KernelLaunch(kernel_name(fn), counter.dtype, counter.bytes, 0.0, counter.dot_flops,
+                                 counter.dot_outputs, counter.grid, COUNTED_METHOD)
+    modelling = getattr(_state, "modelling", None)
+    if modelling is not None:
+        modelling.append((slot, launch_record))
+    else:
+        record_kernel(slot, launch_record)
+    return None
+
+
+def _launch_backed(fn, slot, ordinal, args, kwargs, grid, warmup, original_run):
+    cuda_args, cuda_kwargs = ([_aliased(a, _execution_alias) for a in args],
+                              {k: _aliased(v, _execution_alias) for k, v in kwargs.items()})
+    with torch.cuda.device(ordinal):
+        result = original_run(fn, *cuda_args, grid=grid, warmup=warmup, **cuda_kwargs)
+    if not warmup:
+        seen, footprint, dtype = set(), 0, "float32"
+        for value in (*args, *kwargs.values()):
+            for t in _tensors(value):
+                key = (t.untyped_storage().data_ptr(), t.storage_offset(), t.numel())
+                if key not in seen:
+                    seen.add(key)
+                    footprint += t.numel() * t.element_size()
+                    dtype = str(t.dtype).removeprefix("torch.")
+        shown = tuple(grid) if isinstance(grid, tuple) else ()
+        record_kernel(slot, KernelLaunch(kernel_name(fn), dtype, float(footprint), 0.0, 0.0, 0.0, shown,
+                                         FOOTPRINT_METHOD))
+    return result
+
+
+class modelled_launches:
+    """Inside this context, interpreted launches are not recorded; ``self.launches`` collects them
+    (slot, KernelLaunch) for pricing instead (the modelled autotuner's benchmark)."""
+
+    def __enter__(self):
+        self.previous = getattr(_state, "modelling", None)
+        self.launches = _state.modelling = []
+        return self
+
+    def __exit__(self, *exc):
+        _state.modelling = self.previous
+        return False
+
+
+def _wrap_run(original_run):
+    def run(self, *args, grid, warmup, **kwargs):
+        slot = slot_of(args, kwargs)
+        if slot is None:
+            return original_run(self, *args, grid=grid, warmup=warmup, **kwargs)
+        return launch(self, slot, args, kwargs, grid, warmup, original_run)
+
+    run._hybrid_original = original_run
+    run.__doc__ = original_run.__doc__
+    return run
+
+
+def patch_jit(jit_module) -> None:
+    """Route launches with hybrid tensors (``triton.runtime.jit`` has just been imported)."""
+    cls = jit_module.JITFunction
+    if not hasattr(cls.run, "_hybrid_original"):
+        cls.run = _wrap_run(cls.run)
+
+
+def patch_interpreter(interpreter_module) -> None:
+    """The same under ``TRITON_INTERPRET=1``, where kernels are InterpretedFunctions."""
+    cls = interpreter_module.InterpretedFunction
+    if not hasattr(cls.run, "_hybrid_original"):
+        cls.run = _wrap_run(cls.run)
