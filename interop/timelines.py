@@ -103,6 +103,11 @@ class KernelLaunch:
     """Programs per grid axis (Triton)."""
     method: str = ""
     """How bytes and FLOPs were obtained, as one line (kept in the record's sources)."""
+    aten: str = ""
+    """Set when a compiled graph called an ATen kernel (``aten::mm``): priced as that op, from its shapes."""
+    in_shapes: tuple = ()
+    out_shapes: tuple = ()
+    causal: bool = False
 
 
 # Launch descriptions waiting for their C++ record (its `value` is the index here).
@@ -217,13 +222,16 @@ class Timeline:
             est.estimated_by_default, est.projected, sources, measured_s=measured_s))
 
     def _place_kernel(self, slot: int, stream: int, launch: KernelLaunch) -> None:
-        est = self.coster.kernel(slot, launch)
+        if launch.aten:
+            est = self.coster.op(slot, launch.aten, launch.in_shapes, launch.out_shapes, launch.dtype, launch.causal)
+        else:
+            est = self.coster.kernel(slot, launch)
         duration = round(est.seconds * PS)
         start = self._advance([(slot, stream)], duration)
         sources = est.sources + ((launch.method,) if launch.method else ())
         self.records.append(TimelineRecord(
-            slot, stream, "kernel", launch.name, (), (), est.dtype, start, duration, est.flops, est.bytes, est.bound,
-            False, est.projected, sources, grid=launch.grid))
+            slot, stream, "kernel", launch.name, launch.in_shapes, launch.out_shapes, est.dtype, start, duration,
+            est.flops, est.bytes, est.bound, est.estimated_by_default, est.projected, sources, grid=launch.grid))
 
     def _place_copy(self, src, src_stream, dst, dst_stream, nbytes, dtype) -> None:
         cost = self.coster.copy(src, dst, nbytes)

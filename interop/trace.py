@@ -38,6 +38,8 @@ def trace_events(records: list[TimelineRecord], rack) -> list[dict]:
         args = {"modelled": True, "flops": r.flops, "bytes": r.bytes, "bound": r.bound, "dtype": r.dtype,
                 "in_shapes": [list(s) for s in r.in_shapes], "out_shapes": [list(s) for s in r.out_shapes],
                 "projected": r.projected, "estimated_by_default": r.estimated_by_default, "source": r.source}
+        if r.grid:
+            args["grid"] = list(r.grid)
         ts, dur = r.start_ps / 1e6, r.duration_ps / 1e6
         slots = r.participants or tuple(s for s in (r.slot, r.peer) if s is not None and s >= 0)
         for s in slots:
@@ -91,7 +93,8 @@ def gantt(path: str | os.PathLike, *, title: str | None = None) -> str:
                 (r.start_ps / PS * 1e3, r.duration_ps / PS * 1e3, r.kind))
         if r.link:
             rows.setdefault(f"link {r.link}", []).append((r.start_ps / PS * 1e3, r.duration_ps / PS * 1e3, "link"))
-    colors = {"op": "tab:blue", "copy": "tab:orange", "collective": "tab:red", "link": "tab:green"}
+    colors = {"op": "tab:blue", "kernel": "tab:purple", "copy": "tab:orange", "collective": "tab:red",
+              "link": "tab:green"}
     names = sorted(rows, key=lambda n: (n.startswith("link"), n))
     fig, ax = plt.subplots(figsize=(12, 1 + 0.4 * max(1, len(names))))
     for y, name in enumerate(names):

@@ -3,6 +3,7 @@
 
 #include "aten/HybridAlias.h"
 #include "aten/native/Memory.h"
+#include "python/HybridGraphCall.h"
 #include "runtime/HybridAllocator.h"
 #include "runtime/HybridGenerator.h"
 #include "runtime/HybridGuard.h"
@@ -172,6 +173,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     timeline::record_copy(static_cast<c10::DeviceIndex>(src), static_cast<c10::DeviceIndex>(dst),
                           nbytes, c10::ScalarType::Byte, false);
   });
+  m.def("_call_on_slot", [](int slot, const py::function& fn, py::list args, const std::vector<bool>& outputs) {
+    return call_on_slot(static_cast<c10::DeviceIndex>(slot), fn, std::move(args), outputs);
+  }, "Call a graph compiled for the slot's execution device on aliases of the slot's tensors.");
   m.def("_record_kernel", [](int slot, int64_t launch) {
     return timeline::record_kernel(static_cast<c10::DeviceIndex>(slot), launch);
   }, "Queue a kernel record on the slot's current stream; `launch` indexes its description.");

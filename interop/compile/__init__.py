@@ -4,10 +4,11 @@
 registration waits for the module it extends (:mod:`interop.compile.imports`):
 
 - ``torch._dynamo.device_interface``: the device interface (:mod:`.device`);
-- ``torch._inductor.codegen.common``: the Inductor backend and device op
-  overrides (:mod:`.inductor`: C++ kernels on emulated slots, Triton on
-  GPU-backed ones, one timeline record per kernel launch);
-- ``torch._inductor.runtime.hints``: a GPU-backed slot's properties are its GPU's;
+- ``torch._inductor.codegen.common``: the device's registry entry and op overrides;
+- ``torch._inductor.compile_fx``: each graph on a slot is compiled for the slot's
+  execution device and called on the slot's memory (:mod:`.inductor`: C++
+  kernels on emulated slots, Triton on GPU-backed ones, one timeline record per
+  kernel launch);
 - ``torch.utils._triton``: ``has_triton()`` answers True where a slot can run
   Triton (torch's check knows only built-in device types: pytorch#171956);
 - ``triton.runtime.jit`` / ``.interpreter`` / ``.autotuner``: launches with
@@ -35,30 +36,34 @@ def _register_dynamo(device_interface) -> None:
     register(device_interface)
 
 
-class _HybridCodegens:
-    """Inductor's registry entry for the hybrid device (``codegen.common.device_codegens["hybrid"]``).
+class _LoweredForExecutionDevice:
+    """Inductor's registry entry for the hybrid device type (scheduling and wrapper classes alike).
 
-    Inductor keys code generation on the device *type*, and asks the entry's
-    ``scheduling`` class whether that type is a Triton one while it lowers a
-    graph. A hybrid slot is C++-backed or Triton-backed by its backing, so the
-    entry answers for the graph being compiled (:func:`interop.compile.inductor.scheduling_class`).
-    The classes are imported only when Inductor asks: they import its code generators.
+    A graph on a hybrid slot is compiled for the slot's execution device
+    (:func:`interop.compile.inductor.compile_for_slot`), so Inductor never lowers
+    one with hybrid tensors; the entry answers the questions Inductor asks
+    about the device type before that (caching, backend features) and refuses
+    to generate code for it.
     """
 
-    cpp_wrapper_codegen = None
-    fx_wrapper_codegen = None
+    supports_caching = True
 
-    @property
-    def scheduling(self):
-        from interop.compile.inductor import scheduling_class
+    def __init__(self, scheduler=None):
+        if scheduler is not None:
+            raise RuntimeError(_NOT_LOWERED)
 
-        return scheduling_class()
+    def get_backend_features(self, device):
+        from torch.utils._ordered_set import OrderedSet
 
-    @property
-    def wrapper_codegen(self):
-        from interop.compile.inductor import HybridWrapperCodegen
+        return OrderedSet()
 
-        return HybridWrapperCodegen
+    @staticmethod
+    def create(*args, **kwargs):
+        raise RuntimeError(_NOT_LOWERED)
+
+
+_NOT_LOWERED = ("a graph with hybrid tensors reached Inductor's code generation; interop compiles such graphs for "
+                "their slot's execution device (interop.compile.inductor.compile_for_slot), which did not run")
 
 
 def _register_inductor(common) -> None:
@@ -66,16 +71,25 @@ def _register_inductor(common) -> None:
     from interop.hybrid._utils import DEVICE_TYPE
 
     common.register_device_op_overrides(DEVICE_TYPE, HybridDeviceOpOverrides())
-    # Registered as PyTorch's out-of-tree devices do (which also keys Inductor's caches on our code
-    # generation's version); then the entry is replaced by one that picks the scheduling per graph.
-    common.register_backend_for_device(DEVICE_TYPE, type(None), type(None), device_custom_pass=CodegenVersion())
-    common.device_codegens[DEVICE_TYPE] = _HybridCodegens()
+    common.register_backend_for_device(DEVICE_TYPE, _LoweredForExecutionDevice, _LoweredForExecutionDevice,
+                                       device_custom_pass=CodegenVersion())
 
 
-def _patch_hints(hints) -> None:
-    from interop.compile.backing import patch_device_properties
+def _patch_compile_fx(module) -> None:
+    """Graphs on hybrid slots are compiled for their execution device (``compile_fx_inner`` looks
+    ``_compile_fx_inner`` up at each call); every other graph reaches the original unchanged."""
+    original = module._compile_fx_inner
+    if getattr(original, "_hybrid", False):
+        return
 
-    patch_device_properties(hints)
+    @functools.wraps(original)
+    def _compile_fx_inner(gm, example_inputs, compile_region_name=None, **graph_kwargs):
+        from interop.compile.inductor import compile_for_slot
+
+        return compile_for_slot(original, gm, example_inputs, compile_region_name, **graph_kwargs)
+
+    _compile_fx_inner._hybrid = True
+    module._compile_fx_inner = _compile_fx_inner
 
 
 def _slots_run_triton() -> bool:
@@ -131,7 +145,7 @@ def install() -> None:
     _installed = True
     after_import("torch._dynamo.device_interface", _register_dynamo)
     after_import("torch._inductor.codegen.common", _register_inductor)
-    after_import("torch._inductor.runtime.hints", _patch_hints)
+    after_import("torch._inductor.compile_fx", _patch_compile_fx)
     after_import("torch.utils._triton", _patch_has_triton)
     after_import("triton.runtime.jit", _patch_jit)
     after_import("triton.runtime.interpreter", _patch_interpreter)

@@ -1,35 +1,46 @@
-"""Inductor's code generation for the ``hybrid`` device.
+"""Inductor on hybrid slots: each graph is compiled for its slot's execution device.
 
-The pattern is PyTorch's own for out-of-tree devices (``register_backend_for_device``
-plus device op overrides; OpenReg's test backend, IPEX, torch_npu):
+A slot executes on the host CPU (emulated) or on the GPU behind it (backed);
+eager ops already run the execution device's kernels on aliases of the slot's
+bytes. A compiled graph does the same: Inductor compiles it *for the execution
+device*, so it gets exactly the kernels, fusions and heuristics it would get on
+``cpu`` or ``cuda:N`` (Inductor makes ~140 decisions on ``device.type ==
+"cpu"``, and ``is_gpu`` knows only built-in types), and the compiled graph is
+called on the slot's memory:
 
-- An **emulated** slot's memory is host memory, so its kernels are the CPU's
-  C++ kernels (``CppScheduling``), called on the slot's own bytes: buffers are
-  allocated with ``empty_strided(..., device="hybrid:<slot>")`` (drawn from and
-  counted against the slot) and their data pointers handed to the kernel.
-- A slot **backed by a real GPU** generates what CUDA would: Triton kernels
-  (``TritonScheduling``), compiled for that GPU (``device.patch_device_properties``)
-  and launched on its current CUDA stream.
+- :func:`compile_for_slot` intercepts Inductor's per-graph compile
+  (``compile_fx._compile_fx_inner``, once AOTAutograd has split forward and
+  backward), rewrites the graph's hybrid devices and fake tensors to the
+  execution device, and compiles it with the code generation below;
+- the generated wrapper records each kernel launch on the slot's timeline
+  (its own bytes and FLOPs, :mod:`.kernel_work`), and its entry point calls the
+  graph through ``_C._call_on_slot``: inputs aliased, every allocation on an
+  emulated slot (buffers, outputs, kernel workspace) drawn from and counted
+  against the slot, outputs returned as the slot's tensors.
 
-Either way every launch of a generated kernel is followed, in the wrapper, by
-one call that queues a kernel record on the slot's timeline with the kernel's
-own bytes and FLOPs (:mod:`interop.compile.kernel_work`), evaluated for the
-sizes the call runs with. Kernels Inductor hands to ATen (``extern_kernels.mm``
-and the like) run through the device's ATen dispatch and are recorded as ops.
+Kernels Inductor hands to ATen (``extern_kernels.mm``, fallback ops) run on the
+aliases as the execution device's ATen kernels; each is recorded too
+(``inductor:aten::mm``), priced as that ATen op from its runtime shapes.
 """
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import warnings
+from dataclasses import dataclass
 
 import sympy
 import torch
-from torch._inductor import config
+import torch.utils._pytree as pytree
+from torch._inductor import config, ir
 from torch._inductor.codegen.cpp import CppScheduling
 from torch._inductor.codegen.triton import TritonScheduling
 from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPythonWrapperCodegen
+from torch._inductor.custom_graph_pass import CustomGraphPass
 from torch._inductor.utils import free_unbacked_symbols
-from torch._inductor.virtualized import NullHandler, V
+from torch._inductor.virtualized import V
+from torch._subclasses.fake_tensor import FakeTensor
 
 from interop.compile.backing import cuda_backing
 from interop.compile.kernel_work import kernel_work
@@ -37,35 +48,114 @@ from interop.compile.records import INDUCTOR_PREFIX
 from interop.hybrid._utils import DEVICE_TYPE
 
 _RECORD = "hybrid_record_kernel"
+_RECORD_ATEN = "hybrid_record_aten"
+_ENTRY = "hybrid_slot_entry"
 
 
-def _graph_slots() -> set[int]:
-    """The hybrid slots the graph being compiled runs on (the current slot outside a graph)."""
-    graph = V.graph
+@dataclass(frozen=True)
+class SlotPlan:
+    """How one graph on one slot is compiled."""
+
+    slot: int
+    cuda: int | None
+    """The CUDA ordinal behind the slot; None when it is emulated."""
+    slot_outputs: tuple[bool, ...] = ()
+    """Per graph output: is it one of the slot's tensors (else a host tensor, returned as it is)."""
+
+    @property
+    def device(self) -> torch.device:
+        return torch.device("cpu") if self.cuda is None else torch.device("cuda", self.cuda)
+
+
+# -- which slots a graph touches ----------------------------------------------------------
+
+
+def _graph_modules(gm):
+    return [m for m in gm.modules() if isinstance(m, torch.fx.GraphModule)]
+
+
+def _slots_in(value, slots: set[int]) -> None:
+    for leaf in pytree.tree_leaves(value):
+        if isinstance(leaf, torch.device) and leaf.type == DEVICE_TYPE:
+            slots.add(torch.hybrid.current_device() if leaf.index is None else leaf.index)
+        elif isinstance(leaf, torch.Tensor) and leaf.device.type == DEVICE_TYPE:
+            slots.add(leaf.device.index)
+
+
+def graph_slots(gm, example_inputs) -> set[int]:
+    """Every hybrid slot named by the graph: its inputs, device arguments, values and constants."""
     slots: set[int] = set()
-    if not isinstance(graph, NullHandler):  # inside a graph's compilation
-        devices = list(graph.device_node_mapping)
-        if graph.current_device is not None:
-            devices.append(graph.current_device)
-        for device in devices:
-            if device.type == DEVICE_TYPE and device.index is not None:
-                slots.add(device.index)
-    if not slots:
-        slots.add(torch.hybrid.current_device())
+    _slots_in(list(example_inputs), slots)
+    for module in _graph_modules(gm):
+        for node in module.graph.nodes:
+            _slots_in((node.args, node.kwargs, node.meta.get("val")), slots)
+            if node.op == "get_attr":
+                _slots_in(getattr(module, node.target, None), slots)
     return slots
 
 
-def scheduling_class():
-    """C++ kernels for emulated slots, Triton for GPU-backed ones; one graph may not mix the two."""
-    slots = sorted(_graph_slots())
-    backed = {slot: cuda_backing(slot) is not None for slot in slots}
-    if len(set(backed.values())) > 1:
-        raise RuntimeError(
-            "torch.compile: one graph spans emulated slots ("
-            + ", ".join(f"hybrid:{s}" for s in slots if not backed[s]) + ") and GPU-backed slots ("
-            + ", ".join(f"hybrid:{s}" for s in slots if backed[s]) + "), whose kernels are C++ and Triton "
-            "respectively; compile the parts that run on each kind of slot separately")
-    return BackedScheduling if backed[slots[0]] else EmulatedScheduling
+def _output_on_slot(gm) -> tuple[bool, ...]:
+    output = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+    flags = []
+    for item in output.args[0]:
+        val = item.meta.get("val") if isinstance(item, torch.fx.Node) else item
+        flags.append(isinstance(val, torch.Tensor) and val.device.type == DEVICE_TYPE)
+    return tuple(flags)
+
+
+# -- the graph, for the execution device ----------------------------------------------------
+
+
+def _fake_twin(t: FakeTensor, device: torch.device) -> FakeTensor:
+    """A fake tensor like ``t`` (sizes, strides, offset, dtype; symbolic sizes kept) on ``device``."""
+    with t.fake_mode:
+        if t.storage_offset() == 0:
+            return torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=device,
+                                       requires_grad=t.requires_grad)
+        extent = t.storage_offset() + 1 + sum((s - 1) * st for s, st in zip(t.size(), t.stride()))
+        base = torch.empty((extent,), dtype=t.dtype, device=device)
+        return base.as_strided(t.size(), t.stride(), t.storage_offset()).requires_grad_(t.requires_grad)
+
+
+def _retarget(plan: SlotPlan, gm, example_inputs) -> list:
+    """Rewrite ``gm`` (in place) and its example inputs from the slot's device to its execution device."""
+    from interop import _C
+
+    device, memo = plan.device, {}
+
+    def convert(value):
+        if isinstance(value, torch.device) and value.type == DEVICE_TYPE:
+            return device
+        if isinstance(value, FakeTensor) and value.device.type == DEVICE_TYPE:
+            twin = memo.get(id(value))
+            if twin is None:
+                twin = memo[id(value)] = (value, _fake_twin(value, device))
+            return twin[1]
+        if isinstance(value, torch.Tensor) and value.device.type == DEVICE_TYPE:
+            return _C._execution_alias(value)  # keeps the slot's storage alive
+        return value
+
+    for module in _graph_modules(gm):
+        for node in module.graph.nodes:
+            node.args = pytree.tree_map(convert, node.args)
+            node.kwargs = pytree.tree_map(convert, node.kwargs)
+            if "val" in node.meta:
+                node.meta["val"] = pytree.tree_map(convert, node.meta["val"])
+            if node.op == "get_attr":
+                value = getattr(module, node.target, None)
+                if isinstance(value, torch.Tensor) and value.device.type == DEVICE_TYPE:
+                    setattr(module, node.target, convert(value))
+        module.recompile()
+    return [convert(x) for x in example_inputs]
+
+
+# -- code generation for a slot -----------------------------------------------------------------
+
+_compiling = threading.local()
+
+
+def _plan() -> SlotPlan | None:
+    return getattr(_compiling, "plan", None)
 
 
 def _hand_over(node_schedule, args) -> None:
@@ -74,12 +164,7 @@ def _hand_over(node_schedule, args) -> None:
 
 
 class EmulatedScheduling(CppScheduling):
-    """C++ kernels for an emulated slot: the CPU's code generation over the slot's host memory."""
-
-    def __init__(self, scheduler):
-        super().__init__(scheduler)
-        if scheduler is not None:
-            _warn_cudagraphs(backed=False)
+    """The CPU's C++ kernels, each handing its own bytes and FLOPs to the wrapper that records its launches."""
 
     def define_kernel(self, src_code, nodes, kernel_args=None):
         name = super().define_kernel(src_code, nodes, kernel_args)
@@ -88,12 +173,7 @@ class EmulatedScheduling(CppScheduling):
 
 
 class BackedScheduling(TritonScheduling):
-    """Triton kernels for a GPU-backed slot: what Inductor generates for CUDA."""
-
-    def __init__(self, scheduler):
-        super().__init__(scheduler)
-        if scheduler is not None:
-            _warn_cudagraphs(backed=True)
+    """CUDA's Triton kernels, likewise (a GPU-backed slot; unverified: no GPU where this was written)."""
 
     def define_kernel(self, src_code, node_schedule, kernel):
         name = super().define_kernel(src_code, node_schedule, kernel)
@@ -101,27 +181,8 @@ class BackedScheduling(TritonScheduling):
         return name
 
 
-_warned_cudagraphs: set[str] = set()
-
-
-def _warn_cudagraphs(backed: bool) -> None:
-    if not config.triton.cudagraphs:
-        return
-    key = "backed" if backed else "emulated"
-    if key in _warned_cudagraphs:
-        return
-    _warned_cudagraphs.add(key)
-    what = ("CUDA graphs over a GPU-backed slot's memory are not captured (the slot's allocator is not CUDA's "
-            "graph pool)" if backed else "CUDA graphs do not exist on an emulated slot")
-    slots = ", ".join(f"hybrid:{s}" for s in sorted(_graph_slots()))
-    warnings.warn(f"torch.compile on {slots}: this mode asks for CUDA graphs (mode='reduce-overhead' or "
-                  f"'max-autotune'); {what}. Compiling without them: every kernel launches, and is recorded, on "
-                  "its own. mode='max-autotune-no-cudagraphs' gives the same kernels without this warning.",
-                  stacklevel=2)
-
-
 def _symbols_known(expr: sympy.Expr) -> sympy.Expr:
-    """Data-dependent (unbacked) sizes have no value in the wrapper: use their hints."""
+    """Data-dependent (unbacked) sizes have no value in the wrapper: their hints stand in."""
     unbacked = free_unbacked_symbols(expr)
     if not unbacked:
         return expr
@@ -130,15 +191,15 @@ def _symbols_known(expr: sympy.Expr) -> sympy.Expr:
 
 
 class _KernelRecords:
-    """Wrapper-code behaviour shared by the main graph's and subgraphs' wrappers."""
+    """Wrapper code of a graph compiled for a slot: a record after every generated kernel's launch."""
 
     pending_kernel_work = None
+    plan: SlotPlan | None = None
 
     def generate_kernel_call(self, kernel_name, call_args, *, device=None, **kwargs):
-        device = device or V.graph.get_current_device_or_throw()
         work, self.pending_kernel_work = self.pending_kernel_work, None
         super().generate_kernel_call(kernel_name, call_args, device=device, **kwargs)
-        if device.type != DEVICE_TYPE or work is None:
+        if self.plan is None or work is None:
             return
         exprs = []
         for expr in (work.bytes, work.matmul_flops, work.matmul_outputs):
@@ -147,37 +208,191 @@ class _KernelRecords:
                 self.ensure_size_computed(sym)
             exprs.append(self.codegen_python_sizevar(expr))
         dtype = str(work.dtype).removeprefix("torch.")
-        self.writeline(f"{_RECORD}({device.index}, '{INDUCTOR_PREFIX}{kernel_name}', '{dtype}', "
+        self.writeline(f"{_RECORD}({self.plan.slot}, '{INDUCTOR_PREFIX}{kernel_name}', '{dtype}', "
                        f"{', '.join(exprs)})")
 
-    def _generate_kernel_call_helper(self, kernel_name, call_args, *, device=None, triton=True, **kwargs):
-        device = device or V.graph.get_current_device_or_throw()
-        if device.type == DEVICE_TYPE and not triton:
-            device = torch.device("cpu")  # an emulated slot's C++ kernel is a host call on host memory
-        super()._generate_kernel_call_helper(kernel_name, call_args, device=device, triton=triton, **kwargs)
 
-    def make_allocation(self, name, device, dtype, shape, stride, allocation_shape=None, is_pinned=False):
-        line = super().make_allocation(name, device, dtype, shape, stride, allocation_shape, is_pinned)
-        if device.type == DEVICE_TYPE and device.index is not None:
-            # Inductor names only the device type here (a GPU's index comes from the device guard it
-            # emits, which non-GPU types do not get): name the slot, or the buffer lands on the current one.
-            line = line.replace(f"device='{DEVICE_TYPE}'", f"device='{DEVICE_TYPE}:{device.index}'")
-        return line
+    # Kernels Inductor hands to ATen: one record each, priced as the op from its runtime shapes.
+
+    def generate_extern_kernel_out(self, node) -> None:
+        super().generate_extern_kernel_out(node)
+        self._record_aten(node)
+
+    def generate_extern_kernel_alloc(self, node) -> None:
+        super().generate_extern_kernel_alloc(node)
+        self._record_aten(node)
+
+    def generate_extern_kernel_multi_out(self, node) -> None:
+        super().generate_extern_kernel_multi_out(node)
+        self._record_aten(node)
+
+    def generate_fallback_kernel(self, node) -> None:
+        super().generate_fallback_kernel(node)
+        self._record_aten(node)
+
+    def generate_scatter_fallback(self, node) -> None:
+        super().generate_scatter_fallback(node)
+        self._record_aten(node)
+
+    def generate_index_put_fallback(self, node) -> None:
+        super().generate_index_put_fallback(node)
+        self._record_aten(node)
+
+    def _record_aten(self, node) -> None:
+        if self.plan is None:
+            return
+        inputs = ", ".join(_references(node.inputs))
+        outputs = "" if isinstance(node.layout, ir.NoneLayout) else node.get_name()
+        self.writeline(f"{_RECORD_ATEN}({self.plan.slot}, {_aten_name(node)!r}, ({inputs}{',' if inputs else ''}), "
+                       f"({outputs}{',' if outputs else ''}), {_causal(node)})")
 
 
-class HybridWrapperCodegen(_KernelRecords, PythonWrapperCodegen):
-    """The Python wrapper of a graph compiled for hybrid slots."""
+def _references(values) -> list[str]:
+    out = []
+    for value in values:
+        if isinstance(value, (list, tuple)):
+            out += _references(value)
+        elif isinstance(value, ir.IRNode) and not isinstance(value, (ir.ShapeAsConstantBuffer, ir.TorchBindObject)):
+            try:
+                out.append(value.codegen_reference())
+            except (NotImplementedError, AttributeError, AssertionError):
+                pass
+    return out
+
+
+def _aten_name(node) -> str:
+    op = getattr(node, "op_overload", None)
+    if isinstance(op, torch._ops.OpOverload):
+        return op.name()
+    kernel = getattr(node, "python_kernel_name", None) or getattr(node, "get_kernel_name", lambda: "kernel")()
+    return "aten::" + str(kernel).rsplit(".", 1)[-1]
+
+
+def _causal(node) -> bool:
+    """The op's is_causal argument, where it has one (attention FLOPs halve)."""
+    op = getattr(node, "op_overload", None)
+    schema = getattr(op, "_schema", None)
+    if schema is None:
+        return False
+    names = [a.name for a in schema.arguments]
+    if "is_causal" not in names:
+        return False
+    kwargs = getattr(node, "kwargs", None) or {}
+    if "is_causal" in kwargs:
+        return bool(kwargs["is_causal"])
+    try:
+        args, _ = node.unflatten_args(node.inputs, node.constant_args)
+    except Exception:  # noqa: BLE001 - best effort: an unreadable flag costs the op as non-causal
+        return False
+    index = names.index("is_causal")
+    return index < len(args) and args[index] is True
+
+
+class SlotWrapperCodegen(_KernelRecords, PythonWrapperCodegen):
+    """The Python wrapper of a graph compiled for a slot."""
 
     @staticmethod
     def create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures=None):
-        if is_subgraph:
-            return HybridSubgraphWrapperCodegen(subgraph_name, parent_wrapper, partition_signatures)
-        return HybridWrapperCodegen()
+        wrapper = (SlotSubgraphWrapperCodegen(subgraph_name, parent_wrapper, partition_signatures) if is_subgraph
+                   else SlotWrapperCodegen())
+        wrapper.plan = _plan()
+        return wrapper
 
     def write_header(self) -> None:
         super().write_header()
-        self.header.splice(f"from interop.compile.records import inductor_kernel as {_RECORD}")
+        self.header.splice(f"from interop.compile.records import inductor_kernel as {_RECORD}, "
+                           f"inductor_aten as {_RECORD_ATEN}, slot_entry as {_ENTRY}")
+
+    def generate_end(self, result) -> None:
+        super().generate_end(result)
+        if self.plan is not None:
+            result.writeline(f"call = {_ENTRY}(call, {self.plan.slot}, {self.plan.slot_outputs!r})")
 
 
-class HybridSubgraphWrapperCodegen(_KernelRecords, SubgraphPythonWrapperCodegen):
-    """A subgraph's wrapper (control flow); the record function is imported by the main graph's header."""
+class SlotSubgraphWrapperCodegen(_KernelRecords, SubgraphPythonWrapperCodegen):
+    """A subgraph's wrapper (control flow); the main graph's header imports the record function."""
+
+
+@contextlib.contextmanager
+def _slot_codegen(plan: SlotPlan):
+    """For one compile: the execution device's code generation records kernels and enters through the slot."""
+    from torch._inductor.codegen import common
+
+    common.init_backend_registration()
+    key = plan.device.type
+    saved = common.device_codegens[key]
+    scheduling = EmulatedScheduling if plan.cuda is None else BackedScheduling
+    previous_plan = _plan()
+    common.device_codegens[key] = common.DeviceCodegen(scheduling, SlotWrapperCodegen, saved.cpp_wrapper_codegen,
+                                                       saved.fx_wrapper_codegen)
+    _compiling.plan = plan
+    try:
+        yield
+    finally:
+        common.device_codegens[key] = saved
+        _compiling.plan = previous_plan
+
+
+class SlotCodegenKey(CustomGraphPass):
+    """Keys Inductor's FX graph cache: a graph compiled for a slot must not be served to, or from, a plain
+    CPU/CUDA compile of the same graph, nor across slots or versions of this code generation."""
+
+    def __init__(self, plan: SlotPlan, previous):
+        self.plan, self.previous = plan, previous
+
+    def __call__(self, graph) -> None:
+        if self.previous is not None:
+            self.previous(graph)
+
+    def uuid(self):
+        from interop.compile.op_overrides import CodegenVersion
+
+        previous = self.previous.uuid() if isinstance(self.previous, CustomGraphPass) else self.previous
+        return ("hybrid-slot", self.plan.slot, self.plan.cuda, self.plan.slot_outputs, CodegenVersion().uuid(),
+                previous)
+
+
+# -- the compile ------------------------------------------------------------------------------------
+
+_warned: set[str] = set()
+
+
+def _warn_once(key: str, message: str) -> None:
+    if key not in _warned:
+        _warned.add(key)
+        warnings.warn(message, stacklevel=3)
+
+
+def _eager(gm):
+    from torch._functorch.aot_autograd import make_boxed_func
+
+    return make_boxed_func(gm.forward)
+
+
+def compile_for_slot(original, gm, example_inputs, compile_region_name=None, **graph_kwargs):
+    """Inductor's per-graph compile, for graphs on hybrid slots (others go to ``original`` unchanged)."""
+    slots = graph_slots(gm, example_inputs)
+    if not slots:
+        return original(gm, example_inputs, compile_region_name=compile_region_name, **graph_kwargs)
+    if len(slots) > 1:
+        _warn_once("slots", f"torch.compile: a graph spans slots {', '.join(f'hybrid:{s}' for s in sorted(slots))}; "
+                   "it runs op by op on its slots (not fused). Compile the part on each slot separately to fuse it.")
+        return _eager(gm)
+    if V.aot_compilation or graph_kwargs.get("cpp_wrapper") or graph_kwargs.get("fx_wrapper"):
+        raise NotImplementedError("torch.compile on hybrid slots generates a Python wrapper; cpp_wrapper, "
+                                  "fx_wrapper and AOTInductor outputs are not supported")
+    slot = next(iter(slots))
+    plan = SlotPlan(slot, cuda_backing(slot), _output_on_slot(gm))
+    cudagraphs = graph_kwargs.get("cudagraphs")
+    if cudagraphs is not None and cudagraphs.value:
+        what = ("CUDA graphs do not exist on an emulated slot" if plan.cuda is None else
+                "a CUDA graph's memory pool would bypass the slot's allocator")
+        _warn_once("cudagraphs", f"torch.compile on hybrid:{slot}: this mode asks for CUDA graphs "
+                   f"(mode='reduce-overhead' or 'max-autotune'); {what}. Compiling without them: every kernel "
+                   "launches, and is recorded, on its own. mode='max-autotune-no-cudagraphs' is the same without "
+                   "this warning.")
+        cudagraphs.value = False
+    inputs = _retarget(plan, gm, example_inputs)
+    with _slot_codegen(plan), config.patch(post_grad_custom_post_pass=SlotCodegenKey(
+            plan, config.post_grad_custom_post_pass)):
+        return original(gm, inputs, compile_region_name=compile_region_name, **graph_kwargs)
