@@ -13,7 +13,9 @@ registration waits for the module it extends (:mod:`interop.compile.imports`):
   Triton (torch's check knows only built-in device types: pytorch#171956);
 - ``triton.runtime.jit`` / ``.interpreter`` / ``.autotuner``: launches with
   hybrid tensors go to their slot (:mod:`.triton_launch`), autotuning on an
-  emulated slot ranks configurations by modelled time (:mod:`.triton_autotune`).
+  emulated slot ranks configurations by modelled time (:mod:`.triton_autotune`);
+- ``torch._higher_order_ops.triton_kernel_wrap``: Dynamo's analysis of what a
+  Triton kernel writes works without a GPU driver (:mod:`.triton_tracing`).
 
 Launches with anything but hybrid tensors reach Triton unchanged, and
 ``TRITON_INTERPRET`` is never set.
@@ -131,6 +133,12 @@ def _patch_interpreter(module) -> None:
     patch_interpreter(module)
 
 
+def _patch_generate_ttir(module) -> None:
+    from interop.compile.triton_tracing import patch_generate_ttir
+
+    patch_generate_ttir(module)
+
+
 def _patch_autotuner(module) -> None:
     from interop.compile.triton_autotune import patch_autotuner
 
@@ -150,6 +158,7 @@ def install() -> None:
     after_import("triton.runtime.jit", _patch_jit)
     after_import("triton.runtime.interpreter", _patch_interpreter)
     after_import("triton.runtime.autotuner", _patch_autotuner)
+    after_import("torch._higher_order_ops.triton_kernel_wrap", _patch_generate_ttir)
 
 
 __all__ = ["COMPILED_PREFIXES", "INDUCTOR_PREFIX", "TRITON_PREFIX", "install"]

@@ -103,6 +103,16 @@ def _output_on_slot(gm) -> tuple[bool, ...]:
     return tuple(flags)
 
 
+def _calls_triton(gm) -> bool:
+    from torch._higher_order_ops.triton_kernel_wrap import (
+        triton_kernel_wrapper_functional,
+        triton_kernel_wrapper_mutation,
+    )
+
+    return any(node.target in (triton_kernel_wrapper_functional, triton_kernel_wrapper_mutation)
+               for module in _graph_modules(gm) for node in module.graph.nodes)
+
+
 # -- the graph, for the execution device ----------------------------------------------------
 
 
@@ -378,10 +388,15 @@ def compile_for_slot(original, gm, example_inputs, compile_region_name=None, **g
         _warn_once("slots", f"torch.compile: a graph spans slots {', '.join(f'hybrid:{s}' for s in sorted(slots))}; "
                    "it runs op by op on its slots (not fused). Compile the part on each slot separately to fuse it.")
         return _eager(gm)
+    slot = next(iter(slots))
+    if cuda_backing(slot) is None and _calls_triton(gm):
+        _warn_once("triton", f"torch.compile on hybrid:{slot}: the graph calls Triton kernels, which an emulated "
+                   "slot runs in Triton's interpreter, outside Inductor's C++ kernels; the graph runs op by op "
+                   "(each Triton launch and ATen op recorded on its own).")
+        return _eager(gm)
     if V.aot_compilation or graph_kwargs.get("cpp_wrapper") or graph_kwargs.get("fx_wrapper"):
         raise NotImplementedError("torch.compile on hybrid slots generates a Python wrapper; cpp_wrapper, "
                                   "fx_wrapper and AOTInductor outputs are not supported")
-    slot = next(iter(slots))
     plan = SlotPlan(slot, cuda_backing(slot), _output_on_slot(gm))
     cudagraphs = graph_kwargs.get("cudagraphs")
     if cudagraphs is not None and cudagraphs.value:

@@ -251,36 +251,51 @@ def interpreter() -> _Interpreter:
 
 class _NestedCalls:
     """Inside an interpreted launch, a call from the kernel to another ``@triton.jit`` function runs that
-    function interpreted too (Triton's own interpreter mode decorates every function as interpreted; here
-    they were compiled-mode JITFunctions). Language patches a callee needs are undone with the launch's."""
+    function interpreted too (Triton's interpreter mode decorates every function as interpreted; here they
+    are compiled-mode JITFunctions).
+
+    The interpreter patches ``triton.language`` for a launch and restores it afterwards; a callee's patches
+    are merged into the launch's own, so that they are undone with it, in reverse order (undoing them
+    separately would put back what the launch had patched).
+    """
 
     def __init__(self, interp: _Interpreter):
-        self.interp, self.scopes, self.patched = interp, [], set()
-        self.previous = None
+        self.interp, self.launch_scope, self.patched = interp, None, set()
+        self.previous_call = self.previous_patch = None
 
     def __enter__(self):
         interp, nested = self.interp, self
-        cls = interp.jit_function
-        self.previous = cls.__dict__.get("__call__")
+        module, cls = interp.module, interp.jit_function
+        self.previous_call, self.previous_patch = cls.__dict__.get("__call__"), module._patch_lang
+        patch_lang = module._patch_lang
+
+        def _patch_lang(fn):
+            scope = patch_lang(fn)
+            if nested.launch_scope is None:
+                nested.launch_scope = scope
+            else:
+                nested.launch_scope._changes.extend(scope._changes)
+                scope._changes = []
+            return scope
 
         def __call__(jit_fn, *args, **kwargs):
             function = interp.interpreted(jit_fn)
             if id(jit_fn.fn.__globals__) not in nested.patched:
                 nested.patched.add(id(jit_fn.fn.__globals__))
-                nested.scopes.append(interp.module._patch_lang(jit_fn.fn))
+                module._patch_lang(jit_fn.fn)
             return function.rewrite()(*args, **kwargs)
 
+        module._patch_lang = _patch_lang
         cls.__call__ = __call__
         return self
 
     def __exit__(self, *exc):
         cls = self.interp.jit_function
-        if self.previous is None:
+        if self.previous_call is None:
             del cls.__call__
         else:
-            cls.__call__ = self.previous
-        for scope in reversed(self.scopes):
-            scope.restore()
+            cls.__call__ = self.previous_call
+        self.interp.module._patch_lang = self.previous_patch
         return False
 
 
@@ -302,6 +317,26 @@ def run_interpreted(fn, args, kwargs, grid) -> LaunchCounter:
     return counter
 
 
+_warned_bfloat16: set[str] = set()
+
+
+def _warn_bfloat16(fn, args, kwargs) -> None:
+    """Triton's interpreter keeps bfloat16 values as their raw 16 bits and, in 3.9, computes arithmetic,
+    reductions and tl.dot on the bits (triton-lang/triton#10919, #11584); loads, stores and conversions to
+    and from float32 are exact. Said once per kernel, since a kernel that converts first is unaffected."""
+    name = kernel_name(fn)
+    if name in _warned_bfloat16:
+        return
+    if any(t.dtype == torch.bfloat16 for value in (*args, *kwargs.values()) for t in _tensors(value)):
+        _warned_bfloat16.add(name)
+        import warnings
+
+        warnings.warn(f"{name} on an emulated slot gets bfloat16 tensors: Triton's interpreter computes bfloat16 "
+                      "arithmetic, reductions and tl.dot on the raw bits (triton-lang/triton#10919, #11584), so "
+                      "convert loaded values with .to(tl.float32) before computing on them; loads, stores and "
+                      "conversions are exact.", stacklevel=4)
+
+
 def kernel_name(fn) -> str:
     base = fn
     while not callable(getattr(base, "__code__", None)) and hasattr(base, "fn"):
@@ -316,6 +351,7 @@ def launch(fn, slot: int, args, kwargs, grid, warmup, original_run):
         return _launch_backed(fn, slot, ordinal, args, kwargs, grid, warmup, original_run)
     if warmup:
         return None  # the interpreter has nothing to compile ahead of time
+    _warn_bfloat16(fn, args, kwargs)
     counter = run_interpreted(fn, args, kwargs, grid)
     launch_record = KernelLaunch(kernel_name(fn), counter.dtype, counter.bytes, 0.0, counter.dot_flops,
                                  counter.dot_outputs, counter.grid, COUNTED_METHOD)
