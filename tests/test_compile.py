@@ -267,3 +267,27 @@ def test_recording_off_places_no_kernel():
     compiled(x)
     interop.set_recording(True)
     assert interop.timeline() == []
+
+
+def test_attention_compiles_forward_and_backward():
+    # SDPA picks its kernel through a per-device chooser; tracing must not record the choice as a graph op.
+    torch.manual_seed(4)
+    project = torch.nn.Linear(16, 48).to(f"hybrid:{TRN}")
+
+    def attend(x):
+        b, t, c = x.shape
+        q, k, v = (z.view(b, t, 4, 4).transpose(1, 2) for z in project(x).split(16, dim=-1))
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    x = torch.randn(2, 8, 16, device=f"hybrid:{TRN}")
+    eager = _run(attend_module := _Wrap(project, attend), x)
+    _assert_same(_run(torch.compile(attend_module), x), eager)
+
+
+class _Wrap(torch.nn.Module):
+    def __init__(self, inner, fn):
+        super().__init__()
+        self.inner, self.fn = inner, fn
+
+    def forward(self, x):
+        return self.fn(x)
