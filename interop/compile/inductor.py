@@ -117,14 +117,15 @@ def _calls_triton(gm) -> bool:
 
 
 def _fake_twin(t: FakeTensor, device: torch.device) -> FakeTensor:
-    """A fake tensor like ``t`` (sizes, strides, offset, dtype; symbolic sizes kept) on ``device``."""
-    with t.fake_mode:
-        if t.storage_offset() == 0:
-            return torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=device,
-                                       requires_grad=t.requires_grad)
+    """A fake tensor like ``t`` (sizes, strides, offset, dtype; symbolic sizes kept) on ``device``, built
+    from its meta description directly (dispatching a factory through the fake mode costs ~50x more)."""
+    if t.storage_offset() == 0:
+        meta = torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device="meta")
+    else:
         extent = t.storage_offset() + 1 + sum((s - 1) * st for s, st in zip(t.size(), t.stride()))
-        base = torch.empty((extent,), dtype=t.dtype, device=device)
-        return base.as_strided(t.size(), t.stride(), t.storage_offset()).requires_grad_(t.requires_grad)
+        meta = torch.empty((extent,), dtype=t.dtype, device="meta").as_strided(t.size(), t.stride(),
+                                                                                t.storage_offset())
+    return FakeTensor(t.fake_mode, meta, device)
 
 
 def _retarget(plan: SlotPlan, gm, example_inputs) -> list:
