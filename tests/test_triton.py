@@ -219,3 +219,32 @@ def test_torch_compile_of_code_that_launches_triton_kernels():
         kernels = [r for r in interop.timeline() if r.kind == "kernel"]
         assert [r.op for r in kernels] == ["triton:scale_kernel"]
         assert kernels[0].bytes == 2 * 200 * 4
+
+
+def test_import_loads_no_compiler_and_interpreter_mode_launches_copy_nothing():
+    # A fresh process with TRITON_INTERPRET=1 set by the user: importing interop imports neither Triton nor
+    # Dynamo nor Inductor, and a launch with hybrid tensors (an InterpretedFunction here) runs on the slot's
+    # memory: the timeline shows the kernel and no host copies (interpreted, Triton would copy each argument
+    # to the host and back).
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, torch, interop\n"
+        "print(sorted(m for m in ('triton', 'torch._dynamo', 'torch._inductor') if m in sys.modules))\n"
+        "from tests import triton_kernels as K\n"
+        "x = torch.randn(1000, device='hybrid:2')\n"
+        "interop.reset_timeline()\n"
+        "out = K.add(x, x)\n"
+        "print([(r.kind, r.op) for r in interop.timeline()])\n"
+        "print(bool(torch.equal(out.cpu(), 2 * x.cpu())))\n"
+    )
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=root,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.strip().splitlines()
+    assert lines[-3] == "[]"
+    assert lines[-2] == "[('kernel', 'triton:add_kernel')]"
+    assert lines[-1] == "True"
