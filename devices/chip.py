@@ -21,12 +21,13 @@ FAMILIES: tuple[str, ...] = ("gpu", "trainium")
 """Accepted values of :attr:`Chip.family`."""
 
 SCALE_UP_FABRICS: tuple[str, ...] = (
-    "nvlink4", "nvlink5", "nvlink-fusion", "neuronlink-v2", "neuronlink-v3", "neuronlink-v4",
+    "nvlink3", "nvlink4", "nvlink5", "nvlink-fusion", "neuronlink-v2", "neuronlink-v3", "neuronlink-v4",
 )
 """Accepted values of :attr:`Chip.scale_up_fabric` (the chip's own link generation)."""
 
-PEAK_KEYS: tuple[str, ...] = ("bfloat16", "float16", "float8", "float4", "float32", "float64", "int8")
-"""Keys a chip's :attr:`Chip.peak` may hold (torch dtype names; float8/float4 cover their variants)."""
+PEAK_KEYS: tuple[str, ...] = ("bfloat16", "float16", "tf32", "float8", "float4", "float32", "float64", "int8")
+"""Keys a chip's :attr:`Chip.peak` may hold: torch dtype names; float8/float4 cover their variants, and
+``tf32`` is the TF32 tensor-core rate float32 matmuls get under ``torch.backends.cuda.matmul.allow_tf32``."""
 
 # Which catalogue keys answer a dtype, in order of preference.  The first key
 # the chip has wins; a key other than the first is a fallback and is recorded
@@ -35,6 +36,9 @@ PEAK_KEYS: tuple[str, ...] = ("bfloat16", "float16", "float8", "float4", "float3
 #                        (vendors list them together, "BF16/FP16").
 #   float4  -> float8:   a chip without an FP4 path (H100, H200, Trn2) computes
 #                        FP4 data at best at its FP8 rate after upcasting.
+#   float8  -> bfloat16: likewise a chip without an FP8 path (A100) computes
+#                        FP8 data at best at its BF16 rate.
+#   tf32    -> float32:  a chip without a TF32 figure is bounded by its FP32 rate.
 #   int8    -> float8:   NVIDIA lists dense INT8 at the FP8 rate through Hopper
 #                        and Blackwell; the exception (GB300) carries its own.
 #   float64 -> float32:  Trainium has no FP64 units; the float32 figure is an
@@ -42,7 +46,7 @@ PEAK_KEYS: tuple[str, ...] = ("bfloat16", "float16", "float8", "float4", "float3
 #   other integers, bool, complex64 -> float32; complex128 -> float64 chain:
 #                        no tensor-engine path; such ops are memory-bound in
 #                        practice, so the compute rate is only a bound.
-_FLOAT8 = ("float8",)
+_FLOAT8 = ("float8", "bfloat16")
 _DTYPE_RULES: dict[str, tuple[str, ...]] = {
     "bfloat16": ("bfloat16",),
     "float16": ("float16", "bfloat16"),
@@ -51,8 +55,9 @@ _DTYPE_RULES: dict[str, tuple[str, ...]] = {
     "float8": _FLOAT8,
     "float8_e4m3fn": _FLOAT8, "float8_e5m2": _FLOAT8, "float8_e4m3fnuz": _FLOAT8,
     "float8_e5m2fnuz": _FLOAT8, "float8_e8m0fnu": _FLOAT8,
-    "float4": ("float4", "float8"),
-    "float4_e2m1fn_x2": ("float4", "float8"),
+    "tf32": ("tf32", "float32"),
+    "float4": ("float4", "float8", "bfloat16"),
+    "float4_e2m1fn_x2": ("float4", "float8", "bfloat16"),
     "int8": ("int8", "float8"),
     "uint8": ("int8", "float8"),
     "int16": ("float32",), "int32": ("float32",), "int64": ("float32",),
@@ -155,9 +160,10 @@ class Chip:
         """Dense peak FLOP/s for a dtype (a name such as ``"float16"`` or a ``torch.dtype``).
 
         The chip's own figure when it has one; otherwise the documented
-        fallback (float16 -> bfloat16, float8 variants -> float8, float4 ->
-        float8, int8/uint8 -> float8, float64 -> float32 as an optimistic
-        bound, other integers/bool/complex64 -> float32), with the rule
+        fallback (float16 -> bfloat16, float8 variants -> float8 -> bfloat16,
+        float4 -> float8 -> bfloat16, tf32 -> float32, int8/uint8 -> float8,
+        float64 -> float32 as an optimistic bound, other integers/bool/complex64
+        -> float32), with the rule
         appended to the returned figure's note.  Unknown dtypes raise
         ValueError listing the accepted names.
         """
