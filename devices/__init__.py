@@ -9,7 +9,8 @@
 * :func:`parse_size` and friends: the units rack specs are written in.
 * :func:`dtype_name`, :data:`DTYPE_NAMES`, :func:`itemsize`: the one dtype
   vocabulary (torch's names: ``float32``, ``bfloat16``, ``float8_e4m3fn``...).
-* :func:`catalogue_rows`, :func:`presets_rows`: rows for listings.
+* :func:`catalogue_rows`, :func:`fabric_rows`, :func:`presets_rows`: rows for
+  listings, every figure with its source (the documents: ``devices/SOURCES.md``).
 
 Nothing here reads the environment or imports torch; importing the package
 loads no chip until one is asked for.  ``devices.chip`` is the lookup function
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import os
 
-from devices.catalogue_table import catalogue_rows, format_table, presets_rows
+from devices.catalogue_table import catalogue_rows, fabric_rows, format_table, presets_rows
 from devices.chip import Chip, catalogue, chip, kinds
 from devices.dtypes import DTYPE_NAMES, dtype_name, itemsize
 from devices.fabrics import DOMAIN_FABRICS, NETWORK_FABRICS, Fabric, fabric, network_bandwidth
@@ -73,7 +74,7 @@ __all__ = [
     "BACKINGS", "DEFAULT_PRESET", "DOMAIN_FABRICS", "DTYPE_NAMES", "INT64_MAX", "NETWORK_FABRICS", "STATUSES",
     "UNITS", "Chip", "DomainRun", "DomainSpec", "DomainTable", "Fabric", "Figure", "NetworkSpec", "RackSpec", "Slot",
     "SlotGroup", "catalogue", "catalogue_rows", "chip", "estimate", "default_domains", "default_network",
-    "dtype_name", "dumps_rack", "fabric", "format_table", "format_value", "itemsize", "kinds", "load_preset",
+    "dtype_name", "dumps_rack", "fabric", "fabric_rows", "format_table", "format_value", "itemsize", "kinds", "load_preset",
     "load_rack", "loads_rack", "network_bandwidth", "parse_bandwidth", "parse_duration", "parse_rack", "parse_size",
     "presets", "presets_rows",
 ]

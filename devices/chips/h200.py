@@ -9,8 +9,9 @@ than restated; only the memory figures are its own.
 from devices.chip import Chip
 from devices.chips.h100 import CHIP as _H100
 from devices.figure import Figure
+from devices.sources import H200_DATASHEET
 
-_SHEET = "NVIDIA H200 Tensor Core GPU datasheet, H200 SXM (https://www.nvidia.com/en-us/data-center/h200/)"
+_SHEET = H200_DATASHEET.cite("H200 SXM")
 _SAME = "same GH100 silicon as H100 SXM; the H200 datasheet lists the same figure"
 
 
