@@ -129,3 +129,37 @@ def test_live_rack_refuses_a_huge_spec_before_building_anything():
     interop = pytest.importorskip("interop", reason="the live Rack needs the compiled interop._C")
     with pytest.raises(ValueError, match="a live rack may have at most"):
         interop.Rack.from_spec("h100:1000000000000")
+
+
+def test_repeated_domains_in_a_rack_file_and_a_compact_round_trip():
+    text = ('[[slots]]\nkind = "trn2"\ncount = 64\n'
+            '[[domains]]\nname = "torus0"\nfabric = "neuronlink-torus"\nslots = "0-15"\nshape = [4, 4]\nrepeat = 4\n')
+    rack = devices.loads_rack(text)
+    assert [(d.name, d.first, d.shape) for d in rack.domains] == [
+        ("torus0", 0, (4, 4)), ("torus1", 16, (4, 4)), ("torus2", 32, (4, 4)), ("torus3", 48, (4, 4))]
+    assert rack.domains == devices.DomainTable(
+        [devices.DomainSpec(f"torus{i}", "neuronlink-torus", 16 * i, 16, (4, 4)) for i in range(4)])
+    big = parse_rack("trn2:100000003")
+    dumped = devices.dumps_rack(big)
+    assert dumped.count("[[domains]]") == 2 and "repeat = 6250000" in dumped and len(dumped) < 2000
+    again = devices.loads_rack(dumped)
+    assert (again.groups, again.domains, again.network) == (big.groups, big.domains, big.network)
+
+
+@pytest.mark.parametrize("domains, field", [
+    ('name = "bus"\nfabric = "nvlink"\nslots = "0-1"\nrepeat = 2\n', r"domains\[0\]\.repeat: a repeated domain's name"),
+    ('name = "nv0"\nfabric = "nvlink"\nslots = "0-1"\nrepeat = 3\n', r"domains\[0\]\.repeat: 3 copies of slots 0-1 "
+                                                                     r"reach slot 5, outside the rack's 4 slots"),
+    ('name = "nv0"\nfabric = "nvlink"\nslots = "0-1"\nrepeat = 0\n', r"domains\[0\]\.repeat: expected a positive"),
+])
+def test_bad_repeat_is_refused_by_field(domains, field):
+    with pytest.raises(ValueError, match=field):
+        devices.loads_rack('[[slots]]\nkind = "h100"\ncount = 4\n[[domains]]\n' + domains)
+
+
+def test_repeated_names_may_not_collide():
+    entries = [devices.DomainRun(devices.DomainSpec("nv0", "nvlink", 0, 2), 2),
+               devices.DomainRun(devices.DomainSpec("nv1", "nvlink", 4, 4))]
+    with pytest.raises(ValueError, match="domains: domain name 'nv1' is used twice"):
+        devices.RackSpec("r", (devices.SlotGroup("h100", 8, 0),), entries, devices.NetworkSpec("infiniband", 1e9, 0),
+                         "test")
