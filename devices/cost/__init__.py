@@ -13,16 +13,17 @@
 - :func:`estimate_kernel` -> :class:`Estimate`: one kernel that is not an ATen op (a compiled
   graph's fused kernel, a Triton launch), from its own bytes and FLOPs (:mod:`.kernel`).
 
-Modules: :mod:`.ops` (classification), :mod:`.flops` and :mod:`.traffic`
-(counting), :mod:`.shapes`, :mod:`.dtypes`, :mod:`.efficiency` and
-:mod:`.calibration` (parameters), :mod:`.model` (estimate), :mod:`.trace`,
-:mod:`.summary`.
+Modules: :mod:`.op_families` (classification), :mod:`.work` (the counted
+unit and byte helpers), :mod:`.flops` and :mod:`.traffic` (counting),
+:mod:`.shapes`, :mod:`.efficiency` and :mod:`.calibration` (parameters),
+:mod:`.model` (estimate), :mod:`.meta_trace` (tracing on the meta device),
+:mod:`.summary`.  Dtype names are :mod:`devices.dtypes`'s.
 """
 
 from devices.cost.kernel import estimate_kernel
 from devices.cost.model import BOUNDS, Estimate, cache_clear, estimate
 from devices.cost.summary import OpTotal, Summary, estimate_ops
-from devices.cost.trace import OpRecord, trace_ops
+from devices.cost.meta_trace import OpRecord, trace_ops
 
 __all__ = ["BOUNDS", "Estimate", "OpRecord", "OpTotal", "Summary", "cache_clear", "estimate",
            "estimate_kernel", "estimate_ops", "trace_ops"]
