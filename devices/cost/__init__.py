@@ -20,10 +20,18 @@ unit and byte helpers), :mod:`.flops` and :mod:`.traffic` (counting),
 :mod:`.summary`.  Dtype names are :mod:`devices.dtypes`'s.
 """
 
+from devices.cost import kernel as _kernel
+from devices.cost import model as _model
 from devices.cost.kernel import estimate_kernel
-from devices.cost.model import BOUNDS, Estimate, cache_clear, estimate
+from devices.cost.model import BOUNDS, Estimate, estimate
 from devices.cost.summary import OpTotal, Summary, estimate_ops
 from devices.cost.meta_trace import OpRecord, trace_ops
 
 __all__ = ["BOUNDS", "Estimate", "OpRecord", "OpTotal", "Summary", "cache_clear", "estimate",
            "estimate_kernel", "estimate_ops", "trace_ops"]
+
+
+def cache_clear() -> None:
+    """Forget cached estimates (ops and kernels) and parameters (after editing the catalogue in a test)."""
+    _model.cache_clear()
+    _kernel.cache_clear()

@@ -22,8 +22,8 @@ import math
 from functools import lru_cache
 
 from devices.cost import efficiency as eff
-from devices.cost.dtypes import dtype_name, peak_key
 from devices.cost.model import Estimate
+from devices.dtypes import dtype_name
 from devices.figure import Figure
 
 KERNEL_CATEGORY = "kernel"
@@ -68,7 +68,7 @@ def _estimate_kernel(kind: str, dtype: str, moved: float, flops: float, matmul_f
     chip = lookup(kind)
     dtype = dtype_name(dtype)
     p = eff.params_for(chip.kind, chip.family)
-    peak_fig = chip.peak_for(peak_key(dtype))
+    peak_fig = chip.peak_for(dtype)
     bw_fig = chip.hbm_bandwidth
     sources: list[Figure] = []
 
@@ -104,3 +104,8 @@ def _estimate_kernel(kind: str, dtype: str, moved: float, flops: float, matmul_f
         seconds=roof + overhead, flops=total_flops, bytes=moved, bound=bound, kind=chip.kind, op=name, dtype=dtype,
         projected=bool(projected), estimated_by_default=False, sources=tuple(dict.fromkeys(sources)),
         category=KERNEL_CATEGORY, compute_seconds=compute, memory_seconds=memory, overhead_seconds=overhead)
+
+
+def cache_clear() -> None:
+    """Forget cached kernel estimates (devices.cost.cache_clear calls this)."""
+    _estimate_kernel.cache_clear()

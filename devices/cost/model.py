@@ -170,8 +170,5 @@ def _price(chip, op: str, dtype: str, work: Work) -> Estimate:
 
 def cache_clear() -> None:
     """Forget cached estimates and parameters (after editing the catalogue in a test)."""
-    from devices.cost.kernel import _estimate_kernel
-
     _estimate.cache_clear()
-    _estimate_kernel.cache_clear()
     eff.params_for.cache_clear()
