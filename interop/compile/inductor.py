@@ -28,11 +28,9 @@ from __future__ import annotations
 import contextlib
 import threading
 import warnings
-from dataclasses import dataclass
 
 import sympy
 import torch
-import torch.utils._pytree as pytree
 from torch._inductor import config, ir
 from torch._inductor.codegen.cpp import CppScheduling
 from torch._inductor.codegen.triton import TritonScheduling
@@ -40,124 +38,15 @@ from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPython
 from torch._inductor.custom_graph_pass import CustomGraphPass
 from torch._inductor.utils import free_unbacked_symbols
 from torch._inductor.virtualized import V
-from torch._subclasses.fake_tensor import FakeTensor
 
 from interop.compile.backing import cuda_backing
 from interop.compile.kernel_work import kernel_work
 from interop.compile.records import INDUCTOR_PREFIX
-from interop.hybrid._utils import DEVICE_TYPE
+from interop.compile.slot_graph import SlotPlan, calls_triton, graph_slots, output_on_slot, retarget
 
 _RECORD = "hybrid_record_kernel"
 _RECORD_ATEN = "hybrid_record_aten"
 _ENTRY = "hybrid_slot_entry"
-
-
-@dataclass(frozen=True)
-class SlotPlan:
-    """How one graph on one slot is compiled."""
-
-    slot: int
-    cuda: int | None
-    """The CUDA ordinal behind the slot; None when it is emulated."""
-    slot_outputs: tuple[bool, ...] = ()
-    """Per graph output: is it one of the slot's tensors (else a host tensor, returned as it is)."""
-
-    @property
-    def device(self) -> torch.device:
-        return torch.device("cpu") if self.cuda is None else torch.device("cuda", self.cuda)
-
-
-# -- which slots a graph touches ----------------------------------------------------------
-
-
-def _graph_modules(gm):
-    return [m for m in gm.modules() if isinstance(m, torch.fx.GraphModule)]
-
-
-def _slots_in(value, slots: set[int]) -> None:
-    for leaf in pytree.tree_leaves(value):
-        if isinstance(leaf, torch.device) and leaf.type == DEVICE_TYPE:
-            slots.add(torch.hybrid.current_device() if leaf.index is None else leaf.index)
-        elif isinstance(leaf, torch.Tensor) and leaf.device.type == DEVICE_TYPE:
-            slots.add(leaf.device.index)
-
-
-def graph_slots(gm, example_inputs) -> set[int]:
-    """Every hybrid slot named by the graph: its inputs, device arguments, values and constants."""
-    slots: set[int] = set()
-    _slots_in(list(example_inputs), slots)
-    for module in _graph_modules(gm):
-        for node in module.graph.nodes:
-            _slots_in((node.args, node.kwargs, node.meta.get("val")), slots)
-            if node.op == "get_attr":
-                _slots_in(getattr(module, node.target, None), slots)
-    return slots
-
-
-def _output_on_slot(gm) -> tuple[bool, ...]:
-    output = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
-    flags = []
-    for item in output.args[0]:
-        val = item.meta.get("val") if isinstance(item, torch.fx.Node) else item
-        flags.append(isinstance(val, torch.Tensor) and val.device.type == DEVICE_TYPE)
-    return tuple(flags)
-
-
-def _calls_triton(gm) -> bool:
-    from torch._higher_order_ops.triton_kernel_wrap import (
-        triton_kernel_wrapper_functional,
-        triton_kernel_wrapper_mutation,
-    )
-
-    return any(node.target in (triton_kernel_wrapper_functional, triton_kernel_wrapper_mutation)
-               for module in _graph_modules(gm) for node in module.graph.nodes)
-
-
-# -- the graph, for the execution device ----------------------------------------------------
-
-
-def _fake_twin(t: FakeTensor, device: torch.device) -> FakeTensor:
-    """A fake tensor like ``t`` (sizes, strides, offset, dtype; symbolic sizes kept) on ``device``, built
-    from its meta description directly (dispatching a factory through the fake mode costs ~50x more)."""
-    if t.storage_offset() == 0:
-        meta = torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device="meta")
-    else:
-        extent = t.storage_offset() + 1 + sum((s - 1) * st for s, st in zip(t.size(), t.stride()))
-        meta = torch.empty((extent,), dtype=t.dtype, device="meta").as_strided(t.size(), t.stride(),
-                                                                                t.storage_offset())
-    return FakeTensor(t.fake_mode, meta, device)
-
-
-def _retarget(plan: SlotPlan, gm, example_inputs) -> list:
-    """Rewrite ``gm`` (in place) and its example inputs from the slot's device to its execution device."""
-    from interop import _C
-
-    device, memo = plan.device, {}
-
-    def convert(value):
-        if isinstance(value, torch.device) and value.type == DEVICE_TYPE:
-            return device
-        if isinstance(value, FakeTensor) and value.device.type == DEVICE_TYPE:
-            twin = memo.get(id(value))
-            if twin is None:
-                twin = memo[id(value)] = (value, _fake_twin(value, device))
-            return twin[1]
-        if isinstance(value, torch.Tensor) and value.device.type == DEVICE_TYPE:
-            return _C._execution_alias(value)  # keeps the slot's storage alive
-        return value
-
-    for module in _graph_modules(gm):
-        for node in module.graph.nodes:
-            node.args = pytree.tree_map(convert, node.args)
-            node.kwargs = pytree.tree_map(convert, node.kwargs)
-            if "val" in node.meta:
-                node.meta["val"] = pytree.tree_map(convert, node.meta["val"])
-            if node.op == "get_attr":
-                value = getattr(module, node.target, None)
-                if isinstance(value, torch.Tensor) and value.device.type == DEVICE_TYPE:
-                    setattr(module, node.target, convert(value))
-        module.recompile()
-    return [convert(x) for x in example_inputs]
 
 
 # -- code generation for a slot -----------------------------------------------------------------
@@ -390,7 +279,7 @@ def compile_for_slot(original, gm, example_inputs, compile_region_name=None, **g
                    "it runs op by op on its slots (not fused). Compile the part on each slot separately to fuse it.")
         return _eager(gm)
     slot = next(iter(slots))
-    if cuda_backing(slot) is None and _calls_triton(gm):
+    if cuda_backing(slot) is None and calls_triton(gm):
         _warn_once("triton", f"torch.compile on hybrid:{slot}: the graph calls Triton kernels, which an emulated "
                    "slot runs in Triton's interpreter, outside Inductor's C++ kernels; the graph runs op by op "
                    "(each Triton launch and ATen op recorded on its own).")
@@ -398,7 +287,7 @@ def compile_for_slot(original, gm, example_inputs, compile_region_name=None, **g
     if V.aot_compilation or graph_kwargs.get("cpp_wrapper") or graph_kwargs.get("fx_wrapper"):
         raise NotImplementedError("torch.compile on hybrid slots generates a Python wrapper; cpp_wrapper, "
                                   "fx_wrapper and AOTInductor outputs are not supported")
-    plan = SlotPlan(slot, cuda_backing(slot), _output_on_slot(gm))
+    plan = SlotPlan(slot, cuda_backing(slot), output_on_slot(gm))
     cudagraphs = graph_kwargs.get("cudagraphs")
     if cudagraphs is not None and cudagraphs.value:
         what = ("CUDA graphs do not exist on an emulated slot" if plan.cuda is None else
@@ -408,7 +297,7 @@ def compile_for_slot(original, gm, example_inputs, compile_region_name=None, **g
                    "launches, and is recorded, on its own. mode='max-autotune-no-cudagraphs' is the same without "
                    "this warning.")
         cudagraphs.value = False
-    inputs = _retarget(plan, gm, example_inputs)
+    inputs = retarget(plan, gm, example_inputs)
     with _slot_codegen(plan), config.patch(post_grad_custom_post_pass=SlotCodegenKey(
             plan, config.post_grad_custom_post_pass)):
         return original(gm, inputs, compile_region_name=compile_region_name, **graph_kwargs)
