@@ -137,7 +137,7 @@ def run(repeats: int = 7, write: bool = True) -> Section:
     start = time.perf_counter()
     _wall_time(section, repeats)
     _triton(section, repeats)
-    _compile_time(section, max(3, repeats // 2))
+    _compile_time(section, max(5, repeats // 2 + 1))
     section.notes.append(
         "The hybrid side also records every kernel launch on the modelled timeline (recording on, the default); "
         "its Triton launches also count each load's, store's and tl.dot's work while the interpreter runs.")

@@ -135,8 +135,10 @@ class _NestedCalls:
     function interpreted too (Triton's interpreter mode decorates every function as interpreted; here they
     are compiled-mode JITFunctions).
 
-    The interpreter patches ``triton.language`` for a launch and restores it afterwards; a callee's patches
-    are merged into the launch's own, so that they are undone with it, in reverse order (undoing them
+    The interpreter patches the ``triton.language`` modules a function's globals hold, for the launch, and
+    restores them afterwards; an interpreted callee patches its own modules on every call. Within one launch
+    each module is patched once (patching again only replaces the patches with equal ones), and a callee's
+    patches are merged into the launch's own so that they are undone with it, in reverse order (undoing them
     separately would put back what the launch had patched).
     """
 
@@ -148,10 +150,14 @@ class _NestedCalls:
         interp, nested = self.interp, self
         module, cls = interp.module, interp.jit_function
         self.previous_call, self.previous_patch = cls.__dict__.get("__call__"), module._patch_lang
-        patch_lang = module._patch_lang
+        patch_lang, languages = module._patch_lang, (module.tl, module.tl.core)
 
         def _patch_lang(fn):
+            wanted = {id(v) for v in fn.__globals__.values() if any(v is lang for lang in languages)}
+            if nested.launch_scope is not None and wanted <= nested.patched:
+                return module._LangPatchScope()  # nothing new to patch: an empty scope to restore
             scope = patch_lang(fn)
+            nested.patched |= wanted
             if nested.launch_scope is None:
                 nested.launch_scope = scope
             else:
@@ -160,11 +166,8 @@ class _NestedCalls:
             return scope
 
         def __call__(jit_fn, *args, **kwargs):
-            function = interp.interpreted(jit_fn)
-            if id(jit_fn.fn.__globals__) not in nested.patched:
-                nested.patched.add(id(jit_fn.fn.__globals__))
-                module._patch_lang(jit_fn.fn)
-            return function.rewrite()(*args, **kwargs)
+            module._patch_lang(jit_fn.fn)
+            return interp.interpreted(jit_fn).rewrite()(*args, **kwargs)
 
         module._patch_lang = _patch_lang
         cls.__call__ = __call__
