@@ -8,8 +8,11 @@
   symbolic (a million chips are a handful of objects).
 * :mod:`collectives.algorithms`: ring, tree, rabenseifner, binomial, direct,
   hierarchical, in_switch, torus, each a :class:`Schedule` builder with a closed form.
+* :mod:`collectives.planner`: chooses the algorithm and protocol and prices the schedule
+  (:func:`plan`, :func:`estimate`); :mod:`collectives.tuning`: the sourced constants it prices with.
 * :mod:`collectives.executor` (imports torch): runs a schedule on real tensors;
-  :mod:`collectives.harness` (imports torch): nccl-tests-style checks and sweeps.
+  :mod:`collectives.in_process` (imports torch): the collectives over hybrid tensors in one process;
+  :mod:`collectives.verify` (imports torch): nccl-tests-style checks and sweeps.
 
 Importing the package imports neither torch nor compiled code.
 """
@@ -19,7 +22,7 @@ from __future__ import annotations
 from collectives.algorithms import get as algorithm
 from collectives.algorithms import names as algorithm_names
 from collectives.cost import AlphaBeta, Levels, schedule_time
-from collectives.estimate import CollectiveEstimate, Plan, estimate, plan, topology
+from collectives.planner import CollectiveEstimate, Plan, estimate, plan, topology
 from collectives.ops import OPS, REDUCE_OPS, busbw_factor
 from collectives.schedule import CollectiveSpec, Schedule, Transfer
 from collectives.topology import Topology
@@ -32,9 +35,9 @@ def __getattr__(name: str):
     # The in-process collectives over hybrid tensors import torch; load them on first use so that
     # `import collectives` stays free of torch for planners and what-ifs.
     if name in _HYBRID:
-        from collectives import hybrid
+        from collectives import in_process
 
-        return getattr(hybrid, name)
+        return getattr(in_process, name)
     raise AttributeError(f"module 'collectives' has no attribute {name!r}")
 
 

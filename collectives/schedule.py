@@ -127,7 +127,7 @@ class Schedule:
     buffers: Mapping[str, tuple[int, ...]]
     """Buffer name -> elements per participant (0: the participant has none)."""
     latency_class: str = "ring"
-    """Which per-collective base latency applies (``ring``, ``tree``, ``nvls``; see ``collectives.calibration``)."""
+    """Which per-collective base latency applies (``ring``, ``tree``, ``nvls``; see ``collectives.tuning``)."""
 
     @property
     def participants(self) -> int:

@@ -17,7 +17,7 @@ Links (one direction each; ``bandwidth(link)`` gives bytes/s):
   InfiniBand), a full-bisection network: route ``ntx(a), nrx(b)``, one hop.
 
 Concurrent transfers crossing one link share its bandwidth (``collectives.cost``).
-Bandwidths already include the fabric efficiency of ``collectives.calibration``;
+Bandwidths already include the fabric efficiency of ``collectives.tuning``;
 hop latencies are the LL-protocol figures devices gives, which the protocols scale.
 
 Pure Python: importing this module never imports torch.
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Sequence
 
-from collectives import calibration as cal
+from collectives import tuning
 from devices.figure import Figure
 
 
@@ -175,7 +175,7 @@ class Topology:
     """Links, switches, domains and routes of a rack (build with :meth:`from_rack` or :meth:`ideal`)."""
 
     def __init__(self, name: str, width: int, replicas: int, domains: tuple[DomainModel, ...],
-                 network: NetworkModel | None, protocols: tuple[cal.Protocol, ...], overlap_reduce: bool,
+                 network: NetworkModel | None, protocols: tuple[tuning.Protocol, ...], overlap_reduce: bool,
                  source: str) -> None:
         self.name = name
         self.width = width
@@ -224,7 +224,7 @@ class Topology:
         bw = Figure(links / beta if beta > 0 else 1e30, "B/s", src, "published", "1/beta per link")
         dom = DomainModel("ideal", "ideal", 0, participants, shape, bw.value, bw, one,
                           Figure(alpha, "s", src, "published", "alpha"), "nvlink", shape is None, one, gamma, src)
-        return cls(f"ideal({participants})", participants, 1, (dom,), None, (cal.IDEAL,), False, src)
+        return cls(f"ideal({participants})", participants, 1, (dom,), None, (tuning.IDEAL,), False, src)
 
     # -- lookup --------------------------------------------------------------
 
@@ -321,8 +321,8 @@ class Topology:
             out += [f"network bandwidth: {n.raw_bandwidth.source}",
                     f"network efficiency {n.efficiency.value:.3f}: {n.efficiency.source}",
                     f"network hop latency: {n.hop_latency.source}"]
-        if self.protocols != (cal.IDEAL,):
-            out.append(f"protocols and base latencies: {cal.HOP_LATENCY_SOURCE}")
+        if self.protocols != (tuning.IDEAL,):
+            out.append(f"protocols and base latencies: {tuning.HOP_LATENCY_SOURCE}")
         return out
 
 
@@ -343,27 +343,27 @@ def _from_rack(rack) -> Topology:
         kinds = sorted({g.kind for g in rack.groups if g.first < d.stop and g.stop > d.first})
         chips = [chip(k) for k in kinds]
         if d.fabric == "pcie":
-            eff = cal.link_efficiency("pcie")
+            eff = tuning.link_efficiency("pcie")
             hw = "pci"
         else:
-            eff = min((cal.link_efficiency(c.scale_up_fabric) for c in chips), key=lambda f: f.value)
+            eff = min((tuning.link_efficiency(c.scale_up_fabric) for c in chips), key=lambda f: f.value)
             hw = "nvlink"
         raw = rack.link_bandwidth_figure(d)
         slow = min(chips, key=lambda c: c.hbm_bandwidth.value)
-        g = cal.REDUCE_PASSES / slow.hbm_bandwidth.value
+        g = tuning.REDUCE_PASSES / slow.hbm_bandwidth.value
         switch_eff = None
         if d.in_switch_reduction:
-            switch_eff = min((cal.nvls_efficiency(c.scale_up_fabric) for c in chips), key=lambda f: f.value)
+            switch_eff = min((tuning.nvls_efficiency(c.scale_up_fabric) for c in chips), key=lambda f: f.value)
         models.append(DomainModel(
             d.name, d.fabric, d.first, d.count, d.shape, raw.value * eff.value, raw, eff, rack.latency_figure(d), hw,
             d.in_switch_reduction, switch_eff, g,
-            f"{cal.REDUCE_PASSES:g} HBM passes per reduced byte at {slow.kind} HBM bandwidth: "
+            f"{tuning.REDUCE_PASSES:g} HBM passes per reduced byte at {slow.kind} HBM bandwidth: "
             f"{slow.hbm_bandwidth.source}"))
     network = None
     if rack.network is not None:
         figs = rack.network_figures()
-        eff = cal.NETWORK_EFFICIENCY
+        eff = tuning.NETWORK_EFFICIENCY
         network = NetworkModel(rack.network.fabric, figs["bandwidth"].value * eff.value, figs["bandwidth"], eff,
                                figs["latency"])
     return Topology(rack.name, rack.slots_per_replica, rack.replicas, tuple(models), network,
-                    cal.NCCL_PROTOCOLS, True, rack.source)
+                    tuning.NCCL_PROTOCOLS, True, rack.source)

@@ -11,7 +11,7 @@ import pytest
 import collectives
 import devices
 from collectives import algorithms
-from collectives.calibration import IDEAL
+from collectives.tuning import IDEAL
 from collectives.cost import Levels, schedule_time
 from collectives.ops import busbw_factor, reported_bytes
 from collectives.schedule import CollectiveSpec
@@ -172,7 +172,7 @@ def test_closed_form_path_agrees_with_step_path_on_a_real_rack():
         e = collectives.estimate(topo, "all_reduce", 2**28, algorithm=algo)
         alg = algorithms.get(algo)
         spec = CollectiveSpec(op="all_reduce", participants=72, count=2**28, pipeline=e.pipeline)
-        from collectives.calibration import NCCL_PROTOCOLS
+        from collectives.tuning import NCCL_PROTOCOLS
         from collectives.cost import base_latency, levels
 
         proto = next(x for x in NCCL_PROTOCOLS if x.name == e.protocol)
@@ -280,7 +280,7 @@ def test_estimate_accepts_rackspecs_strings_and_slot_subsets():
 
 
 def test_plan_returns_the_schedule_it_priced():
-    from collectives.calibration import NCCL_PROTOCOLS
+    from collectives.tuning import NCCL_PROTOCOLS
     from collectives.cost import base_latency
 
     plan = collectives.plan("h100-node*2", "all_reduce", 1 << 20, 4)

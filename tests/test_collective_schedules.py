@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from collectives import algorithms
 from collectives.executor import execute, run
-from collectives.harness import check, expected_and_inputs
+from collectives.verify import check, expected_and_inputs
 from collectives.ops import REDUCE_OPS
 from collectives.schedule import CollectiveSpec, check as check_schedule, inplace_safe
 

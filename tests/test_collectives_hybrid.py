@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 import collectives
 import interop
-from collectives import harness
-from collectives import hybrid as hc
+from collectives import verify
+from collectives import in_process as hc
 from interop.collective_tools import check, run_case
 
 OPS = ["all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all", "gather", "scatter"]
@@ -22,7 +22,7 @@ OPS = ["all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "all
        dtype=st.sampled_from(["float32", "float64", "bfloat16", "float16", "int32", "int64", "uint8"]),
        data=st.data())
 def test_random_cases_are_exact(op, p, count, dtype, data):
-    dt = harness.DTYPES[dtype]
+    dt = verify.DTYPES[dtype]
     redop = "sum"
     if op in ("all_reduce", "reduce_scatter", "reduce"):
         choices = ["sum", "prod", "min", "max", "premul_sum"]

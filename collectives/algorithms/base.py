@@ -31,7 +31,7 @@ class Algorithm:
     pipelined: ClassVar[frozenset[str]] = frozenset()
     """Ops whose schedule cuts the data into ``spec.pipeline`` chunks."""
     latency_class: ClassVar[str] = "ring"
-    """Base-latency row (``collectives.calibration.LATENCY_CLASSES``)."""
+    """Base-latency row (``collectives.tuning.LATENCY_CLASSES``)."""
 
     def unsupported(self, spec: CollectiveSpec, layout: Layout | None = None) -> str | None:
         """Why this algorithm cannot run ``spec`` on ``layout`` (None: it can)."""

@@ -12,8 +12,8 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-from collectives import device as _device
-from collectives.estimate import CollectiveEstimate, plan
+from collectives import device_hooks as _device
+from collectives.planner import CollectiveEstimate, plan
 from collectives.topology import Topology
 
 _CACHE_SIZE = 512

@@ -17,8 +17,8 @@ from typing import Sequence
 import torch
 
 from collectives import executor
-from collectives.device import hooks
-from collectives.estimate import CollectiveEstimate, plan
+from collectives.device_hooks import hooks
+from collectives.planner import CollectiveEstimate, plan
 from collectives.ops import check_reduce_op
 from collectives.topology import Topology
 

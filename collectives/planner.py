@@ -22,7 +22,7 @@ from typing import Mapping, Sequence
 from collectives import algorithms
 from collectives.algorithms.base import Algorithm
 from collectives.algorithms.hierarchical import OUTER
-from collectives.calibration import Protocol
+from collectives.tuning import Protocol
 from collectives.cost import base_latency, compile_rounds, levels, price
 from collectives.ops import busbw_factor, check_op, count_for_bytes, reported_bytes
 from collectives.schedule import CollectiveSpec, Schedule

@@ -1,4 +1,4 @@
-"""The shared harness: build predictable inputs, run a schedule, count wrong elements, time it (nccl-tests style).
+"""nccl-tests-style verification: build predictable inputs, run a schedule, count wrong elements, time it.
 
 Inputs are crafted so every output element is exactly predictable (small
 integers, signs and powers of two): the reference is computed in float64 or
@@ -6,7 +6,7 @@ int64 and rounded once to the dtype, which is what the executor does too
 (``collectives.executor``), so the tolerance is 0 ulp, except 2 ulp for AVG as
 in nccl-tests.  :func:`check` is what the tests call; :func:`sweep` prints the
 nccl-tests table (size, count, type, redop, root, modelled time, algbw, busbw,
-#wrong, measured wall time); ``python -m collectives.harness`` runs a sweep.
+#wrong, measured wall time); ``python -m collectives.verify`` runs a sweep.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from collectives.schedule import CollectiveSpec, Schedule, io_sizes
 
 DTYPES = {str(d).replace("torch.", ""): d for d in FLOATS + (torch.int8, torch.int16, torch.int32, torch.int64,
                                                             torch.uint8, torch.bool)}
-"""Dtypes the harness knows by name."""
+"""Dtypes the checker knows by name."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,7 +201,7 @@ def in_place(op: str, inputs, outputs, count: int):
 def sweep(rack: str, op: str, sizes, dtype: str = "float32", reduce_op: str = "sum", algorithm: str | None = None,
           root: int = 0, printer=print) -> int:
     """Run and check ``op`` at every size on ``rack`` (modelled timings), printing nccl-tests rows; returns #wrong."""
-    from collectives.estimate import plan
+    from collectives.planner import plan
 
     dt = DTYPES[dtype]
     itemsize = torch.empty(0, dtype=dt).element_size()
@@ -241,7 +241,7 @@ def parse_bytes(text: str) -> int:
 
 
 def main(argv=None) -> int:
-    """``python -m collectives.harness --rack h100-node --op all_reduce -b 8 -e 1M -f 4``; exit 1 if any is wrong."""
+    """``python -m collectives.verify --rack h100-node --op all_reduce -b 8 -e 1M -f 4``; exit 1 if any is wrong."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rack", default="h100-node")
     ap.add_argument("--op", default="all_reduce")
