@@ -20,6 +20,7 @@ from collectives import executor
 from collectives.device_hooks import hooks
 from collectives.planner import CollectiveEstimate, plan
 from collectives.ops import check_reduce_op
+from collectives.schedule import check_splits
 from collectives.topology import Topology
 
 _topologies: dict[int, tuple[object, Topology]] = {}
@@ -88,10 +89,19 @@ def _check_pairs(op: str, inputs: Sequence, outputs: Sequence) -> None:
             raise ValueError(f"{op}: outputs[{i}] must be on {a.device} like inputs[{i}], got {where}")
 
 
+def _check_algorithm(algorithm) -> None:
+    if algorithm is not None and not isinstance(algorithm, str):
+        from collectives.algorithms import names
+
+        raise TypeError(f"algorithm: expected an algorithm name or None, got {type(algorithm).__name__} "
+                        f"{algorithm!r}; accepted: {', '.join(names())}")
+
+
 def _run(op: str, inputs: list, outputs: list, slots: tuple[int, ...], *, reduce_op: str = "sum",
          algorithm: str | None = None, root: int = 0, splits=None, factor=None) -> Result:
+    _check_algorithm(algorithm)
     if splits is not None:
-        splits = tuple(tuple(int(x) for x in row) for row in splits)
+        splits = check_splits(splits, len(slots))
     h = hooks()
     rack = h.rack()
     topo = _topology(rack)
@@ -220,11 +230,7 @@ def all_to_all(inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Tensor] |
     slots = _slots("all_to_all", inputs, "inputs")
     p = len(inputs)
     if splits is not None:
-        splits = tuple(tuple(int(x) for x in row) for row in splits)
-        if len(splits) != p or any(len(row) != p for row in splits):
-            raise ValueError(f"all_to_all: splits must be a {p}x{p} matrix")
-        if any(x < 0 for row in splits for x in row):
-            raise ValueError("all_to_all: splits must be non-negative")
+        splits = check_splits(splits, p)
     if outputs is None:
         if splits is None:
             outputs = [torch.empty_like(t) for t in inputs]

@@ -60,16 +60,16 @@ def _values(op: str, reduce_op: str, rank: int, n: int, dtype: torch.dtype, gen:
 def _reference(reduce_op: str, parts: list[torch.Tensor], p: int, factor) -> torch.Tensor:
     if parts[0].dtype == torch.bool:
         stack = torch.stack(parts)
-        if reduce_op in ("min", "band"):
+        if reduce_op in ("min", "band", "prod"):
             return stack.all(0)
-        if reduce_op in ("max", "bor"):
+        if reduce_op in ("max", "bor", "sum"):
             return stack.any(0)
         return stack.sum(0) % 2 == 1
     integer = not parts[0].is_floating_point()
     stack = torch.stack([x.long() if integer else x for x in parts])
     if reduce_op in ("sum", "avg", "premul_sum"):
         out = stack.sum(0)
-        if reduce_op == "avg":
+        if reduce_op == "avg":  # integers: truncated toward zero by the cast, as NCCL divides
             out = out.double() / p
         if reduce_op == "premul_sum":
             out = out * factor
@@ -149,7 +149,7 @@ def count_wrong(outputs, expected, reduce_op: str, op: str) -> tuple[int, int]:
         if exp is None:
             continue
         checked += exp.numel()
-        if op in REDUCING and reduce_op == "avg":
+        if op in REDUCING and reduce_op == "avg" and exp.is_floating_point():
             got, want = out.double(), exp.double()
             ulp = torch.nextafter(exp.float().abs(), torch.tensor(float("inf"))).double() - exp.float().abs().double()
             if exp.dtype != torch.float32 and exp.dtype != torch.float64:
@@ -167,7 +167,7 @@ def check(op: str, algorithm: str, participants: int, count: int, dtype=torch.fl
     """Build ``algorithm``'s schedule, run it on predictable inputs, and count wrong output elements."""
     op, reduce_op = check_op(op), check_reduce_op(reduce_op)
     dtype = DTYPES[dtype] if isinstance(dtype, str) else dtype
-    if reduce_op == "premul_sum" and factor is None:
+    if reduce_op == "premul_sum" and factor is None and op in REDUCING:
         factor = 2 if not dtype.is_floating_point else 0.5
     spec = CollectiveSpec(op=op, participants=participants, count=count, itemsize=torch.empty(0, dtype=dtype)
                           .element_size(), root=root, pipeline=pipeline, splits=splits, outer=outer,
