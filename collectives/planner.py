@@ -21,7 +21,6 @@ from typing import Mapping, Sequence
 
 from collectives import algorithms
 from collectives.algorithms.base import Algorithm
-from collectives.algorithms.hierarchical import OUTER
 from collectives.tuning import Protocol
 from collectives.cost import base_latency, compile_rounds, levels, price
 from collectives.ops import busbw_factor, check_op, count_for_bytes, reported_bytes
@@ -113,8 +112,11 @@ def _slots(topo: Topology, op: str, slots) -> Sequence[int]:
     return chosen
 
 
-def _candidates(op: str, algorithm: str | None, spec: CollectiveSpec, layout) -> list[tuple[Algorithm, str]]:
+def _candidates(op: str, algorithm: str | None, spec: CollectiveSpec, layout) -> list[tuple[Algorithm, dict]]:
     if algorithm is not None:
+        if not isinstance(algorithm, str):
+            raise TypeError(f"algorithm: expected an algorithm name or None, got {type(algorithm).__name__} "
+                            f"{algorithm!r}; accepted: {', '.join(algorithms.names())}")
         algo = algorithms.get(algorithm)
         if op not in algo.ops:
             raise ValueError(f"algorithm {algo.name!r} does not implement {op}; algorithms for {op}: "
@@ -125,13 +127,7 @@ def _candidates(op: str, algorithm: str | None, spec: CollectiveSpec, layout) ->
         chosen = [algo]
     else:
         chosen = [a for a in algorithms.for_op(op) if a.unsupported(spec, layout) is None]
-    out = []
-    for algo in chosen:
-        if algo.name == "hierarchical":
-            out += [(algo, outer) for outer in OUTER if op in algorithms.get(outer).ops]
-        else:
-            out.append((algo, "ring"))
-    return out
+    return [(algo, variant) for algo in chosen for variant in algo.variants(op)]
 
 
 def plan(rack, op: str, count: int, itemsize: int = 1, slots=None, algorithm: str | None = None, *, root: int = 0,
@@ -160,47 +156,40 @@ def plan(rack, op: str, count: int, itemsize: int = 1, slots=None, algorithm: st
                                root=root, splits=splits)
     best = None
     alternatives: dict[str, float] = {}
-    groups = None
-    for algo, outer in _candidates(op, algorithm, base_spec, layout):
-        spec0 = replace(base_spec, outer=outer)
+    level_of = {proto.name: levels(topo, layout, proto) for proto in protos}
+    for algo, variant in _candidates(op, algorithm, base_spec, layout):
+        spec0 = algo.bind(replace(base_spec, **variant), topo, chosen_slots, layout, schedule=False)
+        label = algo.label(spec0)
         built: dict[int, tuple[Schedule, list]] = {}
         for proto in protos:
             base = base_latency(proto, algo.latency_class)
             if base is None:
                 continue
-            lv = levels(topo, layout, proto)
+            lv = level_of[proto.name]
             spec = replace(spec0, pipeline=algo.best_pipeline(spec0, lv))
             steps = algo.transfers(spec) <= STEP_LIMIT and p <= STEP_LIMIT
             schedule = None
             if p == 1 or algo.is_empty(spec):
                 seconds = 0.0
             elif steps:
-                if algo.name == "hierarchical":
-                    groups = groups or topo.group_ranks(chosen_slots)
-                    spec = replace(spec, groups=groups)
-                if algo.name == "torus":
-                    spec = replace(spec, torus=layout.torus)
+                spec = algo.bind(spec, topo, chosen_slots, layout, schedule=True)
                 if spec.pipeline not in built:  # priced once per schedule, whatever the protocol
                     made = algo.build(spec)
                     built[spec.pipeline] = (made, compile_rounds(made, topo, chosen_slots))
                 schedule, compiled = built[spec.pipeline]
                 seconds = base + price(compiled, proto, topo.overlap_reduce)
             else:
-                if algo.name == "torus":
-                    spec = replace(spec, torus=layout.torus)
                 seconds = base + algo.closed_form(spec, lv)
-            label = algo.name if algo.name != "hierarchical" else f"hierarchical({outer})"
             alternatives[label] = min(alternatives.get(label, math.inf), seconds)
             if best is None or seconds < best[0]:
-                best = (seconds, algo, outer, proto, spec, schedule, steps)
+                best = (seconds, algo, proto, spec, schedule, steps)
     if best is None:
         raise ValueError(f"no algorithm can run {op} on these {p} participants")
-    seconds, algo, outer, proto, spec, schedule, steps = best
+    seconds, algo, proto, spec, schedule, steps = best
     if build and schedule is None and algo.transfers(spec) <= BUILD_LIMIT:
         # The caller will run this schedule: price what runs, step by step, even where the
         # choice was made on the closed form.
-        if algo.name == "hierarchical" and spec.groups is None and p > 1:
-            spec = replace(spec, groups=topo.group_ranks(chosen_slots))
+        spec = algo.bind(spec, topo, chosen_slots, layout, schedule=True)
         schedule = algo.build(spec)
         if not steps and p > 1 and not algo.is_empty(spec):
             seconds = base_latency(proto, algo.latency_class) + price(
@@ -218,7 +207,7 @@ def plan(rack, op: str, count: int, itemsize: int = 1, slots=None, algorithm: st
     est = CollectiveEstimate(
         op=op, nbytes=size, participants=p, seconds=seconds, algbw=algbw, busbw=algbw * busbw_factor(op, p),
         algorithm=algo.name, protocol=proto.name, pipeline=spec.pipeline, path="steps" if steps else "closed-form",
-        rack=topo.name, detail=f"{outer} across domains" if algo.name == "hierarchical" else "",
+        rack=topo.name, detail=algo.detail(spec),
         alternatives=MappingProxyType(dict(sorted(alternatives.items(), key=lambda kv: kv[1]))), sources=sources)
     return Plan(est, schedule if build else None, chosen_slots)
 

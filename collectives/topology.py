@@ -169,6 +169,9 @@ class Layout:
     """The in-switch-reduction domain holding every rank, if there is one."""
     torus: tuple[int, ...] | None = None
     """The shape when the ranks are exactly one torus domain, rank i at its i-th member."""
+    ranks: tuple[tuple[int, ...], ...] | None = None
+    """Participant indices grouped by (replica, domain) (:meth:`Topology.group_ranks`); None for a whole
+    rack, which is described symbolically."""
 
 
 class Topology:
@@ -292,7 +295,7 @@ class Topology:
         sizes = {len(g) for g in groups}
         doms = {id(self.domain_of(s)[1]): self.domain_of(s)[1] for s in (slots[g[0]] for g in groups)}
         return Layout(len(slots), len(groups), sizes.pop() if len(sizes) == 1 else None, tuple(doms.values()),
-                      self.switch_domain(slots), self.torus_shape(slots))
+                      self.switch_domain(slots), self.torus_shape(slots), groups)
 
     def torus_shape(self, slots: Sequence[int]) -> tuple[int, ...] | None:
         """The torus shape when ``slots`` are exactly one torus domain's members in order, else None."""

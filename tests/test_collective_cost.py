@@ -335,3 +335,46 @@ def test_spec_validation():
     with pytest.raises(ValueError, match="implements"):
         algorithms.get("binomial").build(spec)
     assert replace(spec, count=9).count == 9
+
+
+def test_a_new_algorithm_is_planned_through_its_hooks(monkeypatch):
+    """The planner never asks which algorithm it prices: a new one (here made up: direct's pairwise
+    all_reduce, with two variants that halve or keep its closed form) is found in the registry and
+    priced, labelled and described through the Algorithm hooks alone."""
+    from collectives.algorithms.direct import Direct
+
+    bound = []
+
+    class Halving(Direct):
+        name = "halving"
+        ops = frozenset({"all_reduce"})
+
+        def variants(self, op):
+            return [{"outer": "ring"}, {"outer": "tree"}]
+
+        def bind(self, spec, topo, slots, layout, *, schedule):
+            bound.append((spec.outer, schedule, layout.participants))
+            return spec
+
+        def label(self, spec):
+            return f"halving({spec.outer})"
+
+        def detail(self, spec):
+            return f"{spec.outer} variant"
+
+        def _closed(self, spec, levels):
+            return super()._closed(spec, levels) / (2 if spec.outer == "tree" else 1)
+
+    registry = dict(algorithms._registry(), halving=Halving())
+    monkeypatch.setattr(algorithms, "_registry", lambda: registry)
+    p = 200  # 2 p^2 transfers > STEP_LIMIT: priced in closed form
+    topo = Topology.ideal(p, A, B, G)
+    est = collectives.estimate(topo, "all_reduce", 1 << 20, algorithm="halving")
+    direct = collectives.estimate(topo, "all_reduce", 1 << 20, algorithm="direct")
+    assert set(est.alternatives) == {"halving(ring)", "halving(tree)"}
+    assert est.alternatives["halving(ring)"] == pytest.approx(direct.seconds)
+    assert est.seconds == pytest.approx(direct.seconds / 2) and est.detail == "tree variant"
+    assert ("tree", False, p) in bound and all(not schedule for _, schedule, _ in bound)
+    # A candidate of the automatic choice too.
+    auto = collectives.estimate(topo, "all_reduce", 1 << 20)
+    assert auto.alternatives["halving(tree)"] == pytest.approx(est.seconds)
