@@ -5,7 +5,10 @@
   modelled time or forced; :class:`CollectiveEstimate` carries seconds, algbw,
   busbw (nccl-tests), the algorithm and protocol, and the sources of every figure.
 * :class:`Topology`: domains, links, routes, bandwidths, latencies of a rack,
-  symbolic (a million chips are a handful of objects).
+  symbolic (a million chips are a handful of objects); :func:`topology` gives a
+  rack's, from the one topology cache.
+* :func:`transfer`: the one point-to-point model (a copy between slots or
+  between the host, :data:`HOST`, and a slot; the send_recv collective).
 * :mod:`collectives.algorithms`: ring, tree, rabenseifner, binomial, direct,
   hierarchical, in_switch, torus, each a :class:`Schedule` builder with a closed form.
 * :mod:`collectives.planner`: chooses the algorithm and protocol and prices the schedule
@@ -25,7 +28,8 @@ from collectives.cost import AlphaBeta, Levels, schedule_time
 from collectives.planner import CollectiveEstimate, Plan, estimate, plan, topology
 from collectives.ops import OPS, REDUCE_OPS, busbw_factor
 from collectives.schedule import CollectiveSpec, Schedule, Transfer
-from collectives.topology import Topology
+from collectives.topology import HOST, Topology
+from collectives.transfer import TransferEstimate, transfer
 
 _HYBRID = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all", "gather", "scatter",
            "send_recv", "barrier", "run")
@@ -42,7 +46,7 @@ def __getattr__(name: str):
 
 
 __all__ = [
-    "OPS", "REDUCE_OPS", "AlphaBeta", "CollectiveEstimate", "CollectiveSpec", "Levels", "Plan", "Schedule",
-    "Topology", "Transfer", "algorithm", "algorithm_names", "busbw_factor", "estimate", "plan", "schedule_time",
-    "topology",
+    "HOST", "OPS", "REDUCE_OPS", "AlphaBeta", "CollectiveEstimate", "CollectiveSpec", "Levels", "Plan", "Schedule",
+    "Topology", "Transfer", "TransferEstimate", "algorithm", "algorithm_names", "busbw_factor", "estimate", "plan",
+    "schedule_time", "topology", "transfer",
 ]

@@ -15,7 +15,10 @@ Pure Python: importing this module never imports torch.
 from __future__ import annotations
 
 import math
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from types import MappingProxyType
 from typing import Mapping, Sequence
 
@@ -25,7 +28,7 @@ from collectives.tuning import Protocol
 from collectives.cost import base_latency, compile_rounds, levels, price
 from collectives.ops import busbw_factor, check_op, count_for_bytes, reported_bytes
 from collectives.schedule import CollectiveSpec, Schedule
-from collectives.topology import Topology
+from collectives.topology import HOST, Topology
 
 STEP_LIMIT = 20_000
 """Largest schedule (in transfers) priced step by step; beyond it the closed form is used."""
@@ -84,11 +87,69 @@ class Plan:
     """Participant i sits on slot ``slots[i]``."""
 
 
+TOPOLOGY_CACHE_SIZE = 64
+"""Topologies kept by :func:`topology` (least recently used dropped first)."""
+PLAN_CACHE_SIZE = 512
+"""Plans kept by :func:`cached_plan` (least recently used dropped first)."""
+
+_topologies: OrderedDict[tuple, tuple[object, Topology]] = OrderedDict()
+_topologies_lock = threading.Lock()
+
+
 def topology(rack) -> Topology:
-    """A :class:`Topology` from a Topology, a :class:`devices.RackSpec`, a preset name or a spec string."""
+    """The :class:`Topology` of a Topology, a :class:`devices.RackSpec`, a preset name or a spec string.
+
+    The one cache of topologies (every user of a rack's topology asks here: the
+    planner, the in-process collectives, the torch.distributed backend, the
+    copy pricing of the timeline).  A RackSpec is keyed by identity (it is
+    immutable, and kept alive while cached, so the key cannot be reused); a
+    preset name or a ``kind:count`` spec by its text, so that a what-if asked
+    as a string is parsed once; a ``.toml`` path is read every time (the file
+    may change).  At most :data:`TOPOLOGY_CACHE_SIZE` are kept.
+    """
     if isinstance(rack, Topology):
         return rack
-    return Topology.from_rack(rack)
+    if isinstance(rack, str):
+        if ".toml" in rack.lower():
+            return Topology.from_rack(rack)
+        key = ("text", rack.strip())
+    elif hasattr(rack, "domains"):
+        key = ("spec", id(rack))
+    else:
+        return Topology.from_rack(rack)
+    with _topologies_lock:
+        hit = _topologies.get(key)
+        if hit is not None and (hit[0] is rack or key[0] == "text"):
+            _topologies.move_to_end(key)
+            return hit[1]
+    topo = Topology.from_rack(rack)
+    with _topologies_lock:
+        _topologies[key] = (rack, topo)
+        _topologies.move_to_end(key)
+        while len(_topologies) > TOPOLOGY_CACHE_SIZE:
+            _topologies.popitem(last=False)
+    return topo
+
+
+def cached_plan(topo: Topology, op: str, count: int, itemsize: int = 1, slots=None, algorithm: str | None = None,
+                *, root: int = 0, splits=None, build: bool = True) -> Plan:
+    """:func:`plan` through the one plan cache, for callers that repeat collectives (a training loop's buckets).
+
+    Plans are pure functions of their arguments and schedules are immutable,
+    so each distinct call is planned once; at most :data:`PLAN_CACHE_SIZE` are
+    kept.  ``slots`` and ``splits`` must be hashable (tuples or a range).
+    """
+    if algorithm is not None and not isinstance(algorithm, str):
+        raise TypeError(f"algorithm: expected an algorithm name or None, got {type(algorithm).__name__} "
+                        f"{algorithm!r}; accepted: {', '.join(algorithms.names())}")
+    if slots is not None and not isinstance(slots, range):
+        slots = tuple(slots)
+    return _cached_plan(topo, op, count, itemsize, slots, algorithm, root, splits, build)
+
+
+@lru_cache(maxsize=PLAN_CACHE_SIZE)
+def _cached_plan(topo, op, count, itemsize, slots, algorithm, root, splits, build) -> Plan:
+    return plan(topo, op, count, itemsize, slots, algorithm, root=root, splits=splits, build=build)
 
 
 def _slots(topo: Topology, op: str, slots) -> Sequence[int]:
@@ -107,6 +168,8 @@ def _slots(topo: Topology, op: str, slots) -> Sequence[int]:
     if not len(chosen):
         raise ValueError("slots: need at least one participant")
     for s in (chosen[0], chosen[-1]) if isinstance(chosen, range) else chosen:
+        if s == HOST and op == "send_recv":
+            continue  # a copy between the host and a slot (collectives.transfer)
         if not 0 <= s < len(topo):
             raise ValueError(f"slots: slot {s} is not in the rack (0-{len(topo) - 1})")
     return chosen
