@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Iterable, Mapping, Sequence
 
 from collectives.ops import ROOTED, check_op
@@ -80,6 +80,21 @@ class CollectiveSpec:
                 raise ValueError(f"splits: only all_to_all takes splits, not {self.op}")
             object.__setattr__(self, "splits", check_splits(self.splits, self.participants))
 
+    def derive(self, **changes) -> CollectiveSpec:
+        """A copy with ``changes`` applied, without validating again.
+
+        For the closed forms' own sub-problems (a pipeline depth, the
+        across-domain part of a hierarchical all_reduce), which are priced
+        thousands of times per million-chip estimate: the changes must keep the
+        spec valid (positive counts, participants matching the other fields).
+        """
+        new = object.__new__(CollectiveSpec)
+        for name in _SPEC_FIELDS:
+            object.__setattr__(new, name, changes.pop(name) if name in changes else getattr(self, name))
+        if changes:
+            raise TypeError(f"derive: unknown CollectiveSpec fields {sorted(changes)}")
+        return new
+
     def sends(self, i: int, j: int) -> int:
         """all_to_all: elements rank ``i`` sends to rank ``j``."""
         return self.count if self.splits is None else self.splits[i][j]
@@ -117,6 +132,9 @@ def check_splits(splits, participants: int) -> tuple[tuple[int, ...], ...]:
             out.append(int(x))
         rows.append(tuple(out))
     return tuple(rows)
+
+
+_SPEC_FIELDS = tuple(f.name for f in fields(CollectiveSpec))
 
 
 @dataclass(frozen=True, slots=True)

@@ -110,7 +110,7 @@ class Algorithm:
         best, best_k, k = math.inf, 1, 1
         top = min(limit, spec.count)
         while k <= top:
-            t = self.closed_form(_with(spec, pipeline=k), levels)
+            t = self.closed_form(spec.derive(pipeline=k), levels)
             if t < best:
                 best, best_k = t, k
             k *= 2
@@ -121,12 +121,6 @@ class Algorithm:
 
     def _closed(self, spec: CollectiveSpec, levels: Levels) -> float:
         raise NotImplementedError
-
-
-def _with(spec: CollectiveSpec, **changes) -> CollectiveSpec:
-    from dataclasses import replace
-
-    return replace(spec, **changes)
 
 
 def ceil_div(a: int, b: int) -> int:

@@ -65,6 +65,12 @@ class Hierarchical(Algorithm):
         groups = layout.ranks if layout.ranks is not None else topo.group_ranks(slots)
         return replace(spec, groups=groups)
 
+    def best_pipeline(self, spec: CollectiveSpec, levels: Levels, limit: int = 128) -> int:
+        """Only the outer algorithm's pipeline depth changes anything (the inner rings are not pipelined)."""
+        if spec.op not in algorithms.get(spec.outer).pipelined:
+            return 1
+        return super().best_pipeline(spec, levels, limit)
+
     def label(self, spec: CollectiveSpec) -> str:
         return f"{self.name}({spec.outer})"
 
@@ -116,7 +122,7 @@ class Hierarchical(Algorithm):
             raise ValueError("hierarchical: the levels need an inner and an outer level and equal domains")
         chunk = ceil_div(spec.count, size)
         w = spec.itemsize
-        sub = replace(spec, participants=groups, count=chunk, groups=None)
+        sub = spec.derive(participants=groups, count=chunk, groups=None)
         across = algorithms.get(spec.outer).closed_form(sub, Levels(outer))
         return (size - 1) * (inner.round(chunk * w, chunk * w) + inner.round(chunk * w)) + across
 
