@@ -139,7 +139,12 @@ def plot(rows: list[Row], path: str) -> str:
 def check(*, participants=(1, 2, 3, 5, 8), sizes=(0, 1, 13, 4099), dtypes=("float32", "bfloat16", "int32"),
           ops=None, algorithms=True, progress: bool = True, printer=print) -> int:
     """Correctness sweep on the current rack's slots: op x redop x dtype x participants x size x algorithm.
-    Returns the total number of wrong elements (0 means every case was exact)."""
+
+    Returns the total number of wrong elements (0 means every case was exact).
+    Participant counts larger than the rack are skipped with a note; a sweep
+    that would check nothing at all raises ValueError saying why (a check that
+    checks nothing must not pass).
+    """
     import interop
 
     from collectives.algorithms import names as algorithm_names
@@ -147,10 +152,18 @@ def check(*, participants=(1, 2, 3, 5, 8), sizes=(0, 1, 13, 4099), dtypes=("floa
     rack = interop.current_rack()
     ops = ops or ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all", "gather",
                   "scatter")
+    too_many = sorted({p for p in participants if p > len(rack)})
+    fitting = [p for p in participants if p <= len(rack)]
+    for what, values in (("participants", fitting), ("sizes", sizes), ("dtypes", dtypes), ("ops", ops)):
+        if not values:
+            why = (f"every participant count ({', '.join(map(str, too_many))}) is larger than the rack "
+                   f"{rack.name!r} ({len(rack)} slots)" if what == "participants" and too_many else "none given")
+            raise ValueError(f"{what}: nothing to check: {why}")
+    if too_many:
+        printer(f"note: skipped participants {', '.join(map(str, too_many))}: more than the rack {rack.name!r} "
+                f"has ({len(rack)} slots)")
     cases = []
-    for op, dtype, p, n in itertools.product(ops, dtypes, participants, sizes):
-        if p > len(rack):
-            continue
+    for op, dtype, p, n in itertools.product(ops, dtypes, fitting, sizes):
         redops = ["sum"]
         if op in REDUCING:
             dt = verify.DTYPES[dtype]
@@ -166,10 +179,9 @@ def check(*, participants=(1, 2, 3, 5, 8), sizes=(0, 1, 13, 4099), dtypes=("floa
         algos = [None]
         if algorithms:
             est = plan(rack.spec, op, n, item, slots, build=False).estimate
-            algos = [a for a in est.alternatives if not a.startswith("hierarchical")] or [None]
+            # Alternatives are labelled by candidate (hierarchical(ring)...); rerun those that are algorithms.
+            algos = [a for a in est.alternatives if a in algorithm_names()] or [None]
         for algo in algos:
-            if algo not in (None,) and algo not in algorithm_names():
-                continue
             _, wrong, _, wrong_ip, _ = run_case(op, slots, n, verify.DTYPES[dtype], redop, algorithm=algo)
             runs += 1
             bad = wrong + (wrong_ip or 0)
@@ -179,6 +191,8 @@ def check(*, participants=(1, 2, 3, 5, 8), sizes=(0, 1, 13, 4099), dtypes=("floa
             total += bad
         bar.update(1)
     bar.close()
+    if runs == 0:
+        raise ValueError(f"nothing was checked on rack {rack.name!r}: no case ran")
     printer(f"hybrid check collectives: {runs} runs over {len(cases)} cases on rack {rack.name}: "
             f"{total} wrong elements in {failures} runs -> {'OK' if total == 0 else 'FAILED'}")
     return total
