@@ -447,6 +447,68 @@ def test_bad_input_is_refused_on_every_rank_without_writing():
     launch(_errors_worker, 2)
 
 
+# -- a peer that stops: the error names it (rank and slot), within the group's timeout ------------
+
+
+def _peer_failure_worker(rank, world):
+    import signal
+
+    short = timedelta(seconds=1.5)
+    d = _dev(rank)
+
+    def fails(group, *fragments):
+        start = time.monotonic()
+        with pytest.raises(dist.DistBackendError) as err:
+            dist.all_reduce(torch.ones(2, device=d), group=group)
+        elapsed = time.monotonic() - start
+        msg = str(err.value)
+        for f in fragments:
+            assert f in msg, f"{f!r} not in {msg!r}"
+        assert elapsed < 8, f"took {elapsed:.1f} s to fail"
+        return msg
+
+    # Alive, but never calls: named as such (its heartbeat moves, its operation count does not).
+    from collectives.distributed import Options
+
+    quiet = dist.new_group([0, 1], timeout=short)
+    unchecked = dist.new_group([0, 1], timeout=short, pg_options=Options(check_peers=False))  # the engine's wait
+    if rank == 0:
+        fails(quiet, "rank 1 (hybrid:1) is alive but has issued 0 operations, not #1", "has not called")
+        fails(unchecked, "rank 1 (hybrid:1) is alive but has issued 0 operations, not #1", "imed out")
+    dist.barrier()
+    # Frozen (SIGSTOP): no heartbeat; on this host its process is seen stopped.
+    frozen = dist.new_group([0, 1], timeout=short)
+    if rank == 1:
+        os.kill(os.getpid(), signal.SIGSTOP)  # rank 0 resumes us once it has named us
+    else:
+        msg = fails(frozen, "rank 1 (hybrid:1) stopped responding", "is stopped", "all_reduce", "imed out")
+        assert "rank 0 (hybrid:0)" in msg  # and where it was seen
+        os.kill(frozen._peers.pids[1], signal.SIGCONT)
+    dist.barrier()
+    # Gone (the process exits): the closed connection is named too.
+    gone = dist.new_group([0, 1], timeout=short)
+    if rank == 1:
+        os._exit(0)
+    fails(gone, "rank 1 (hybrid:1) stopped responding", "has exited")
+
+
+def test_a_peer_that_stops_is_named_within_the_timeout():
+    launch(_peer_failure_worker, 2, deadline=45)
+
+
+def test_group_timeouts():
+    from collectives.distributed import DEFAULT_TIMEOUT, Options, group_timeout
+    from torch.distributed.constants import default_pg_nccl_timeout, default_pg_timeout
+
+    assert DEFAULT_TIMEOUT <= (default_pg_nccl_timeout or timedelta(minutes=10)) == timedelta(minutes=10)
+    assert group_timeout(default_pg_timeout) == DEFAULT_TIMEOUT  # torch's "none given" for other backends
+    assert group_timeout(None) == DEFAULT_TIMEOUT
+    assert group_timeout(timedelta(seconds=3)) == timedelta(seconds=3)
+    assert group_timeout(default_pg_timeout, Options(timeout=timedelta(minutes=30))) == timedelta(minutes=30)
+    with pytest.raises(ValueError, match="Options.timeout"):
+        group_timeout(None, Options(timeout=5))
+
+
 def _raw_creation_worker(rank, world, path):
     from collectives.distributed import Options, create
 
