@@ -56,8 +56,12 @@ def test_check_collectives_that_checks_nothing_fails_and_says_why():
     assert out.returncode == 2, out.stdout + out.stderr
     assert "participants" in out.stderr and "9" in out.stderr and "8 slots" in out.stderr
     assert "OK" not in out.stdout
-    out = run("-m", "interop.cli", "check", "collectives", "--participants", "two")
-    assert out.returncode == 2 and "--participants" in out.stderr
+    from interop.commands.cmd_check import _counts
+
+    assert _counts("1, 2,9", "--participants", 1) == (1, 2, 9)
+    for bad in ("two", "0", "1,,2"):
+        with pytest.raises(ValueError, match="--participants"):
+            _counts(bad, "--participants", 1)
 
 
 def test_check_collectives_runs_and_notes_what_it_skipped():
