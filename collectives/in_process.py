@@ -15,7 +15,7 @@ from typing import Sequence
 
 import torch
 
-from collectives import executor
+from collectives import algorithms, executor
 from collectives.device_hooks import hooks
 from collectives.ops import check_reduce_op
 from collectives.planner import CollectiveEstimate, cached_plan, topology
@@ -59,17 +59,9 @@ def _check_pairs(op: str, inputs: Sequence, outputs: Sequence) -> None:
             raise ValueError(f"{op}: outputs[{i}] must be on {a.device} like inputs[{i}], got {where}")
 
 
-def _check_algorithm(algorithm) -> None:
-    if algorithm is not None and not isinstance(algorithm, str):
-        from collectives.algorithms import names
-
-        raise TypeError(f"algorithm: expected an algorithm name or None, got {type(algorithm).__name__} "
-                        f"{algorithm!r}; accepted: {', '.join(names())}")
-
-
 def _run(op: str, inputs: list, outputs: list, slots: tuple[int, ...], *, reduce_op: str = "sum",
          algorithm: str | None = None, root: int = 0, splits=None, factor=None) -> Result:
-    _check_algorithm(algorithm)
+    algorithms.check_name(algorithm)
     if splits is not None:
         splits = check_splits(splits, len(slots))
     h = hooks()

@@ -139,9 +139,7 @@ def cached_plan(topo: Topology, op: str, count: int, itemsize: int = 1, slots=No
     so each distinct call is planned once; at most :data:`PLAN_CACHE_SIZE` are
     kept.  ``slots`` and ``splits`` must be hashable (tuples or a range).
     """
-    if algorithm is not None and not isinstance(algorithm, str):
-        raise TypeError(f"algorithm: expected an algorithm name or None, got {type(algorithm).__name__} "
-                        f"{algorithm!r}; accepted: {', '.join(algorithms.names())}")
+    algorithms.check_name(algorithm)
     if slots is not None and not isinstance(slots, range):
         slots = tuple(slots)
     return _cached_plan(topo, op, count, itemsize, slots, algorithm, root, splits, build)
@@ -177,9 +175,6 @@ def _slots(topo: Topology, op: str, slots) -> Sequence[int]:
 
 def _candidates(op: str, algorithm: str | None, spec: CollectiveSpec, layout) -> list[tuple[Algorithm, dict]]:
     if algorithm is not None:
-        if not isinstance(algorithm, str):
-            raise TypeError(f"algorithm: expected an algorithm name or None, got {type(algorithm).__name__} "
-                            f"{algorithm!r}; accepted: {', '.join(algorithms.names())}")
         algo = algorithms.get(algorithm)
         if op not in algo.ops:
             raise ValueError(f"algorithm {algo.name!r} does not implement {op}; algorithms for {op}: "
