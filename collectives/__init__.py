@@ -5,8 +5,8 @@
   modelled time or forced; :class:`CollectiveEstimate` carries seconds, algbw,
   busbw (nccl-tests), the algorithm and protocol, and the sources of every figure.
 * :class:`Topology`: domains, links, routes, bandwidths, latencies of a rack,
-  symbolic (a million chips are a handful of objects); :func:`topology` gives a
-  rack's, from the one topology cache.
+  symbolic (a million chips are a handful of objects; :mod:`collectives.rack_topology`
+  builds it from a rack spec); :func:`topology` gives a rack's, from the one topology cache.
 * :func:`transfer`: the one point-to-point model (a copy between slots or
   between the host, :data:`HOST`, and a slot; the send_recv collective).
 * :mod:`collectives.algorithms`: ring, tree, rabenseifner, binomial, direct,
