@@ -9,8 +9,8 @@ import tracemalloc
 import pytest
 
 import devices
-from collectives import calibration as cal
-from collectives.calibration import IDEAL, SIMPLE
+from collectives import tuning as cal
+from collectives.tuning import IDEAL, SIMPLE
 from collectives.cost import levels, schedule_time
 from collectives.schedule import CollectiveSpec, Rounds, Transfer, make
 from collectives.topology import Topology
@@ -161,7 +161,7 @@ def test_sources_cite_every_figure():
 
 
 def test_importing_topology_does_not_import_torch():
-    code = "import collectives, collectives.topology, collectives.estimate, sys; print('torch' in sys.modules)"
+    code = "import collectives, collectives.topology, collectives.planner, sys; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
