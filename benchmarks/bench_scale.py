@@ -24,6 +24,7 @@ from benchmarks.harness import Section, interleaved, median, spread, write_secti
 
 import collectives
 import devices
+from collectives.rack_topology import from_rack
 from collectives.topology import Topology
 from devices import rack_parse
 
@@ -102,7 +103,7 @@ def run(repeats: int = 7, write: bool = True) -> Section:
     for spec in (SMALL, FLAT):
         rack = devices.parse_rack(spec)
         collectives.estimate(rack, "all_reduce", 1 << 30)
-        topo_held, _ = _traced(lambda r=rack: Topology.from_rack(r))
+        topo_held, _ = _traced(lambda r=rack: from_rack(r))
         _, est_peak = _traced(lambda r=rack: collectives.estimate(r, "all_reduce", 1 << 30))
         memory[spec] = (topo_held, est_peak)
     (small_topo, small_peak), (flat_topo, flat_peak) = memory[SMALL], memory[FLAT]

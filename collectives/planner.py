@@ -28,6 +28,7 @@ from collectives.tuning import Protocol
 from collectives.cost import base_latency, compile_rounds, levels, price
 from collectives.ops import busbw_factor, check_op, count_for_bytes, reported_bytes
 from collectives.schedule import CollectiveSpec, Schedule
+from collectives.rack_topology import from_rack
 from collectives.topology import HOST, Topology
 
 STEP_LIMIT = 20_000
@@ -111,18 +112,18 @@ def topology(rack) -> Topology:
         return rack
     if isinstance(rack, str):
         if ".toml" in rack.lower():
-            return Topology.from_rack(rack)
+            return from_rack(rack)
         key = ("text", rack.strip())
     elif hasattr(rack, "domains"):
         key = ("spec", id(rack))
     else:
-        return Topology.from_rack(rack)
+        return from_rack(rack)
     with _topologies_lock:
         hit = _topologies.get(key)
         if hit is not None and (hit[0] is rack or key[0] == "text"):
             _topologies.move_to_end(key)
             return hit[1]
-    topo = Topology.from_rack(rack)
+    topo = from_rack(rack)
     with _topologies_lock:
         _topologies[key] = (rack, topo)
         _topologies.move_to_end(key)

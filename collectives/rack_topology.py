@@ -82,3 +82,16 @@ def _domain_model(rack, d, kinds: tuple[str, ...]) -> DomainModel:
         d.in_switch_reduction, switch_eff, g,
         f"{tuning.REDUCE_PASSES:g} HBM passes per reduced byte at {slow.kind} HBM bandwidth: "
         f"{slow.hbm_bandwidth.source}")
+
+
+def from_rack(rack) -> Topology:
+    """Build the topology of a rack: a :class:`devices.RackSpec`, a preset name or a spec string.
+
+    This builds a new object each time; ``collectives.topology(rack)`` is the
+    cached way to get one.
+    """
+    if not hasattr(rack, "domains"):
+        import devices
+
+        rack = devices.parse_rack(rack)
+    return build(rack)

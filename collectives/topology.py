@@ -226,7 +226,7 @@ class Layout:
 
 
 class Topology:
-    """Links, switches, domains and routes of a rack (build with :meth:`from_rack` or :meth:`ideal`)."""
+    """Links, switches, domains and routes of a rack (build with :func:`collectives.rack_topology.from_rack` or :meth:`ideal`)."""
 
     def __init__(self, name: str, width: int, replicas: int, domains: tuple[DomainModel, ...],
                  network: NetworkModel | None, protocols: tuple[tuning.Protocol, ...], overlap_reduce: bool,
@@ -257,21 +257,6 @@ class Topology:
         return sum(d.repeat for d in self.domains)
 
     # -- construction --------------------------------------------------------
-
-    @classmethod
-    def from_rack(cls, rack) -> Topology:
-        """Build the topology of a rack: a :class:`devices.RackSpec`, a preset name or a spec string.
-
-        This builds a new object each time; ``collectives.topology(rack)`` is the
-        cached way to get one.
-        """
-        from collectives.rack_topology import build
-
-        if not hasattr(rack, "domains"):
-            import devices
-
-            rack = devices.parse_rack(rack)
-        return build(rack)
 
     @classmethod
     def ideal(cls, participants: int, alpha: float, beta: float, gamma: float = 0.0,

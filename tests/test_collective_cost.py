@@ -15,6 +15,7 @@ from collectives.tuning import IDEAL
 from collectives.cost import Levels, schedule_time
 from collectives.ops import busbw_factor, reported_bytes
 from collectives.schedule import CollectiveSpec
+from collectives.rack_topology import from_rack
 from collectives.topology import Topology
 
 A, B, G = 2e-6, 1e-9, 4e-10  # seconds per message, per byte, per reduced byte
@@ -157,7 +158,7 @@ def test_torus_uses_every_link_of_a_trn2_torus():
     assert torus.algorithm == "torus"
     # four links per chip on a 4x4 torus: one ring uses one, the torus channels all four
     assert 3.5 < ring.seconds / torus.seconds < 4.1
-    topo = Topology.from_rack("trn2-instance")
+    topo = from_rack("trn2-instance")
     assert torus.busbw == pytest.approx(topo.domains[0].bandwidth, rel=0.05)
     with pytest.raises(ValueError, match="torus"):
         collectives.estimate("h100-node", "all_reduce", 2**20, algorithm="torus")
@@ -167,7 +168,7 @@ def test_torus_uses_every_link_of_a_trn2_torus():
 
 def test_closed_form_path_agrees_with_step_path_on_a_real_rack():
     # The same estimate priced both ways on a single-switch rack (no layout approximations).
-    topo = Topology.from_rack("gb300-nvl72")
+    topo = from_rack("gb300-nvl72")
     for algo in ("ring", "rabenseifner", "direct"):
         e = collectives.estimate(topo, "all_reduce", 2**28, algorithm=algo)
         alg = algorithms.get(algo)
@@ -287,7 +288,7 @@ def test_plan_returns_the_schedule_it_priced():
     est, sched = plan.estimate, plan.schedule
     assert sched.algorithm == est.algorithm and sched.spec.pipeline == est.pipeline
     proto = next(x for x in NCCL_PROTOCOLS if x.name == est.protocol)
-    topo = Topology.from_rack("h100-node*2")
+    topo = from_rack("h100-node*2")
     again = base_latency(proto, sched.latency_class) + schedule_time(sched, topo, plan.slots, proto)
     assert again == pytest.approx(est.seconds)
 

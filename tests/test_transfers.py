@@ -11,6 +11,7 @@ import collectives
 import devices
 import interop
 from collectives import planner
+from collectives.rack_topology import from_rack
 from collectives.topology import HOST, Topology
 from interop.timelines import PS
 
@@ -35,7 +36,7 @@ def test_a_slot_copy_costs_what_send_recv_costs_on_the_same_route():
 
 def test_the_transfer_formula_on_a_route():
     # base latency + hops x hop latency + bytes / (bottleneck bandwidth x protocol factor), best protocol.
-    topo = Topology.from_rack("h100-node*2")
+    topo = from_rack("h100-node*2")
     for src, dst in [(0, 3), (0, 9), (HOST, 2), (5, HOST)]:
         route = topo.route(src, dst)
         bw = min(topo.bandwidth(link) for link in route.links)
@@ -68,7 +69,7 @@ def test_host_copies_cross_the_slots_pcie_link_of_the_topology():
 
 
 def test_transfer_refuses_what_is_not_a_transfer():
-    topo = Topology.from_rack("h100-node")
+    topo = from_rack("h100-node")
     with pytest.raises(ValueError, match="src and dst"):
         collectives.transfer(topo, 2, 2, 10)
     with pytest.raises(ValueError, match="nbytes"):
@@ -98,9 +99,9 @@ def test_one_plan_cache_is_bounded_and_shared():
 
 
 def test_a_flat_rack_is_one_run_of_domains():
-    flat = Topology.from_rack("trn3:1440")  # ten 144-chip NeuronSwitch domains
+    flat = from_rack("trn3:1440")  # ten 144-chip NeuronSwitch domains
     assert len(flat.domains) == 1 and flat.domains[0].repeat == 10 and flat.domain_count == 10
-    replicated = Topology.from_rack("trn3:144*10")
+    replicated = from_rack("trn3:144*10")
     assert flat.domain_name(1439) == "switch9" and flat.domain_name(150) == "switch1"
     assert replicated.domain_name(150) == "switch0@1"
     # The same routes and the same estimates as the replicated form of the same rack.
