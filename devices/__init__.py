@@ -4,6 +4,8 @@
   kind under ``devices/chips/``, every figure a sourced :class:`Figure`.
 * :func:`parse_rack`, :func:`presets`, :class:`RackSpec`: racks from
   ``"kind:count+kind:count"`` strings, presets, TOML files, and ``*N`` replicas.
+* :func:`capabilities`: what each kind computes in, per op class and dtype,
+  one table per kind under ``devices/capability_tables/`` (:mod:`devices.capability`).
 * :func:`parse_size` and friends: the units rack specs are written in.
 * :func:`catalogue_rows`, :func:`presets_rows`: rows for listings.
 
@@ -17,6 +19,9 @@ from __future__ import annotations
 
 import os
 
+from devices.capability import (
+    LEVELS, OP_CLASSES, Capabilities, CudaIdentity, Rule, Support, capabilities, capability_kinds, op_class,
+)
 from devices.catalogue_table import catalogue_rows, format_table, presets_rows
 from devices.chip import DTYPE_NAMES, Chip, catalogue, chip, kinds
 from devices.fabrics import DOMAIN_FABRICS, NETWORK_FABRICS, Fabric, fabric, network_bandwidth
@@ -50,6 +55,8 @@ def presets() -> dict[str, str]:
 
 
 __all__ = [
+    "LEVELS", "OP_CLASSES", "Capabilities", "CudaIdentity", "Rule", "Support", "capabilities", "capability_kinds",
+    "op_class",
     "BACKINGS", "DEFAULT_PRESET", "DOMAIN_FABRICS", "DTYPE_NAMES", "NETWORK_FABRICS", "STATUSES", "UNITS",
     "Chip", "DomainSpec", "Fabric", "Figure", "NetworkSpec", "RackSpec", "Slot", "SlotGroup",
     "catalogue", "catalogue_rows", "chip", "estimate", "default_domains", "default_network", "fabric",

@@ -26,4 +26,28 @@ def main(args) -> int:
     print(table(["kind", "figure", "value", "status", "source"],
                 [[r["kind"], r["figure"], r["display"], r["status"], r["source"] + (f" [{r['note']}]" if r["note"] else "")]
                  for r in rows], align="llrll"))
+    if args.kind:
+        _print_capabilities(args.kind)
     return 0
+
+
+def _print_capabilities(kind: str) -> None:
+    """The kind's capability table: native dtypes per op class, then every exception with its source."""
+    import devices
+    from interop.fmt import table
+
+    caps = devices.capabilities(kind)
+    print(f"\n== capabilities of {caps.kind} (dtypes per op class; status: published / secondary / projected / "
+          "assumption) ==")
+    print(table(["op classes", "dtypes", "level", "status", "reason, instead, source"],
+                [[r["op_classes"], r["dtypes"], r["level"], r["status"],
+                  "; ".join(x for x in (r["reason"], f"instead: {r['instead']}" if r["instead"] else "", r["source"])
+                            if x)]
+                 for r in caps.rows()], align="lllll"))
+    ident = caps.cuda
+    l2 = "unset" if ident.l2_cache_size is None else f"{ident.l2_cache_size >> 20} MiB"
+    print(f"\ntorch.cuda answers on a {caps.kind} slot: capability ({ident.major}, {ident.minor}), "
+          f"multi_processor_count {ident.multi_processor_count}, L2 {l2} [{ident.status}: {ident.source}]"
+          + (f"\n  note: {ident.note}" if ident.note else ""))
+    for note in caps.notes:
+        print(f"note: {note}")
