@@ -27,6 +27,7 @@ from devices.chip import DTYPE_NAMES, Chip, catalogue, chip, kinds
 from devices.fabrics import DOMAIN_FABRICS, NETWORK_FABRICS, Fabric, fabric, network_bandwidth
 from devices.figure import STATUSES, UNITS, Figure
 from devices.rack import BACKINGS, DomainSpec, NetworkSpec, RackSpec, Slot, SlotGroup
+from devices.rack_numerics import NUMERICS_MODES, NumericsSpec
 from devices.rack_parse import DEFAULT_PRESET, default_domains, default_network
 from devices.rack_parse import presets as _presets
 from devices.units import format_value, parse_bandwidth, parse_duration, parse_size
@@ -55,6 +56,7 @@ def presets() -> dict[str, str]:
 
 
 __all__ = [
+    "NUMERICS_MODES", "NumericsSpec",
     "LEVELS", "OP_CLASSES", "Capabilities", "CudaIdentity", "Rule", "Support", "capabilities", "capability_kinds",
     "op_class",
     "BACKINGS", "DEFAULT_PRESET", "DOMAIN_FABRICS", "DTYPE_NAMES", "NETWORK_FABRICS", "STATUSES", "UNITS",

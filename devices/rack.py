@@ -25,6 +25,7 @@ from devices.chip import chip
 from devices.fabrics import (DOMAIN_FABRICS, NETWORK_FABRICS, PCIE_GEN5_X16, TRN2_INSTANCE_LINK, fabric,
                              network_bandwidth)
 from devices.figure import Figure
+from devices.rack_numerics import NumericsSpec
 
 BACKINGS: tuple[str, ...] = ("auto", "emulated", "cuda:N")
 """Accepted values of :attr:`SlotGroup.backing` (N a non-negative integer)."""
@@ -206,6 +207,8 @@ class RackSpec:
     """Where the spec came from: ``"spec 'trn3:2+h100:2'"``, ``"preset fusion-default"``, ``"file rack.toml"``."""
     replicas: int = 1
     """The whole rack repeated this many times, joined by :attr:`network`."""
+    numerics: NumericsSpec | None = None
+    """Each slot's numerics mode and stochastic rounding (None: every slot ``exact``); see devices.rack_numerics."""
     _group_firsts: tuple[int, ...] = field(init=False, repr=False, compare=False)
     _domain_firsts: tuple[int, ...] = field(init=False, repr=False, compare=False)
     _width: int = field(init=False, repr=False, compare=False)

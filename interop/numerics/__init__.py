@@ -8,15 +8,22 @@
   or stochastic rounding from a seeded generator, and the scale rule as a
   parameter (:data:`SCALE_RULES`).
 - :data:`ELEMENTS`: the element formats as code (bit layouts, encode/decode).
+- A slot's numerics mode, ``exact`` (the default) or ``device``: :func:`set_numerics`,
+  :func:`numerics`, per rack file with ``numerics = "device"`` (:mod:`interop.numerics.mode`).
+- :func:`scaled_matmul` and block-scaled ``torch._scaled_mm`` on slots
+  (:mod:`interop.numerics.scaled_mm`).
 """
 
 from __future__ import annotations
 
 from interop.numerics.elements import ELEMENTS, ROUNDINGS, ElementFormat
 from interop.numerics.formats import FORMATS, SCALE_RULES, Format, format_named
+from interop.numerics.mode import MODES, NumericsSettings, SlotNumerics, counters, numerics, set_numerics
 from interop.numerics.quantize import INPUT_DTYPES, QuantizedTensor, bits_per_element, quantize
+from interop.numerics.scaled_mm import scaled_matmul, swizzle, unswizzle
 
 __all__ = [
-    "ELEMENTS", "FORMATS", "INPUT_DTYPES", "ROUNDINGS", "SCALE_RULES", "ElementFormat", "Format", "QuantizedTensor",
-    "bits_per_element", "format_named", "quantize",
+    "ELEMENTS", "FORMATS", "INPUT_DTYPES", "MODES", "ROUNDINGS", "SCALE_RULES", "ElementFormat", "Format",
+    "NumericsSettings", "QuantizedTensor", "SlotNumerics", "bits_per_element", "counters", "format_named",
+    "numerics", "quantize", "scaled_matmul", "set_numerics", "swizzle", "unswizzle",
 ]

@@ -100,6 +100,14 @@ class ElementFormat:
         return e
 
     @cached_property
+    def overflow_ratio(self) -> float:
+        """Magnitudes above ``max_value * overflow_ratio`` (the midpoint to the next step up) are past the
+        format's range: rounding would not bring them back to :attr:`max_value`; they saturate or overflow."""
+        table = self.decode_table()
+        below = float(table[self.max_code - 1])
+        return (self.max_value + (self.max_value - below) / 2) / self.max_value
+
+    @cached_property
     def smallest_subnormal(self) -> float:
         return float(self.decode_table()[1])
 
