@@ -144,3 +144,20 @@ def test_bad_settings_are_refused_by_name(trn_b200, tmp_path):
     for head, message in cases.items():
         with pytest.raises(ValueError, match=message):
             loads(head + '[[slots]]\nkind = "trn3"\n')
+
+
+def test_device_mode_quantizes_with_the_kinds_scale_rule(trn_b200):
+    from interop.numerics import quantize
+
+    x = torch.randn(8, 64, generator=torch.Generator().manual_seed(3))
+    want = {0: quantize(x, "mxfp8_e4m3", scale_rule="trn3"), 1: quantize(x, "mxfp8_e4m3", scale_rule="rceil")}
+    exact = quantize(x.to("hybrid:0"), "mxfp8_e4m3")
+    assert exact.scale_rule == "ocp"  # exact mode: the format's default
+    with set_numerics("device", strict=True):
+        for slot, q in want.items():
+            got = quantize(x.to(f"hybrid:{slot}"), "mxfp8_e4m3")
+            assert got.scale_rule == q.scale_rule and torch.equal(got.scales.cpu().view(torch.uint8),
+                                                                  q.scales.view(torch.uint8))
+        with pytest.raises(ValueError, match=r"fmt: trn3 \(hybrid:0, device mode, strict\) does not compute in nvfp4"):
+            quantize(x.to("hybrid:0"), "nvfp4")
+        assert quantize(x.to("hybrid:0"), "mxfp8_e4m3", scale_rule="ocp").scale_rule == "ocp"  # explicit wins

@@ -204,8 +204,11 @@ def test_fp8_tensor_scaling_is_transformer_engines():
     scale = 448.0 / x.abs().amax()
     assert torch.equal(q.codes.view(torch.uint8), (x * scale).to(torch.float8_e4m3fn).view(torch.uint8))
     assert torch.equal(q.tensor_scale, scale.reciprocal())
-    delayed = quantize(x, "float8_e5m2", scale_rule="tensor", amax=torch.tensor(2e4))
-    assert torch.equal(delayed.codes.view(torch.uint8), (x * (57344.0 / torch.tensor(2e4))).to(torch.float8_e5m2).view(torch.uint8))
+    delayed = quantize(x, "float8_e5m2", scale_rule="tensor", amax=torch.tensor(2e3))  # a stale, too small amax
+    scaled = x * (57344.0 / torch.tensor(2e3))
+    assert torch.equal(delayed.codes.view(torch.uint8), scaled.clamp(-57344, 57344).to(torch.float8_e5m2).view(torch.uint8))
+    assert (scaled.abs() > 61440).any() and torch.isfinite(delayed.dequantize()).all()  # saturated, not inf
+    assert torch.isinf(quantize(x * 1e3, "float8_e5m2").dequantize()).any()  # the unscaled cast is torch's
 
 
 # -- stochastic rounding through quantize ---------------------------------------------------------

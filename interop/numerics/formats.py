@@ -29,7 +29,9 @@ SCALE_RULES: dict[str, str] = {
              "elements = v * ((1 / tensor scale) / block scale), rounded to E2M1",
     "tensor": "per-tensor FP8 scaling as Transformer Engine's recipes: scale = max of the format / amax "
               "(amax of the tensor itself: current scaling; a given amax: delayed scaling), elements = "
-              "cast(v * scale), dequantization multiplies by the float32 reciprocal 1 / scale",
+              "cast(v * scale) saturated to the format's largest value (TE / cuda_fp8.h satfinite; the unscaled "
+              "cast, scale_rule=None, is torch's and overflows E5M2 to inf), dequantization multiplies by the "
+              "float32 reciprocal 1 / scale",
 }
 """Every ``scale_rule`` value and what it computes."""
 

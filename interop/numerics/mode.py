@@ -252,3 +252,30 @@ def slot_label(rack, slot: int) -> str:
             return "exact"
         found = state(rack)
     return found.slots[slot].label
+
+
+def device_scale_rule(x: torch.Tensor, fmt: str) -> str | None:
+    """The scale rule of ``x``'s slot's kind for block format ``fmt`` when that slot is in device mode
+    (``trn3`` on Trainium3, ``rceil`` on Blackwell), else None (the format's default). A strict slot whose
+    kind has no such format refuses it."""
+    if x.device.type != "hybrid":
+        return None
+    found = _states.get(_current_rack())
+    if found is None or x.device.index >= len(found.slots):
+        return None
+    settings = found.slots[x.device.index]
+    if settings.mode != "device":
+        return None
+    caps = devices.capabilities(settings.kind)
+    entry = caps.block_format(fmt)
+    if entry is None and settings.strict:
+        have = ", ".join(b.format for b in caps.block_formats) or "none"
+        raise ValueError(f"fmt: {settings.kind} (hybrid:{settings.slot}, device mode, strict) does not compute in "
+                         f"{fmt}; its block formats: {have}")
+    return None if entry is None else entry.scale_rule
+
+
+def _current_rack():
+    from interop.rack import current_rack
+
+    return current_rack()

@@ -108,7 +108,8 @@ def quantize(x: torch.Tensor, fmt: str, *, block: int | None = None, scale_rule:
         block: elements per scale block along the last dimension (MX: 32, NVFP4: 16; the default).
         scale_rule: how scales are computed: MX ``"ocp"`` (default), ``"trn3"``, ``"rceil"``;
             NVFP4 ``"nvfp4"``; FP8 ``None`` (a plain cast, default) or ``"tensor"`` (per-tensor
-            scaling). See :data:`interop.numerics.SCALE_RULES`.
+            scaling). See :data:`interop.numerics.SCALE_RULES`. None on a slot in ``device``
+            numerics mode: the rule of the slot's kind (``trn3`` on Trainium3, ``rceil`` on Blackwell).
         rounding: ``"nearest"`` (ties to even) or ``"stochastic"``; applies to the elements
             (scales are always computed deterministically).
         generator: the torch.Generator stochastic rounding draws from (same device as ``x``);
@@ -122,6 +123,10 @@ def quantize(x: torch.Tensor, fmt: str, *, block: int | None = None, scale_rule:
     tests/test_numerics_formats.py).
     """
     spec = format_named(fmt)
+    if scale_rule is None and spec.scaled_blocks and isinstance(x, torch.Tensor):
+        from interop.numerics.mode import device_scale_rule
+
+        scale_rule = device_scale_rule(x, spec.name)
     block, rule = resolve(spec, block, scale_rule)
     if rounding not in ROUNDINGS:
         raise ValueError(f"rounding: unknown mode {rounding!r}; accepted: {', '.join(ROUNDINGS)}")
@@ -152,7 +157,10 @@ def _plain(x, spec: Format, rule, rounding, generator, amax) -> QuantizedTensor:
     tensor_amax = values.abs().amax() if amax is None else torch.as_tensor(amax, dtype=torch.float32, device=x.device)
     scale = spec.element.max_value / tensor_amax
     scale = torch.where(torch.isfinite(scale) & (tensor_amax > 0), scale, torch.ones_like(scale))
-    codes = _cast(values * scale, spec, rounding, generator)
+    # Scaled casts saturate (Transformer Engine's casts, cuda_fp8.h's __NV_SATFINITE): with a delayed amax
+    # a value can land past the format's range, and becomes its largest value rather than infinity.
+    limit = spec.element.max_value
+    codes = _cast(torch.clamp(values * scale, -limit, limit), spec, rounding, generator)
     return QuantizedTensor(codes, None, scale.reciprocal(), spec, None, rule, rounding, x.dtype)
 
 
