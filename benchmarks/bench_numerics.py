@@ -48,7 +48,10 @@ def _ratio_row(section: Section, metric: str, samples: dict[str, list[float]], o
 
 
 def run(repeats: int = 7, write: bool = True) -> Section:
+    import os
+
     section = Section("numerics", "quantization on the CPU vs torchao 0.18 (measured)", COMMAND)
+    load = os.getloadavg()[0]
     to_mx, mode, nvfp4_quantize, tensor_scale = _torchao()
     x = torch.randn(SHAPE, generator=torch.Generator().manual_seed(0))
     _check_equal(x)
@@ -77,11 +80,53 @@ def run(repeats: int = 7, write: bool = True) -> Section:
     ratio = median([s / n for s, n in zip(samples["stochastic"], samples["nearest"])])
     section.add("MXFP8 E4M3 4096x4096, stochastic / nearest rounding", f"{ratio:.2f}x", "", None,
                 f"median of {repeats} interleaved pairs; stochastic {median(samples['stochastic']) * 1e3:.0f} ms")
+    _mode_overhead(section, repeats)
+    section.notes.append(f"Machine load (1-minute average) when the run started: {load:.1f} on "
+                         f"{os.cpu_count()} cores; absolute times scale with it, the ratios far less.")
     section.notes.append("Both sides are checked equal bit for bit (MXFP8) before timing. torchao prints warnings "
                          "about CUDA kernels it cannot load on this machine; harmless.")
+    section.notes.append("Exact mode installs nothing on the per-op path (the dispatch mode is pushed only while a slot "
+                         "of the current rack is in device mode), so its cost is the device's own; device mode is "
+                         "opt-in and its per-op cost is the figure above.")
     if write:
         write_section(section)
     return section
+
+
+def _mode_overhead(section: Section, repeats: int) -> None:
+    """Per-op cost of device numerics mode on a one-element bfloat16 add_ (the Python dispatch mode)."""
+    import interop
+    from interop.numerics import set_numerics
+
+    inner = 2000
+    with interop.Rack.from_spec("trn3:2"):
+        a = torch.ones(1, dtype=torch.bfloat16, device="hybrid:0")
+        b = torch.ones(1, dtype=torch.bfloat16, device="hybrid:0")
+
+        def exact():
+            a.add_(b)
+
+        def installed_other_slot():
+            with set_numerics("device", slots=1):
+                for _ in range(inner):
+                    a.add_(b)
+
+        def stochastic():
+            with set_numerics("device", slots=0, stochastic_rounding=True):
+                for _ in range(inner):
+                    a.add_(b)
+
+        samples = interleaved({"exact": lambda: [exact() for _ in range(inner)], "other": installed_other_slot,
+                               "sr": stochastic}, repeats=repeats, warmup=1)
+        per_op = {k: median(v) / inner * 1e6 for k, v in samples.items()}
+        del a, b
+    section.add("one-element bf16 add_ on a slot, exact mode", f"{per_op['exact']:.2f} us", "", None,
+                f"median of {repeats} x {inner} calls (nothing of interop.numerics on the path)")
+    section.add("the same, device mode on another slot (dispatch mode installed, this slot exact)",
+                f"+{per_op['other'] - per_op['exact']:.1f} us", "", None, "Python TorchDispatchMode pass-through")
+    section.add("the same, this slot in device mode with stochastic rounding (Trainium)",
+                f"+{per_op['sr'] - per_op['exact']:.1f} us", "", None,
+                "snapshot, float32 re-run on host aliases, stochastic rounding, write-back")
 
 
 if __name__ == "__main__":
