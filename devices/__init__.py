@@ -6,6 +6,8 @@
   ``"kind:count+kind:count"`` strings, presets, TOML files, and ``*N`` replicas;
   :func:`load_preset`, :func:`load_rack`, :func:`loads_rack`, :func:`dumps_rack`
   for one form in particular.
+* :func:`capabilities`: what each kind computes in, per op class and dtype,
+  one table per kind under ``devices/capability_tables/`` (:mod:`devices.capability`).
 * :func:`parse_size` and friends: the units rack specs are written in.
 * :func:`dtype_name`, :data:`DTYPE_NAMES`, :func:`itemsize`: the one dtype
   vocabulary (torch's names: ``float32``, ``bfloat16``, ``float8_e4m3fn``...).
@@ -22,6 +24,9 @@ from __future__ import annotations
 
 import os
 
+from devices.capability import (
+    LEVELS, OP_CLASSES, Capabilities, CudaIdentity, Rule, Support, capabilities, capability_kinds, op_class,
+)
 from devices.catalogue_table import catalogue_rows, fabric_rows, format_table, presets_rows
 from devices.chip import Chip, catalogue, chip, kinds
 from devices.dtypes import DTYPE_NAMES, dtype_name, itemsize
@@ -30,6 +35,7 @@ from devices.figure import STATUSES, UNITS, Figure
 from devices.domain_table import DomainRun, DomainTable
 from devices.rack import BACKINGS, INT64_MAX, DomainSpec, NetworkSpec, Slot, SlotGroup
 from devices.rack_layout import default_domains, default_network
+from devices.rack_numerics import NUMERICS_MODES, NumericsSpec
 from devices.rack_parse import DEFAULT_PRESET, load_preset
 from devices.rack_parse import presets as _presets
 from devices.rack_spec import RackSpec
@@ -71,6 +77,9 @@ def presets() -> dict[str, str]:
 
 
 __all__ = [
+    "NUMERICS_MODES", "NumericsSpec",
+    "LEVELS", "OP_CLASSES", "Capabilities", "CudaIdentity", "Rule", "Support", "capabilities", "capability_kinds",
+    "op_class",
     "BACKINGS", "DEFAULT_PRESET", "DOMAIN_FABRICS", "DTYPE_NAMES", "INT64_MAX", "NETWORK_FABRICS", "STATUSES",
     "UNITS", "Chip", "DomainRun", "DomainSpec", "DomainTable", "Fabric", "Figure", "NetworkSpec", "RackSpec", "Slot",
     "SlotGroup", "catalogue", "catalogue_rows", "chip", "estimate", "default_domains", "default_network",

@@ -8,7 +8,8 @@ modelled time goes to the rack's timeline.
 
 Public names: :class:`Rack`, :func:`set_rack`, :func:`current_rack`,
 :func:`presets`; the modelled timeline: :func:`timeline`, :func:`reset_timeline`,
-:func:`report`, :func:`export_trace`, :func:`gantt`, :func:`set_recording`.
+:func:`report`, :func:`export_trace`, :func:`gantt`, :func:`set_recording`; numerics:
+:mod:`interop.numerics` (formats, :func:`set_numerics`).
 """
 
 from __future__ import annotations
@@ -18,14 +19,18 @@ from interop.rack import Rack, RackDevice, current_rack, presets, set_rack
 from interop.report import RunReport, report
 from interop.timelines import TimelineRecord, reset_timeline, set_recording, timeline
 from interop.trace import export_trace, gantt
+from interop import numerics
+from interop.numerics import set_numerics
 
 __version__ = "0.1.0"
 
 register()
+numerics.scaled_mm.register()
 if current_rack() is None:
     set_rack(Rack.preset("fusion-default"))
 
 __all__ = [
     "DEVICE_TYPE", "Rack", "RackDevice", "RunReport", "TimelineRecord", "__version__", "current_rack", "export_trace",
-    "gantt", "presets", "report", "reset_timeline", "set_rack", "set_recording", "timeline",
+    "gantt", "numerics", "presets", "report", "reset_timeline", "set_numerics", "set_rack", "set_recording",
+    "timeline",
 ]
