@@ -19,7 +19,7 @@ imported only when a model is traced.
 
 from __future__ import annotations
 
-from interop.planning.block_cost import DTYPES, BlockCost, Execution, block_cost
+from interop.planning.block_pricing import DTYPES, BlockCost, Execution, block_cost
 from interop.planning.blocks import ModelBlocks
 from interop.planning.calibration import StepEfficiency, step_efficiency
 from interop.planning.comm import CommPricer

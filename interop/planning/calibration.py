@@ -37,9 +37,10 @@ class StepEfficiency:
     pointwise: Figure | None = None
     """Factor on everything outside matmuls and attention (elementwise, norms, copies, reductions):
     kernel fusion in training frameworks."""
-    tp_overlap: Figure | None = None
-    """Fraction of the tensor-parallel communication beside a GEMM that overlapping hides
-    (None: all of it that the GEMM's duration allows)."""
+    overlap: Figure | None = None
+    """Share of the communication running beside compute that overlapping hides (TP beside GEMMs, FSDP
+    and ZeRO gathers and reduce-scatters beside blocks, DP reduction beside backward); the rest costs
+    compute time (collective kernels take SMs and memory bandwidth). None: all of it."""
 
     def factor(self, category: str, dtype: str) -> Figure | None:
         """The factor for an op of ``category`` computing in ``dtype``, or None."""
@@ -70,20 +71,20 @@ def step_efficiency(kind: str) -> StepEfficiency | None:
 @contextmanager
 def use(efficiencies: dict[str, StepEfficiency]) -> Iterator[None]:
     """Price with other step efficiencies (by family) inside the block (fitting, tests)."""
-    from interop.planning import block_cost
+    from interop.planning import block_pricing
 
     saved = dict(FITTED)
     FITTED.clear()
     FITTED.update(efficiencies)
     step_efficiency.cache_clear()
-    block_cost.cache_clear()
+    block_pricing.cache_clear()
     try:
         yield
     finally:
         FITTED.clear()
         FITTED.update(saved)
         step_efficiency.cache_clear()
-        block_cost.cache_clear()
+        block_pricing.cache_clear()
 
 
 __all__ = ["FITTED", "StepEfficiency", "step_efficiency", "use"]

@@ -14,9 +14,9 @@ from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 import devices
-from interop.planning.block_cost import DTYPES
+from interop.planning.block_pricing import DTYPES
 from interop.planning.blocks import ModelBlocks
-from interop.planning.comm import CommPricer
+from interop.planning.comm import CommPricer, pricer_for
 from interop.planning.model_presets import model_blocks, model_presets
 from interop.planning.parallel import Parallel, uniform_stages
 from interop.planning.stage import check_recompute
@@ -156,7 +156,20 @@ def _check(global_batch: int, seq_len: int, dtype: str, recompute: str, optimize
 def run_config(blocks: ModelBlocks, spec, par: Parallel, *, global_batch: int, seq_len: int, dtype: str,
                recompute: str, optimizer: str, pricer: CommPricer | None = None,
                record: bool = False) -> tuple[StepResult, dict[str, Any]]:
-    """The step model for one homogeneous configuration: (result, the configuration as a dict)."""
+    """The step model for one homogeneous configuration: (result, the configuration as a dict).
+
+    Without ``par.dp``, dp is the most replicas the chips left over allow that also split the global batch
+    into whole microbatches (the remaining chips idle, reported as ``idle_chips``)."""
+    if par.dp is None:
+        cell = par.tp * par.cp * par.pp
+        most = len(spec) // cell
+        if global_batch % par.microbatch:
+            raise ValueError(f"global_batch: {global_batch} samples do not split into microbatches of "
+                             f"{par.microbatch}")
+        samples = global_batch // par.microbatch
+        dp = max((d for d in range(min(most, samples), 0, -1) if samples % d == 0), default=0)
+        if dp:
+            par = replace(par, dp=dp)
     stages, par, idle = uniform_stages(blocks, spec, par)
     per_step = par.microbatch * par.dp
     if global_batch % per_step:
@@ -185,8 +198,9 @@ def whatif(model, rack, *, parallel=None, global_batch: int, seq_len: int, dtype
     (``"h100:1024"``, ``"trn3-ultraserver*64"``) or a :class:`devices.RackSpec`.
     ``parallel``: a dict with keys ``tp``, ``pp``, ``cp``, ``ep``, ``vp``,
     ``dp`` (default: the chips left over), ``fsdp``, ``zero``, ``microbatch``,
-    ``order``; None for pure data parallelism; or ``"search"`` for the fastest
-    configuration that fits. ``global_batch``: samples per step; ``seq_len``:
+    ``order``; ``"search"`` for the fastest configuration that fits; None for
+    the least model parallelism whose weights and optimizer state fit with room
+    for activations (:func:`interop.planning.search.default_parallel`). ``global_batch``: samples per step; ``seq_len``:
     tokens per sample; ``dtype``: ``"bfloat16"`` or ``"fp8"``; ``recompute``:
     ``"none"``, ``"selective"``, ``"full"`` or ``"auto"``; ``optimizer``:
     ``"adamw"``, ``"adam"`` or ``"sgd"``.
@@ -194,7 +208,7 @@ def whatif(model, rack, *, parallel=None, global_batch: int, seq_len: int, dtype
     _check(global_batch, seq_len, dtype, recompute, optimizer)
     blocks = model_blocks(model)
     spec = rack if hasattr(rack, "domains") else devices.parse_rack(rack)
-    pricer = CommPricer(spec)
+    pricer = pricer_for(spec)
     if isinstance(parallel, str):
         if parallel != "search":
             raise ValueError(f"parallel: expected a dict or 'search', got {parallel!r}")
@@ -205,10 +219,16 @@ def whatif(model, rack, *, parallel=None, global_batch: int, seq_len: int, dtype
         if found.best is None:
             raise ValueError(found.message())
         return found.best
-    par = Parallel.from_mapping(parallel)
+    if parallel is None:
+        from interop.planning.search import default_parallel
+
+        par = default_parallel(blocks, spec, global_batch=global_batch, seq_len=seq_len, optimizer=optimizer)
+    else:
+        par = Parallel.from_mapping(parallel)
     result, used = run_config(blocks, spec, par, global_batch=global_batch, seq_len=seq_len, dtype=dtype,
                               recompute=recompute, optimizer=optimizer, pricer=pricer)
     est = estimate_from_result(result, spec, used, dtype=dtype, model=blocks.name)
+    _attach(est, blocks=blocks, spec=spec, parallel_obj=par, recompute=recompute)
     if not est.fits:
         from interop.planning.search import advice
 

@@ -1,0 +1,208 @@
+"""The fastest homogeneous configuration that fits: an exhaustive walk of TP x PP x VP x CP x EP x microbatch x FSDP.
+
+:func:`candidates` lists every configuration the model and the rack allow (TP
+dividing the heads, the MLP width and every fast domain; PP x VP dividing the
+layers, with or without the embedding and head counted; CP dividing the
+sequence; EP dividing the experts; DP the largest count the chips and the
+global batch allow). :func:`search` runs the step model on each (a progress bar
+on a terminal), skipping at once those whose weights and optimizer state alone
+overflow a chip, and keeps the fastest one that fits. :func:`advice` is what a
+configuration that does not fit is told.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from interop.planning.blocks import ModelBlocks
+from interop.planning.comm import CommPricer, pricer_for
+from interop.planning.parallel import Parallel
+from interop.planning.profile import Shard
+
+TP_DEGREES = (1, 2, 4, 8, 16, 32, 64)
+PP_LIMIT = 64
+VP_DEGREES = (1, 2, 4, 8)
+CP_DEGREES = (1, 2, 4, 8)
+MICROBATCHES = (1, 2, 4)
+
+
+@dataclass
+class SearchResult:
+    """What a search found (every figure modelled)."""
+
+    best: Any = None
+    """The fastest fitting :class:`~interop.planning.whatif.StepEstimate`, or None."""
+    evaluated: int = 0
+    """Configurations the step model ran."""
+    skipped: int = 0
+    """Configurations dropped before the step model: weights and optimizer state alone overflow a chip."""
+    rejected: list[tuple[dict, str]] = field(default_factory=list)
+    """(configuration, reason) of candidates the step model refused."""
+    ranking: list[tuple[float, bool, dict]] = field(default_factory=list)
+    """(seconds, fits, configuration) of every evaluated candidate, fastest first."""
+    smallest_need: int = 0
+    """The least modelled memory per chip any evaluated configuration needed."""
+    capacity: int = 0
+
+    def message(self) -> str:
+        """Why nothing was found."""
+        if self.best is not None:
+            return ""
+        if not self.evaluated:
+            reasons = "; ".join(sorted({r for _, r in self.rejected})[:3])
+            return (f"search: no configuration of this model fits the rack's chips ({self.skipped} skipped for "
+                    f"weights and optimizer state alone){': ' + reasons if reasons else ''}")
+        return (f"search: none of {self.evaluated} configurations fits: the least memory any needs is "
+                f"{self.smallest_need / 1e9:,.1f} GB per chip, the chips have {self.capacity / 1e9:,.1f} GB")
+
+
+def _divisors(n: int, limit: int) -> list[int]:
+    return [d for d in range(1, min(n, limit) + 1) if n % d == 0]
+
+
+def candidates(blocks: ModelBlocks, spec, *, global_batch: int, seq_len: int) -> list[Parallel]:
+    """Every homogeneous configuration of ``blocks`` on ``spec`` (see the module doc)."""
+    n = len(spec)
+    domain = min(d.count for d in spec.domains)
+    layers = len(blocks.layers)
+    with_ends = len(blocks)
+    pps = sorted(set(_divisors(layers, PP_LIMIT)) | set(_divisors(with_ends, PP_LIMIT)))
+    experts = getattr(blocks, "experts", 0)
+    out = []
+    for tp in TP_DEGREES:
+        if tp > domain or domain % tp:
+            continue
+        try:
+            blocks.check_shard(Shard(seq_len=seq_len, tp=tp))
+        except ValueError:
+            continue
+        for cp in CP_DEGREES:
+            if seq_len % cp or (cp > 1 and seq_len // cp < 2048):
+                continue
+            for pp in pps:
+                for vp in VP_DEGREES:
+                    virtual = pp * vp
+                    if vp > 1 and (pp == 1 or (layers % virtual and with_ends % virtual)):
+                        continue
+                    if layers % virtual and with_ends % virtual:
+                        continue
+                    cell = tp * cp * pp
+                    if cell > n:
+                        continue
+                    for mbs in MICROBATCHES:
+                        if global_batch % mbs:
+                            continue
+                        most = min(n // cell, global_batch // mbs)
+                        dp = max((d for d in range(most, 0, -1) if (global_batch // mbs) % d == 0), default=0)
+                        if not dp:
+                            continue
+                        if vp > 1 and (global_batch // (mbs * dp)) % pp:
+                            continue  # the interleaved schedule needs microbatches in groups of pp
+                        eps = [1] if not experts else [e for e in _divisors(experts, dp) if dp % e == 0]
+                        for ep in eps:
+                            for fsdp in (False, True):
+                                if fsdp and dp == 1:
+                                    continue
+                                out.append(Parallel(tp=tp, pp=pp, cp=cp, vp=vp, ep=ep, dp=dp, microbatch=mbs,
+                                                    fsdp=fsdp))
+    return out
+
+
+def _static_bytes(blocks: ModelBlocks, par: Parallel, seq_len: int, optimizer: str) -> float:
+    """Weights, gradients and optimizer state per chip on the most loaded stage (no activations)."""
+    from interop.planning.step import GRAD_DTYPES, OPTIMIZERS
+
+    # The shard the step model will trace anyway (its parameter counts do not depend on the tokens).
+    shard = Shard(microbatch=par.microbatch, seq_len=seq_len, tp=par.tp, cp=par.cp, ep=par.ep)
+    per_block = [blocks.profile(i, shard) for i in range(len(blocks))]
+    params = sum(p.params for p in per_block)
+    _, master, state = OPTIMIZERS[optimizer]
+    z, dp = par.zero_stage, par.dp or 1
+    shard_of = {0: (1, 1, 1), 1: (1, 1, dp), 2: (1, dp, dp), 3: (dp, dp, dp)}[z]
+    per_chip = params / par.pp * (2 / shard_of[0] + GRAD_DTYPES["bfloat16"] / shard_of[1]
+                                  + (master + state) / shard_of[2])
+    return per_chip
+
+
+def search(blocks: ModelBlocks, spec, *, global_batch: int, seq_len: int, dtype: str = "bfloat16",
+           recompute: str = "auto", optimizer: str = "adamw", pricer: CommPricer | None = None,
+           progress: bool | None = None, limit: int | None = None) -> SearchResult:
+    """The fastest fitting configuration (see the module doc). ``progress``: None shows a bar on a terminal."""
+    from tqdm import tqdm
+
+    from interop.planning.whatif import estimate_from_result, run_config
+
+    pricer = pricer or pricer_for(spec)
+    found = SearchResult()
+    cands = candidates(blocks, spec, global_batch=global_batch, seq_len=seq_len)
+    if limit is not None:
+        cands = cands[:limit]
+    capacity = min(spec.slot(0).capacity, spec.slot(len(spec) - 1).capacity)
+    found.capacity = capacity
+    best_seconds = float("inf")
+    bar = tqdm(cands, desc=f"searching {blocks.name} on {spec.name}", unit="config",
+               disable=(not progress) if progress is not None else None, leave=False)
+    for par in bar:
+        if _static_bytes(blocks, par, seq_len, optimizer) > capacity:
+            found.skipped += 1
+            continue
+        try:
+            result, used = run_config(blocks, spec, par, global_batch=global_batch, seq_len=seq_len, dtype=dtype,
+                                      recompute=recompute, optimizer=optimizer, pricer=pricer)
+        except ValueError as error:
+            found.rejected.append((par.as_dict(), str(error)))
+            continue
+        found.evaluated += 1
+        fits = all(s.memory.fits for s in result.stages)
+        need = max(s.memory.total for s in result.stages)
+        found.smallest_need = need if not found.smallest_need else min(found.smallest_need, need)
+        found.ranking.append((result.seconds, fits, used))
+        if fits and result.seconds < best_seconds:
+            best_seconds = result.seconds
+            found.best = estimate_from_result(result, spec, used, dtype=dtype, model=blocks.name)
+            found.best.__dict__.update(_blocks=blocks, _spec=spec, _parallel_obj=par, _recompute=recompute)
+            bar.set_postfix_str(f"best {best_seconds:.3f} s/step (modelled)")
+    found.ranking.sort(key=lambda r: r[0])
+    return found
+
+
+DEFAULT_HEADROOM = 0.6
+"""parallel=None keeps weights, gradients and optimizer state under this share of a chip's memory."""
+
+
+def default_parallel(blocks: ModelBlocks, spec, *, global_batch: int, seq_len: int, optimizer: str) -> Parallel:
+    """The least model parallelism whose weights, gradients and optimizer state leave room for activations:
+    ZeRO-1 data parallel, then tensor parallel inside the fast domain (up to 8), then pipeline stages."""
+    capacity = min(spec.slot(0).capacity, spec.slot(len(spec) - 1).capacity)
+    plain = [c for c in candidates(blocks, spec, global_batch=global_batch, seq_len=seq_len)
+             if c.cp == 1 and c.vp == 1 and c.ep == 1 and c.microbatch == 1 and not c.fsdp]
+    if not plain:
+        raise ValueError(f"parallel: no configuration of {blocks.name} divides {spec.name} with a global batch of "
+                         f"{global_batch}")
+    plain.sort(key=lambda c: (c.tp * c.pp, c.pp, c.tp))
+    for c in plain:
+        if c.tp <= 8 or c.pp > 1:
+            if _static_bytes(blocks, c, seq_len, optimizer) <= DEFAULT_HEADROOM * capacity:
+                return c
+    return plain[-1]
+
+
+def advice(blocks: ModelBlocks, spec, est, *, global_batch: int, seq_len: int, dtype: str, optimizer: str,
+           pricer: CommPricer | None = None) -> str:
+    """For an estimate that does not fit: the memory it needs per chip and the largest fitting alternative."""
+    mem = est.memory_per_chip
+    text = (f"needs {mem.total / 1e9:,.1f} GB per chip (weights {mem.weights / 1e9:,.1f}, gradients "
+            f"{mem.gradients / 1e9:,.1f}, optimizer {mem.optimizer / 1e9:,.1f}, activations "
+            f"{mem.activations / 1e9:,.1f}) of {mem.capacity / 1e9:,.1f} GB")
+    found = search(blocks, spec, global_batch=global_batch, seq_len=seq_len, dtype=dtype, recompute="auto",
+                   optimizer=optimizer, pricer=pricer, progress=False)
+    if found.best is not None:
+        from interop.planning.report import configuration
+
+        return text + (f"; the fastest configuration that fits: {configuration(found.best.parallel)} "
+                       f"({found.best.seconds:,.3f} s/step modelled)")
+    return text + f"; {found.message().removeprefix('search: ')}"
+
+
+__all__ = ["DEFAULT_HEADROOM", "SearchResult", "advice", "candidates", "default_parallel", "search"]
