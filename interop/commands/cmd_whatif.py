@@ -13,6 +13,9 @@ NAME = "whatif"
 HELP = "model a training step of a model on a rack (modelled: time, memory, energy, cost, breakdown)"
 ORDER = 60
 
+DEFAULT_BATCH_TOKENS = 16 * 2**20
+"""Tokens per step when --gbs is not given: Llama 3 405B's 16M-token batch (The Llama 3 Herd of Models, 3.4.1)."""
+
 
 def add_arguments(parser) -> None:
     parser.add_argument("--model", required=True, help="a preset (llama3-8b, llama3-70b, llama3.1-405b, "
@@ -30,7 +33,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--mbs", "--microbatch", dest="microbatch", type=int, default=None,
                         help="samples per microbatch per replica")
     parser.add_argument("--gbs", "--global-batch", dest="gbs", type=int, default=None,
-                        help="samples per step (default: 1024)")
+                        help="samples per step (default: 16M tokens, Llama 3 405B's batch: 2,048 x 8,192)")
     parser.add_argument("--seq", type=int, default=8192, help="tokens per sample")
     parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "fp8"])
     parser.add_argument("--recompute", default="auto", help="none, selective, full, full:K or auto")
@@ -62,7 +65,7 @@ def main(args) -> int:
     if args.search and _parallel(args):
         raise ValueError("--search chooses tp/pp/cp/ep/vp/dp/fsdp/zero/mbs itself; drop those options")
     parallel = "search" if args.search else _parallel(args)
-    gbs = args.gbs or 1024
+    gbs = args.gbs or max(1, DEFAULT_BATCH_TOKENS // args.seq)
     estimates, failures = [], []
     for rack in racks:
         try:

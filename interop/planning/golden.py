@@ -71,7 +71,11 @@ ROWS: tuple[GoldenRow, ...] = (
 """The six rows of issue 11 (reference/planning.md)."""
 
 FIT_SYSTEM = "DGX-H100"
-"""The rows the step efficiencies are fitted to; the others test them."""
+"""The rows the GPU family's step efficiencies are fitted to."""
+
+KIND_FIT_ROW = 3
+"""Index in :data:`ROWS` of the row GB200's own FP8 GEMM factor is fitted to (Llama3 8B on 8 GB200: the
+row least confounded by communication); the other two GB200 rows test it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +109,14 @@ def evaluate(rows: Iterable[GoldenRow] = ROWS) -> list[Outcome]:
     return out
 
 
+def _role(row: GoldenRow) -> str:
+    if row.system == FIT_SYSTEM:
+        return "fit (GPU family)"
+    if row == ROWS[KIND_FIT_ROW]:
+        return "fit (gb200 FP8 GEMMs)"
+    return "test"
+
+
 def table(outcomes: Sequence[Outcome]) -> str:
     """Published vs modelled, error per row (Markdown)."""
     lines = ["| model | GPUs | system | TP | PP | CP | VP | FSDP | published tok/s/GPU | modelled tok/s/GPU | error "
@@ -115,7 +127,7 @@ def table(outcomes: Sequence[Outcome]) -> str:
         lines.append(f"| {r.model} | {r.gpus:,} | {r.system} | {r.tp} | {r.pp} | {r.cp} | {r.vp if r.vp > 1 else '-'} "
                      f"| {int(r.fsdp)} | {r.tokens_per_gpu:,.0f} | {o.tokens_per_gpu:,.0f} | {o.error:+.1%} | "
                      f"{r.tflops_per_gpu:,.0f} | {o.estimate.model_tflops_per_chip:,.0f} | "
-                     f"{'fit' if r.system == FIT_SYSTEM else 'test'} |")
+                     f"{_role(r)} |")
     errors = [abs(o.error) for o in outcomes]
     lines.append("")
     lines.append(f"median absolute error {statistics.median(errors):.1%}, largest {max(errors):.1%} "
@@ -123,7 +135,8 @@ def table(outcomes: Sequence[Outcome]) -> str:
     return "\n".join(lines)
 
 
-def _efficiency(values: dict[str, float], rows: Sequence[GoldenRow]) -> StepEfficiency:
+def _efficiency(values: dict[str, float], rows: Sequence[GoldenRow], family: str = "gpu",
+                base: StepEfficiency | None = None) -> StepEfficiency:
     fitted_to = ", ".join(f"{r.model} on {r.gpus} {r.system}" for r in rows)
     notes = {
         "matmul_fp8": "factor on FP8 GEMM time (the cost model prices FP8 GEMMs at the BF16-calibrated fraction "
@@ -135,7 +148,9 @@ def _efficiency(values: dict[str, float], rows: Sequence[GoldenRow]) -> StepEffi
     figs = {k: Figure(v, "", f"fitted to Megatron-Bridge tokens/s/GPU ({fitted_to}); {SOURCE}", "calibrated",
                       f"{notes[k]}; least squares on log(modelled/published) over the fit rows only")
             for k, v in values.items()}
-    return StepEfficiency(family="gpu", **figs)
+    if base is not None:
+        return replace(base, family=family, **figs)
+    return StepEfficiency(family=family, **figs)
 
 
 FIT_GRID = {
@@ -152,10 +167,35 @@ FIT_START = {"matmul_fp8": 1.3, "attention": 0.6, "overlap": 0.5}
 """Where the coordinate search starts."""
 
 
-def fit_loss(values: dict[str, float], rows: Sequence[GoldenRow]) -> float:
-    """Sum over ``rows`` of log(modelled / published) squared, with ``values`` as the GPU efficiencies."""
-    with use({"gpu": _efficiency(values, rows)}):
+def fit_loss(values: dict[str, float], rows: Sequence[GoldenRow], kind: str | None = None,
+             family: StepEfficiency | None = None) -> float:
+    """Sum over ``rows`` of log(modelled / published) squared, with ``values`` as the GPU family's
+    efficiencies (or, with ``kind``, as that kind's over ``family``'s)."""
+    table = ({"gpu": _efficiency(values, rows)} if kind is None else
+             {"gpu": family, kind: _efficiency(values, rows, kind, family)})
+    with use(table):
         return sum(math.log1p(o.error) ** 2 for o in evaluate(rows))
+
+
+KIND_GRID = {"matmul_fp8": [round(1.0 + 0.05 * i, 2) for i in range(0, 21)]}
+"""The GB200 parameter fitted (its FP8 GEMMs against the Hopper-fitted family factor) and its values."""
+
+
+def fit_kind(family: StepEfficiency, kind: str = "gb200", rows: Sequence[GoldenRow] | None = None,
+             grid: dict[str, list[float]] | None = None) -> tuple[StepEfficiency, float]:
+    """One kind's own factors over its family's, fitted to ``rows`` (default: :data:`KIND_FIT_ROW`)."""
+    rows = [ROWS[KIND_FIT_ROW]] if rows is None else list(rows)
+    grid = grid or KIND_GRID
+    import itertools
+
+    best = None
+    names = list(grid)
+    for values in itertools.product(*(grid[n] for n in names)):
+        trial = dict(zip(names, values))
+        loss = fit_loss(trial, rows, kind, family)
+        if best is None or loss < best[0] - 1e-12:
+            best = (loss, trial)
+    return _efficiency(best[1], rows, kind, family), best[0]
 
 
 def fit(rows: Sequence[GoldenRow] | None = None, grid: dict[str, list[float]] | None = None,

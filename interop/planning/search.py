@@ -172,20 +172,22 @@ DEFAULT_HEADROOM = 0.6
 
 
 def default_parallel(blocks: ModelBlocks, spec, *, global_batch: int, seq_len: int, optimizer: str) -> Parallel:
-    """The least model parallelism whose weights, gradients and optimizer state leave room for activations:
-    ZeRO-1 data parallel, then tensor parallel inside the fast domain (up to 8), then pipeline stages."""
+    """A configuration without searching: of the plain ones (ZeRO-1, no CP/VP/EP, microbatch 1) whose
+    weights, gradients and optimizer state leave room for activations and whose pipeline gets at least
+    twice as many microbatches as stages, the one using the most chips, then the least model parallel."""
     capacity = min(spec.slot(0).capacity, spec.slot(len(spec) - 1).capacity)
     plain = [c for c in candidates(blocks, spec, global_batch=global_batch, seq_len=seq_len)
              if c.cp == 1 and c.vp == 1 and c.ep == 1 and c.microbatch == 1 and not c.fsdp]
     if not plain:
         raise ValueError(f"parallel: no configuration of {blocks.name} divides {spec.name} with a global batch of "
                          f"{global_batch}")
-    plain.sort(key=lambda c: (c.tp * c.pp, c.pp, c.tp))
-    for c in plain:
-        if c.tp <= 8 or c.pp > 1:
-            if _static_bytes(blocks, c, seq_len, optimizer) <= DEFAULT_HEADROOM * capacity:
-                return c
-    return plain[-1]
+
+    def rank(c: Parallel):
+        microbatches = global_batch // (c.microbatch * c.dp)
+        return (microbatches >= 2 * c.pp or c.pp == 1, c.dp * c.tp * c.pp, -c.tp * c.pp, -c.pp)
+
+    fitting = [c for c in plain if _static_bytes(blocks, c, seq_len, optimizer) <= DEFAULT_HEADROOM * capacity]
+    return max(fitting or plain, key=rank)
 
 
 def advice(blocks: ModelBlocks, spec, est, *, global_batch: int, seq_len: int, dtype: str, optimizer: str,
