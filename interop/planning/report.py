@@ -24,13 +24,16 @@ def configuration(parallel: dict) -> str:
     parts = [f"tp {p['tp']}", f"pp {p['pp']}" + (f" (vp {p['vp']})" if p.get("vp", 1) > 1 else ""), f"cp {p['cp']}"]
     if p.get("ep", 1) > 1:
         parts.append(f"ep {p['ep']}")
-    parts.append(f"dp {p['dp']}")
+    dp = p["dp"]
+    parts.append(f"dp {'/'.join(map(str, dp)) if isinstance(dp, (list, tuple)) else dp}")
     text = " x ".join(parts)
     text += ", fsdp" if p.get("fsdp") else f", zero {p.get('zero', 1)}"
     text += f", microbatch {p['microbatch']} x {p.get('microbatches', '?')}"
     rc = p.get("recompute")
     if rc:
         text += f", recompute {'/'.join(rc) if isinstance(rc, (list, tuple)) else rc}"
+    if p.get("stages"):
+        text += f"; stages {', '.join(p['stages'])}"
     if p.get("idle_chips"):
         text += f", {p['idle_chips']:,} chips idle"
     return text

@@ -204,7 +204,29 @@ def advice(blocks: ModelBlocks, spec, est, *, global_batch: int, seq_len: int, d
 
         return text + (f"; the fastest configuration that fits: {configuration(found.best.parallel)} "
                        f"({found.best.seconds:,.3f} s/step modelled)")
-    return text + f"; {found.message().removeprefix('search: ')}"
+    text += f"; {found.message().removeprefix('search: ')}"
+    smaller = largest_fitting_preset(spec, seq_len=seq_len, optimizer=optimizer, below=blocks.parameters())
+    if smaller:
+        text += f"; the largest preset that fits these {len(spec):,} chips (fully sharded): {smaller}"
+    return text
 
 
-__all__ = ["DEFAULT_HEADROOM", "SearchResult", "advice", "candidates", "default_parallel", "search"]
+def largest_fitting_preset(spec, *, seq_len: int, optimizer: str, below: int) -> str | None:
+    """The largest preset model, smaller than ``below`` parameters, whose weights, gradients and optimizer
+    state fully sharded over the whole rack leave room for activations (None when none does)."""
+    from interop.planning.model_presets import model_blocks, model_presets
+    from interop.planning.step import GRAD_DTYPES, OPTIMIZERS
+
+    capacity = min(spec.slot(0).capacity, spec.slot(len(spec) - 1).capacity)
+    _, master, state = OPTIMIZERS[optimizer]
+    best = None
+    for name in model_presets():
+        params = model_blocks(name).parameters()
+        per_chip = params * (2 + GRAD_DTYPES["bfloat16"] + master + state) / len(spec)
+        if params < below and per_chip <= DEFAULT_HEADROOM * capacity and (best is None or params > best[1]):
+            best = (name, params)
+    return best[0] if best else None
+
+
+__all__ = ["DEFAULT_HEADROOM", "SearchResult", "advice", "candidates", "default_parallel", "largest_fitting_preset",
+           "search"]

@@ -156,10 +156,14 @@ def _check(global_batch: int, seq_len: int, dtype: str, recompute: str, optimize
 def run_config(blocks: ModelBlocks, spec, par: Parallel, *, global_batch: int, seq_len: int, dtype: str,
                recompute: str, optimizer: str, pricer: CommPricer | None = None,
                record: bool = False) -> tuple[StepResult, dict[str, Any]]:
-    """The step model for one homogeneous configuration: (result, the configuration as a dict).
+    """The step model for one configuration: (result, the configuration as a dict).
 
     Without ``par.dp``, dp is the most replicas the chips left over allow that also split the global batch
-    into whole microbatches (the remaining chips idle, reported as ``idle_chips``)."""
+    into whole microbatches (the remaining chips idle, reported as ``idle_chips``). On a rack mixing chip
+    kinds, one stage per kind (:func:`~interop.planning.parallel.kind_stages`)."""
+    if len(spec.counts()) > 1:
+        return _run_mixed(blocks, spec, par, global_batch=global_batch, seq_len=seq_len, dtype=dtype,
+                          recompute=recompute, optimizer=optimizer, pricer=pricer, record=record)
     if par.dp is None:
         cell = par.tp * par.cp * par.pp
         most = len(spec) // cell
@@ -185,6 +189,32 @@ def run_config(blocks: ModelBlocks, spec, par: Parallel, *, global_batch: int, s
     used = par.as_dict()
     used.update(zero=par.zero_stage, schedule=par.schedule, microbatches=microbatches,
                 recompute=sorted({s.recompute for s in result.stages}), idle_chips=idle)
+    return result, used
+
+
+def _run_mixed(blocks: ModelBlocks, spec, par: Parallel, *, global_batch: int, seq_len: int, dtype: str,
+               recompute: str, optimizer: str, pricer, record: bool) -> tuple[StepResult, dict[str, Any]]:
+    from interop.planning.parallel import kind_stages
+
+    if par.pp != 1 or par.vp != 1 or par.dp is not None or par.ep != 1:
+        raise ValueError("parallel: on a rack mixing chip kinds the what-if makes one pipeline stage per kind; "
+                         "pp, vp, dp and ep are not accepted there (give tp, cp, fsdp, zero, microbatch)")
+    stages = kind_stages(blocks, spec, par, seq_len=seq_len, dtype=dtype)
+    dps = [s.dp for s in stages]
+    microbatches = next((m for m in range(global_batch, 0, -1)
+                         if all(global_batch % (m * d) == 0 and global_batch // (m * d) >= par.microbatch
+                                for d in dps)), None)
+    if microbatches is None:
+        raise ValueError(f"global_batch: {global_batch} samples do not split evenly over the stages' data-parallel "
+                         f"replicas {dps}")
+    config = StepConfig(global_batch=global_batch, seq_len=seq_len, microbatches=microbatches, schedule="1f1b",
+                        dtype=dtype, recompute=recompute, optimizer=optimizer, zero=par.zero_stage, record=record)
+    result = step_model(blocks, stages, spec, config, pricer=pricer)
+    used = par.as_dict()
+    used.update(pp=len(stages), dp=dps, zero=par.zero_stage, schedule="1f1b", microbatches=microbatches,
+                recompute=sorted({s.recompute for s in result.stages}),
+                stages=[f"{s.kind}: blocks {s.chunks[0].start}-{s.chunks[0].stop - 1}" for s in stages],
+                idle_chips=len(spec) - sum(len(s.slots) for s in stages))
     return result, used
 
 
@@ -219,7 +249,9 @@ def whatif(model, rack, *, parallel=None, global_batch: int, seq_len: int, dtype
         if found.best is None:
             raise ValueError(found.message())
         return found.best
-    if parallel is None:
+    if parallel is None and len(spec.counts()) > 1:
+        par = Parallel()
+    elif parallel is None:
         from interop.planning.search import default_parallel
 
         par = default_parallel(blocks, spec, global_batch=global_batch, seq_len=seq_len, optimizer=optimizer)
