@@ -88,6 +88,12 @@ class StepConfig:
     """Gradient buffer and reduction dtype: ``bfloat16`` or ``float32``."""
     calibrated: bool = True
     """Apply the fitted step efficiencies (False: the per-op cost model alone)."""
+    state_bytes: int | None = None
+    """Optimizer state bytes per parameter (None: the optimizer's float32 state, :data:`OPTIMIZERS`). torch's
+    optimizers keep their state in the parameters' dtype: 2 x 2 bytes for AdamW on bfloat16 parameters."""
+    master_weights: bool = True
+    """The optimizer keeps a float32 master copy of the parameters (mixed precision). False for a model
+    trained in float32, whose parameters are their own master copy (a live plan of a float32 model)."""
     record: bool = False
     """Keep every schedule action's times in :attr:`StepResult.events` (for plots)."""
 
@@ -457,7 +463,8 @@ def step_model(blocks: ModelBlocks, stages: Sequence[Stage], rack, config: StepC
 
         def attempt(mode):
             modes = [_recompute_modes(ch, lp, mode) for ch, lp in zip(chunks, layer_pos)]
-            memory, inflight = _memory(stage, chunks, modes, frontier, config, grad_bytes, fsdp is not None, spec)
+            memory, inflight = _memory(stage, chunks, modes, frontier, config, grad_bytes, fsdp is not None, spec,
+                                       receives=s > 0 or len(stage.chunks) > 1)
             return mode, modes, memory, inflight
 
         if asked != "auto":
@@ -525,6 +532,7 @@ def step_model(blocks: ModelBlocks, stages: Sequence[Stage], rack, config: StepC
         busy = sim.busy[s] + max(0.0, dp_tail - sim.finish[s]) + param_gather
         results.append(dict(stage=stage, mb=mb, mode=mode, memory=memory, inflight=inflight, exposed=exposed,
                             compute=compute, busy=busy, opt=opt, chunks=chunks))
+    _tied_reduction(blocks, stages, pricer, ends, results)
     step_end = max(ends)
     crit = max(range(p), key=lambda s: (ends[s], results[s]["busy"]))
 
@@ -608,13 +616,17 @@ def _saved(profile: BlockProfile, mode: str) -> int:
 
 
 def _memory(stage: Stage, chunks: list[_Chunk], modes: list[list[str]], frontier, config: StepConfig,
-            grad_bytes: int, fsdp: bool, spec) -> tuple[Memory, tuple[int, ...]]:
+            grad_bytes: int, fsdp: bool, spec, receives: bool = False) -> tuple[Memory, tuple[int, ...]]:
     dp, ep = stage.dp, stage.ep
     dense = sum(pr.params - pr.expert_params for ch in chunks for pr in ch.profiles)
     expert = sum(pr.expert_params for ch in chunks for pr in ch.profiles)
     param_bytes = sum(pr.param_bytes for ch in chunks for pr in ch.profiles)
     per_param = param_bytes / max(1, dense + expert)
     _, master, state = OPTIMIZERS[config.optimizer]
+    if not config.master_weights:
+        master = 0
+    if config.state_bytes is not None:
+        state = config.state_bytes
     z = config.zero
     edp = max(1, dp // ep)
     shard_w = (lambda n, d: n / d) if z >= 3 else (lambda n, d: n)
@@ -628,8 +640,11 @@ def _memory(stage: Stage, chunks: list[_Chunk], modes: list[list[str]], frontier
     transient = 0.0
     for ch, cm in zip(chunks, modes):
         for pr, md in zip(ch.profiles, cm):
+            transient = max(transient, pr.workspace)  # the running block's temporaries, where measured
             if md != "none":  # a recomputed block's activations exist again during its backward
                 transient = max(transient, _saved(pr, "none") - _saved(pr, md))
+    if receives:  # the gradient of the stage's input, held until the previous stage takes it (a send buffer)
+        transient += max(ch.profiles[0].input_bytes for ch in chunks)
     if fsdp:  # the gathered parameters (and gradients) of the block running and the one prefetched
         largest = max(pr.param_bytes for ch in chunks for pr in ch.profiles)
         transient += 2 * largest + max(pr.params for ch in chunks for pr in ch.profiles) * grad_bytes
@@ -672,6 +687,28 @@ def _data_parallel(stage: Stage, chunks: list[_Chunk], last_backward, finish: fl
         else:
             gather = sum(per_block)
     return tail, gather
+
+
+def _tied_reduction(blocks: ModelBlocks, stages: Sequence[Stage], pricer: CommPricer, ends: list[float],
+                    results: list[dict]) -> None:
+    """Parameters several stages hold (an embedding tied to the LM head, ``blocks.tied_parameters()``: name ->
+    (bytes, holding blocks)): their gradients are summed over every holder's slots after the holders' last
+    backward and data-parallel reduction, before their optimizers."""
+    tied = getattr(blocks, "tied_parameters", None)
+    if tied is None:
+        return
+    for nbytes, holders in tied().values():
+        ids = [s for s, st in enumerate(stages) if any(b in st.blocks for b in holders)]
+        if len(ids) < 2:
+            continue
+        group = tuple(slot for s in ids for slot in stages[s].slots)
+        seconds = pricer.seconds("all_reduce", nbytes, group)
+        start = max(ends[s] - results[s]["opt"] for s in ids)
+        for s in ids:
+            waited = start + seconds - (ends[s] - results[s]["opt"])
+            ends[s] += waited
+            results[s]["exposed"]["dp"] += waited
+            results[s]["busy"] += seconds
 
 
 def _optimizer_seconds(stage: Stage, chunks: list[_Chunk], config: StepConfig) -> float:
