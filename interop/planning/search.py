@@ -1,12 +1,13 @@
-"""The fastest homogeneous configuration that fits: an exhaustive walk of TP x PP x VP x CP x EP x microbatch x FSDP.
+"""The fastest homogeneous configuration that fits: a branch-and-bound walk of TP x PP x VP x CP x EP x microbatch x FSDP.
 
 :func:`candidates` lists every configuration the model and the rack allow (TP
 dividing the heads, the MLP width and every fast domain; PP x VP dividing the
 layers, with or without the embedding and head counted; CP dividing the
 sequence; EP dividing the experts; DP the largest count the chips and the
-global batch allow). :func:`search` runs the step model on each (a progress bar
-on a terminal), skipping at once those whose weights and optimizer state alone
-overflow a chip, and keeps the fastest one that fits. :func:`advice` is what a
+global batch allow). :func:`search` bounds each from below by its compute, drops
+those whose weights and optimizer state alone overflow a chip, runs the step
+model on the rest in order of the bound until the bound passes the fastest
+fitting step found (a progress bar on a terminal), and keeps that step. :func:`advice` is what a
 configuration that does not fit is told.
 """
 
@@ -35,8 +36,12 @@ class SearchResult:
     """The fastest fitting :class:`~interop.planning.whatif.StepEstimate`, or None."""
     evaluated: int = 0
     """Configurations the step model ran."""
+    considered: int = 0
+    """Configurations the search covered."""
     skipped: int = 0
     """Configurations dropped before the step model: weights and optimizer state alone overflow a chip."""
+    pruned: int = 0
+    """Configurations whose compute lower bound was no better than a fitting step already found."""
     rejected: list[tuple[dict, str]] = field(default_factory=list)
     """(configuration, reason) of candidates the step model refused."""
     ranking: list[tuple[float, bool, dict]] = field(default_factory=list)
@@ -125,10 +130,37 @@ def _static_bytes(blocks: ModelBlocks, par: Parallel, seq_len: int, optimizer: s
     return per_chip
 
 
+def compute_bound(blocks: ModelBlocks, par: Parallel, *, global_batch: int, seq_len: int, dtype: str,
+                  kind: str) -> float:
+    """A lower bound on the step time of ``par`` from compute alone (communication, recompute and waiting
+    only add to it): every stage runs all its microbatches, and the last stage, whose first action is the
+    first microbatch's forward, cannot start before that microbatch went forward through the stages
+    before it."""
+    from interop.planning.block_pricing import Execution, block_cost
+    from interop.planning.parallel import split_layers
+
+    shard = Shard(microbatch=par.microbatch, seq_len=seq_len, tp=par.tp, cp=par.cp, ep=par.ep)
+    execution = Execution(dtype=dtype)
+    costs = [block_cost(blocks.profile(i, shard), kind, execution) for i in range(len(blocks))]
+    chunks = split_layers(blocks, par.pp * par.vp, what="pp" if par.vp == 1 else "vp")
+    fwd = [sum(costs[i].forward for i in c) for c in chunks]   # virtual stage k = chunk c of stage k % pp
+    both = [sum(costs[i].forward + costs[i].backward for i in c) for c in chunks]
+    p = par.pp
+    per_stage = [sum(both[k] for k in range(s, len(chunks), p)) for s in range(p)]
+    microbatches = global_batch // (par.microbatch * (par.dp or 1))
+    last = sum(fwd[k] for k in range(p - 1)) + microbatches * per_stage[p - 1]
+    return max(max(per_stage) * microbatches, last)
+
+
 def search(blocks: ModelBlocks, spec, *, global_batch: int, seq_len: int, dtype: str = "bfloat16",
            recompute: str = "auto", optimizer: str = "adamw", pricer: CommPricer | None = None,
            progress: bool | None = None, limit: int | None = None) -> SearchResult:
-    """The fastest fitting configuration (see the module doc). ``progress``: None shows a bar on a terminal."""
+    """The fastest fitting configuration (see the module doc). ``progress``: None shows a bar on a terminal.
+
+    Branch and bound: every candidate gets a compute lower bound (:func:`compute_bound`) and a memory
+    check; they run through the step model in order of the bound, and those whose bound is no better than
+    the fastest fitting step found are not run (``pruned``): the result is the one an exhaustive run
+    through the step model would give."""
     from tqdm import tqdm
 
     from interop.planning.whatif import estimate_from_result, run_config
@@ -140,12 +172,29 @@ def search(blocks: ModelBlocks, spec, *, global_batch: int, seq_len: int, dtype:
         cands = cands[:limit]
     capacity = min(spec.slot(0).capacity, spec.slot(len(spec) - 1).capacity)
     found.capacity = capacity
+    found.considered = len(cands)
+    kind = spec.slot(0).kind
     best_seconds = float("inf")
-    bar = tqdm(cands, desc=f"searching {blocks.name} on {spec.name}", unit="config",
+    bar = tqdm(total=len(cands), desc=f"searching {blocks.name} on {spec.name}", unit="config",
                disable=(not progress) if progress is not None else None, leave=False)
-    for par in bar:
+    bounded = []
+    for par in cands:
         if _static_bytes(blocks, par, seq_len, optimizer) > capacity:
             found.skipped += 1
+            bar.update()
+            continue
+        try:
+            bound = compute_bound(blocks, par, global_batch=global_batch, seq_len=seq_len, dtype=dtype, kind=kind)
+        except ValueError as error:
+            found.rejected.append((par.as_dict(), str(error)))
+            bar.update()
+            continue
+        bounded.append((bound, par))
+    bounded.sort(key=lambda bp: bp[0])
+    for bound, par in bounded:
+        bar.update()
+        if bound >= best_seconds:
+            found.pruned += 1
             continue
         try:
             result, used = run_config(blocks, spec, par, global_batch=global_batch, seq_len=seq_len, dtype=dtype,
@@ -163,6 +212,7 @@ def search(blocks: ModelBlocks, spec, *, global_batch: int, seq_len: int, dtype:
             found.best = estimate_from_result(result, spec, used, dtype=dtype, model=blocks.name)
             found.best.__dict__.update(_blocks=blocks, _spec=spec, _parallel_obj=par, _recompute=recompute)
             bar.set_postfix_str(f"best {best_seconds:.3f} s/step (modelled)")
+    bar.close()
     found.ranking.sort(key=lambda r: r[0])
     return found
 
@@ -228,5 +278,5 @@ def largest_fitting_preset(spec, *, seq_len: int, optimizer: str, below: int) ->
     return best[0] if best else None
 
 
-__all__ = ["DEFAULT_HEADROOM", "SearchResult", "advice", "candidates", "default_parallel", "largest_fitting_preset",
+__all__ = ["DEFAULT_HEADROOM", "SearchResult", "compute_bound", "advice", "candidates", "default_parallel", "largest_fitting_preset",
            "search"]
