@@ -40,12 +40,18 @@ def configuration(parallel: dict) -> str:
 
 
 def chips_label(estimate) -> str:
-    """``1,048,608 trn3`` (with ``(projected)`` after projected kinds)."""
-    counts: dict[str, int] = {}
+    """``9,216 trn3 (8,192 used)``, with ``(projected)`` after projected kinds."""
+    used: dict[str, int] = {}
     for st in estimate.result.stages:
-        counts[st.kind] = counts.get(st.kind, 0) + len(st.slots)
-    return " + ".join(f"{n:,} {k}" + (" (projected)" if devices.chip(k).projected else "")
-                      for k, n in counts.items())
+        used[st.kind] = used.get(st.kind, 0) + len(st.slots)
+    counts = estimate.__dict__.get("_rack_counts") or used
+    parts = []
+    for kind, n in counts.items():
+        text = f"{n:,} {kind}" + (" (projected)" if devices.chip(kind).projected else "")
+        if used.get(kind, 0) != n:
+            text += f" ({used.get(kind, 0):,} used)"
+        parts.append(text)
+    return " + ".join(parts)
 
 
 def estimate_rows(est) -> list[tuple[str, str]]:

@@ -139,7 +139,7 @@ def estimate_from_result(result: StepResult, spec, parallel: dict[str, Any], *, 
         joules_per_token=power * result.seconds / result.tokens if have_power else None,
         usd_per_million_tokens=price / 3600 * result.seconds / result.tokens * 1e6 if have_price else None,
         breakdown=result.breakdown, parallel=parallel, projected=result.projected)
-    return _attach(est, result=result, model=model, rack=spec.name)
+    return _attach(est, result=result, model=model, rack=spec.name, rack_counts=spec.counts())
 
 
 def _check(global_batch: int, seq_len: int, dtype: str, recompute: str, optimizer: str) -> None:
