@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 
-ALL = ["device", "timeline", "collectives", "scale", "numerics", "compile"]
+ALL = ["device", "timeline", "collectives", "scale", "numerics", "whatif", "compile"]
 
 
 def main() -> None:

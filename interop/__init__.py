@@ -21,16 +21,19 @@ from interop.timelines import TimelineRecord, reset_timeline, set_recording, tim
 from interop.trace import export_trace, gantt
 from interop import numerics
 from interop.numerics import set_numerics
+from interop.planning import StepEstimate, whatif
 
 __version__ = "0.1.0"
 
-register()
-numerics.scaled_mm.register()
-if current_rack() is None:
-    set_rack(Rack.preset("fusion-default"))
+# Without the compiled extension the device is not registered; the pure-Python parts
+# (catalogue, cost model, what-ifs) still import (interop._backend.MissingExtension).
+if register():
+    numerics.scaled_mm.register()
+    if current_rack() is None:
+        set_rack(Rack.preset("fusion-default"))
 
 __all__ = [
-    "DEVICE_TYPE", "Rack", "RackDevice", "RunReport", "TimelineRecord", "__version__", "current_rack", "export_trace",
-    "gantt", "numerics", "presets", "report", "reset_timeline", "set_numerics", "set_rack", "set_recording",
-    "timeline",
+    "DEVICE_TYPE", "Rack", "RackDevice", "RunReport", "StepEstimate", "TimelineRecord", "__version__", "current_rack",
+    "export_trace", "gantt", "numerics", "presets", "report", "reset_timeline", "set_numerics", "set_rack",
+    "set_recording", "timeline", "whatif",
 ]
