@@ -10,6 +10,7 @@
 #include <ATen/ops/from_blob.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/TensorImpl.h>
+#include <c10/util/SmallVector.h>
 
 #include <cstring>
 
@@ -41,6 +42,39 @@ void cover_geometry(const at::Tensor& self) {
   c10::StorageImpl* storage = impl->storage().unsafeGetStorageImpl();
   if (needed > storage->nbytes()) resize_storage_bytes(storage, needed);
 }
+
+// Puts a tensor's storage and geometry back unless committed. The kernels
+// below change the geometry first and grow the storage to cover it second;
+// when growing fails (out of memory on the slot) the tensor must be exactly
+// as it was, not a larger shape over the old bytes.
+class GeometryRollback {
+ public:
+  explicit GeometryRollback(c10::TensorImpl* impl)
+      : impl_(impl),
+        storage_(impl->storage()),
+        sizes_(impl->sizes().begin(), impl->sizes().end()),
+        strides_(impl->strides().begin(), impl->strides().end()),
+        offset_(impl->storage_offset()) {}
+  GeometryRollback(const GeometryRollback&) = delete;
+  GeometryRollback& operator=(const GeometryRollback&) = delete;
+
+  ~GeometryRollback() {
+    if (impl_ == nullptr) return;
+    if (impl_->storage().unsafeGetStorageImpl() != storage_.unsafeGetStorageImpl()) {
+      impl_->set_storage_keep_dtype(storage_);
+    }
+    impl_->set_sizes_and_strides(sizes_, strides_, offset_);
+  }
+
+  void commit() { impl_ = nullptr; }
+
+ private:
+  c10::TensorImpl* impl_;
+  c10::Storage storage_;
+  c10::SmallVector<int64_t, 5> sizes_;
+  c10::SmallVector<int64_t, 5> strides_;
+  int64_t offset_;
+};
 
 } // namespace
 
@@ -89,12 +123,14 @@ void resize_storage_bytes(c10::StorageImpl* storage, size_t nbytes) {
 const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
                           std::optional<c10::MemoryFormat> memory_format) {
   c10::TensorImpl* impl = self.unsafeGetTensorImpl();
+  GeometryRollback rollback(impl);
   if (impl->sizes() != size || memory_format.has_value()) {
     impl->set_sizes_contiguous(size);
     const auto format = memory_format.value_or(c10::MemoryFormat::Contiguous);
     if (format != c10::MemoryFormat::Preserve) impl->empty_tensor_restride(format);
   }
   cover_geometry(self);
+  rollback.commit();
   return self;
 }
 
@@ -106,9 +142,11 @@ at::Tensor& set_storage_offset_(at::Tensor& self, c10::Storage source, int64_t s
               "\".  This is no longer allowed; the devices must match.");
   TORCH_CHECK(storage_offset >= 0, "Tensor: invalid storage offset ", storage_offset);
   c10::TensorImpl* impl = self.unsafeGetTensorImpl();
+  GeometryRollback rollback(impl);
   if (!self.storage().is_alias_of(source)) impl->set_storage_keep_dtype(std::move(source));
   impl->set_sizes_and_strides(size, stride, storage_offset);
   cover_geometry(self);
+  rollback.commit();
   return self;
 }
 
