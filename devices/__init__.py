@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import os
 
+from devices.backing import BACKINGS, Backing
 from devices.catalogue_table import catalogue_rows, format_table, presets_rows
 from devices.chip import DTYPE_NAMES, Chip, catalogue, chip, kinds
 from devices.fabrics import DOMAIN_FABRICS, NETWORK_FABRICS, Fabric, fabric, network_bandwidth
 from devices.figure import STATUSES, UNITS, Figure
-from devices.rack import BACKINGS, DomainSpec, NetworkSpec, RackSpec, Slot, SlotGroup
+from devices.rack import DomainSpec, NetworkSpec, RackSpec, Slot, SlotGroup
 from devices.rack_parse import DEFAULT_PRESET, default_domains, default_network
 from devices.rack_parse import presets as _presets
 from devices.units import format_value, parse_bandwidth, parse_duration, parse_size
@@ -51,7 +52,7 @@ def presets() -> dict[str, str]:
 
 __all__ = [
     "BACKINGS", "DEFAULT_PRESET", "DOMAIN_FABRICS", "DTYPE_NAMES", "NETWORK_FABRICS", "STATUSES", "UNITS",
-    "Chip", "DomainSpec", "Fabric", "Figure", "NetworkSpec", "RackSpec", "Slot", "SlotGroup",
+    "Backing", "Chip", "DomainSpec", "Fabric", "Figure", "NetworkSpec", "RackSpec", "Slot", "SlotGroup",
     "catalogue", "catalogue_rows", "chip", "estimate", "default_domains", "default_network", "fabric",
     "format_table", "format_value", "kinds", "network_bandwidth", "parse_bandwidth", "parse_duration",
     "parse_rack", "parse_size", "presets", "presets_rows",

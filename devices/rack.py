@@ -16,24 +16,18 @@ from __future__ import annotations
 
 import math
 import os
-import re
 from bisect import bisect_right
 from dataclasses import dataclass, field, replace
 from typing import Iterator
 
+from devices.backing import AUTO, Backing
 from devices.chip import chip
 from devices.fabrics import (DOMAIN_FABRICS, NETWORK_FABRICS, PCIE_GEN5_X16, TRN2_INSTANCE_LINK, fabric,
                              network_bandwidth)
 from devices.figure import Figure
 
-BACKINGS: tuple[str, ...] = ("auto", "emulated", "cuda:N")
-"""Accepted values of :attr:`SlotGroup.backing` (N a non-negative integer)."""
-
 KINDS_LIMIT = 100_000
 """Largest rack :meth:`RackSpec.kinds` will list; bigger racks are meant to be read with :meth:`RackSpec.counts`."""
-
-_CUDA = re.compile(r"^cuda:(0|[1-9][0-9]*)$")
-
 
 def _positive_int(value: object, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
@@ -59,13 +53,6 @@ def _non_negative_number(value: object, where: str) -> float:
     return float(value)
 
 
-def check_backing(value: object, where: str = "backing") -> str:
-    """``value`` if it is a valid backing (``auto``, ``emulated``, ``cuda:N``), else ValueError naming ``where``."""
-    if isinstance(value, str) and (value in ("auto", "emulated") or _CUDA.match(value)):
-        return value
-    raise ValueError(f"{where}: unknown backing {value!r}; accepted: {', '.join(BACKINGS)}")
-
-
 @dataclass(frozen=True, slots=True)
 class SlotGroup:
     """A run of identical slots ``[first, first + count)``."""
@@ -78,8 +65,8 @@ class SlotGroup:
     """Index of the first slot."""
     capacity: int | None = None
     """Bytes of device memory per slot, overriding the chip's HBM (None: the chip's HBM)."""
-    backing: str = "auto"
-    """Where the slot's bytes live: ``auto``, ``emulated`` or ``cuda:N``."""
+    backing: Backing = AUTO
+    """Where the slot's bytes live: ``auto``, ``emulated`` or ``cuda:N`` (a string is parsed)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.kind, str):
@@ -89,7 +76,7 @@ class SlotGroup:
         _non_negative_int(self.first, "first")
         if self.capacity is not None:
             _positive_int(self.capacity, "capacity")
-        check_backing(self.backing)
+        object.__setattr__(self, "backing", Backing.parse(self.backing))
 
     @property
     def stop(self) -> int:
@@ -182,8 +169,8 @@ class Slot:
     """Chip kind."""
     capacity: int
     """Bytes of device memory (the override, else the chip's HBM)."""
-    backing: str
-    """``auto``, ``emulated`` or ``cuda:N``."""
+    backing: Backing
+    """``auto``, ``emulated`` or ``cuda:N``, parsed."""
     domain: str
     """Domain name; with replicas > 1 it is ``"<name>@<replica>"`` so names stay unique across replicas."""
     replica: int = 0

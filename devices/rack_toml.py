@@ -43,7 +43,8 @@ from pathlib import Path
 from typing import Any
 
 from devices.chip import kinds
-from devices.rack import DomainSpec, NetworkSpec, RackSpec, check_backing
+from devices.backing import Backing
+from devices.rack import DomainSpec, NetworkSpec, RackSpec
 from devices.rack_parse import build_groups, default_domains, default_network
 from devices.fabrics import NETWORK_FABRICS
 from devices.units import parse_bandwidth, parse_duration, parse_size
@@ -139,7 +140,7 @@ def _slot_runs(doc: dict) -> list[list]:
             capacity = parse_size(entry["capacity"], f"{where}.capacity")
             if capacity <= 0:
                 raise ValueError(f"{where}.capacity: must be positive, got {entry['capacity']!r}")
-        backing = check_backing(entry.get("backing", "auto"), f"{where}.backing")
+        backing = Backing.parse(entry.get("backing", "auto"), f"{where}.backing")
         runs.append([kind, count, capacity, backing])
     return runs
 
@@ -156,7 +157,7 @@ def _apply_overrides(runs: list[list], doc: dict) -> list[list]:
         capacity = parse_size(entry["capacity"], f"{where}.capacity") if "capacity" in entry else None
         if capacity is not None and capacity <= 0:
             raise ValueError(f"{where}.capacity: must be positive, got {entry['capacity']!r}")
-        backing = check_backing(entry["backing"], f"{where}.backing") if "backing" in entry else None
+        backing = Backing.parse(entry["backing"], f"{where}.backing") if "backing" in entry else None
         split: list[list] = []
         start = 0
         for kind, n, cap, back in runs:

@@ -123,13 +123,21 @@ def test_zero_byte_tensors_hold_nothing():
     del z
 
 
-def test_changing_rack_with_live_tensors_is_refused():
+def test_changing_rack_with_live_tensors_retires_them():
+    # Issue 7 changed this on purpose: a rack change is no longer refused while
+    # tensors live. They stay counted on their own rack and refuse to run on
+    # another's slots until their rack is current again.
     x = torch.ones(3, device="hybrid:0")
-    rack = interop.Rack.from_spec("h100:2")
-    with pytest.raises(RuntimeError, match="cannot change the rack while hybrid tensors are alive"):
-        interop.set_rack(rack)
-    assert interop.current_rack().name == "fusion-default"
-    assert x.sum().item() == 3  # still usable
+    outer = interop.current_rack()
+    before = torch.hybrid.memory_allocated(0)
+    with interop.Rack.from_spec("h100:2"):
+        assert torch.hybrid.memory_allocated(0) == 0  # the new rack's own accounts
+        with pytest.raises(RuntimeError, match="Re-enter its rack"):
+            x.sum()
+        assert x.cpu().tolist() == [1.0, 1.0, 1.0]
+    assert interop.current_rack() is outer
+    assert torch.hybrid.memory_allocated(0) == before
+    assert x.sum().item() == 3  # usable again
     del x
 
 
