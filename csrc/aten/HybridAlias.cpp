@@ -30,16 +30,6 @@ c10::DispatchKeySet keys_like(c10::DispatchKey backend, const c10::TensorImpl* s
 
 } // namespace
 
-c10::Device execution_device(const SlotTable& rack, c10::DeviceIndex slot) {
-  const SlotInfo& info = rack.slot(slot);
-  return info.backing == Backing::Emulated ? c10::Device(c10::kCPU)
-                                           : c10::Device(c10::kCUDA, info.cuda_index);
-}
-
-c10::DispatchKey execution_key(const SlotTable& rack, c10::DeviceIndex slot) {
-  return rack.is_emulated(slot) ? c10::DispatchKey::CPU : c10::DispatchKey::CUDA;
-}
-
 void raise_other_rack(c10::DeviceIndex slot, const SlotTable& owner, const SlotTable& rack,
                       std::string_view op) {
   TORCH_CHECK(false, "a tensor on ", owner.label(slot), " of rack ", owner.name(),

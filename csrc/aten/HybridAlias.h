@@ -17,8 +17,13 @@
 namespace hybrid {
 
 // Where a slot's kernels run: CPU for an emulated slot, cuda:N for a backed one.
-c10::Device execution_device(const SlotTable& rack, c10::DeviceIndex slot);
-c10::DispatchKey execution_key(const SlotTable& rack, c10::DeviceIndex slot);
+inline c10::Device execution_device(const SlotTable& rack, c10::DeviceIndex slot) {
+  const SlotInfo& info = rack.slot(slot);
+  return info.backing == Backing::Emulated ? c10::Device(c10::kCPU) : c10::Device(c10::kCUDA, info.cuda_index);
+}
+inline c10::DispatchKey execution_key(const SlotTable& rack, c10::DeviceIndex slot) {
+  return rack.is_emulated(slot) ? c10::DispatchKey::CPU : c10::DispatchKey::CUDA;
+}
 
 // The error for a tensor whose bytes belong to a rack that is not `rack`: it
 // names the tensor's rack and slot and says how to use it (re-enter its rack,

@@ -20,6 +20,8 @@ using c10::CachingAllocator::StatType;
 // pool; the pool columns of memory_stats split the same way here.
 constexpr size_t kSmallSize = 1 << 20;
 
+constexpr size_t kAll = static_cast<size_t>(StatType::AGGREGATE);
+
 // The aggregate and the request's pool.
 template <typename Fn>
 void for_pools(size_t nbytes, Fn&& fn) {
@@ -36,14 +38,11 @@ void SlotAccount::charge(const SlotTable& table, c10::DeviceIndex slot, size_t n
   {
     std::lock_guard<std::mutex> lock(mutex_);
     auto& s = stats_;
-    in_use = s.allocated_bytes[static_cast<size_t>(StatType::AGGREGATE)].current;
+    in_use = s.allocated_bytes[kAll].current;
     if (request <= capacity - in_use) {
-      // No caching: each allocation is its own segment and active block.
       for_pools(nbytes, [&](size_t pool) {
-        for (StatArray* bytes : {&s.allocated_bytes, &s.reserved_bytes, &s.active_bytes, &s.requested_bytes}) {
-          (*bytes)[pool].increase(nbytes);
-        }
-        for (StatArray* count : {&s.allocation, &s.segment, &s.active}) (*count)[pool].increase(1);
+        s.allocated_bytes[pool].increase(nbytes);
+        s.allocation[pool].increase(1);
       });
       s.num_device_alloc += 1;
       return;
@@ -64,22 +63,29 @@ void SlotAccount::uncharge(size_t nbytes) noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
   auto& s = stats_;
   for_pools(nbytes, [&](size_t pool) {
-    for (StatArray* bytes : {&s.allocated_bytes, &s.reserved_bytes, &s.active_bytes, &s.requested_bytes}) {
-      (*bytes)[pool].decrease(nbytes);
-    }
-    for (StatArray* count : {&s.allocation, &s.segment, &s.active}) (*count)[pool].decrease(1);
+    s.allocated_bytes[pool].decrease(nbytes);
+    s.allocation[pool].decrease(1);
   });
   s.num_device_free += 1;
 }
 
 c10::CachingDeviceAllocator::DeviceStats SlotAccount::stats() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return stats_;
+  c10::CachingDeviceAllocator::DeviceStats out;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    out = stats_;
+  }
+  // Nothing is cached: every allocation is its own segment and active block,
+  // and holds exactly what was requested, so these families are the two the
+  // hot path keeps (counting each once per allocation, not four times).
+  out.reserved_bytes = out.active_bytes = out.requested_bytes = out.allocated_bytes;
+  out.segment = out.active = out.allocation;
+  return out;
 }
 
 int64_t SlotAccount::allocated_bytes() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return stats_.allocated_bytes[static_cast<size_t>(StatType::AGGREGATE)].current;
+  return stats_.allocated_bytes[kAll].current;
 }
 
 void SlotAccount::reset_peak() {

@@ -3,7 +3,9 @@
 // modelled HBM capacity, in c10's own DeviceStats (the structure
 // torch.accelerator.memory_stats and torch.cuda.memory_stats read), kept as is.
 // The allocator caches nothing, so one allocation is one segment and one
-// active block, and reserved bytes equal allocated bytes.
+// active block, and reserved, active and requested bytes equal allocated
+// bytes: the hot path counts allocations and their bytes, and stats() reports
+// the families that equal them.
 
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/Device.h>

@@ -9,14 +9,18 @@
 #include <c10/util/Exception.h>
 
 #include <cstring>
+#include <new>
 
 namespace hybrid {
 namespace {
 
-void delete_block(void* ctx) noexcept { free_block(static_cast<SlotBlock*>(ctx)); }
+// Bytes in front of an emulated allocation that hold its SlotBlock: a multiple
+// of alloc_cpu's 64-byte alignment, so the data keeps that alignment.
+constexpr size_t kBlockHeader = 64;
+static_assert(sizeof(SlotBlock) <= kBlockHeader && kBlockHeader % 64 == 0);
 
 c10::DataPtr hybrid_data_ptr(SlotBlock* block) {
-  return c10::DataPtr(block->data, block, &delete_block, c10::Device(c10::kPrivateUse1, block->slot));
+  return c10::DataPtr(block->data(), block, &delete_slot_block, c10::Device(c10::kPrivateUse1, block->slot));
 }
 
 class HybridDeviceAllocator final : public c10::DeviceAllocator {
@@ -60,52 +64,55 @@ HybridDeviceAllocator g_device_allocator;
 
 } // namespace
 
+void* SlotBlock::data() const {
+  return in_header ? reinterpret_cast<char*>(const_cast<SlotBlock*>(this)) + kBlockHeader : inner.get();
+}
+
 SlotBlock* allocate_block(const SlotTablePtr& table, c10::DeviceIndex slot, size_t nbytes) {
   const SlotInfo& info = table->slot(slot);
-  auto* block = new SlotBlock{table, slot, 0, nullptr, c10::DataPtr()};
-  if (nbytes == 0) return block;  // like CUDA's allocator: nothing held, nothing counted
-  SlotAccount& account = table->account(slot);
-  try {
-    account.charge(*table, slot, nbytes);
-  } catch (...) {
-    delete block;
-    throw;
+  if (nbytes == 0) {
+    // Like CUDA's allocator: nothing held, nothing counted; the block still
+    // tells which rack the (empty) storage belongs to.
+    return new SlotBlock{table, slot, false, 0, c10::DataPtr()};
   }
+  SlotAccount& account = table->account(slot);
+  account.charge(*table, slot, nbytes);
   try {
     if (info.backing == Backing::Emulated) {
-      block->data = c10::alloc_cpu(nbytes);
-    } else {
-      c10::DeviceGuard guard(c10::Device(c10::kCUDA, info.cuda_index));
-      block->inner = c10::GetAllocator(c10::kCUDA)->allocate(nbytes);
-      block->data = block->inner.get();
+      // The header keeps the bytes at alloc_cpu's alignment.
+      void* base = c10::alloc_cpu(kBlockHeader + nbytes);
+      return new (base) SlotBlock{table, slot, true, nbytes, c10::DataPtr()};
     }
+    c10::DeviceGuard guard(c10::Device(c10::kCUDA, info.cuda_index));
+    return new SlotBlock{table, slot, false, nbytes, c10::GetAllocator(c10::kCUDA)->allocate(nbytes)};
   } catch (const c10::Error& e) {
     account.uncharge(nbytes);
-    delete block;
     TORCH_CHECK_WITH(OutOfMemoryError, false, table->label(slot),
                      ": the memory behind the slot could not provide ",
                      format_bytes(static_cast<int64_t>(nbytes)), ": ", e.what_without_backtrace());
   }
-  block->size = nbytes;
-  return block;
 }
 
 void free_block(SlotBlock* block) noexcept {
-  if (block->inner) {
-    block->inner.clear();
-  } else if (block->data != nullptr) {
-    c10::free_cpu(block->data);
-  }
+  block->inner.clear();
   if (block->size > 0) block->table->account(block->slot).uncharge(block->size);
-  delete block;  // may drop the last reference to a retired rack's table
+  // Either may drop the last reference to a retired rack's table.
+  if (block->in_header) {
+    block->~SlotBlock();
+    c10::free_cpu(block);
+  } else {
+    delete block;
+  }
 }
+
+void delete_slot_block(void* block) noexcept { free_block(static_cast<SlotBlock*>(block)); }
 
 c10::DataPtr allocate_on(const SlotTablePtr& table, c10::DeviceIndex slot, size_t nbytes) {
   return hybrid_data_ptr(allocate_block(table, slot, nbytes));
 }
 
 c10::DataPtr adopt(c10::DataPtr&& produced, size_t nbytes, const SlotTablePtr& table, c10::DeviceIndex slot) {
-  if (produced.get_deleter() == &delete_block) {
+  if (produced.get_deleter() == &delete_slot_block) {
     produced.unsafe_set_device(c10::Device(c10::kPrivateUse1, slot));
     return std::move(produced);
   }
@@ -116,15 +123,8 @@ c10::DataPtr adopt(c10::DataPtr&& produced, size_t nbytes, const SlotTablePtr& t
   }
   // Charged before we take ownership: on error `produced` frees itself.
   if (nbytes > 0) table->account(slot).charge(*table, slot, nbytes);
-  void* data = produced.get();
-  auto* block = new SlotBlock{table, slot, nbytes, data, std::move(produced)};
+  auto* block = new SlotBlock{table, slot, false, nbytes, std::move(produced)};
   return hybrid_data_ptr(block);
-}
-
-const SlotTablePtr* owner_of(const c10::StorageImpl& storage) {
-  const c10::DataPtr& ptr = storage.data_ptr();
-  if (ptr.get_deleter() != &delete_block) return nullptr;
-  return &static_cast<const SlotBlock*>(ptr.get_context())->table;
 }
 
 c10::DeviceAllocator* device_allocator() { return &g_device_allocator; }

@@ -20,13 +20,18 @@
 
 namespace hybrid {
 
-// One allocation on a slot.
+// One allocation on a slot. On an emulated slot the block sits in a header in
+// front of the bytes it describes (one host allocation per block); elsewhere
+// it is allocated on its own.
 struct SlotBlock {
   SlotTablePtr table;      // the rack it was drawn from
   c10::DeviceIndex slot;
+  bool in_header;          // lives in the header of its own host allocation
   size_t size;             // bytes counted on the slot's account (0: nothing counted)
-  void* data;
   c10::DataPtr inner;      // owns the bytes when they came from elsewhere (CUDA, a kernel)
+
+  // The bytes: right after the header, or what `inner` holds.
+  void* data() const;
 };
 
 // Draws `nbytes` from `slot` of `table`, charging its account first: over
@@ -46,9 +51,17 @@ c10::DataPtr allocate_on(const SlotTablePtr& table, c10::DeviceIndex slot, size_
 // error if it does not fit.
 c10::DataPtr adopt(c10::DataPtr&& produced, size_t nbytes, const SlotTablePtr& table, c10::DeviceIndex slot);
 
+// The deleter of every hybrid storage's DataPtr (its context is the SlotBlock).
+void delete_slot_block(void* block) noexcept;
+
 // The rack a storage's bytes belong to; nullptr when they are not slot memory.
-// The pointer lives as long as the storage's bytes.
-const SlotTablePtr* owner_of(const c10::StorageImpl& storage);
+// The pointer lives as long as the storage's bytes. Inline: the fallback asks
+// this of every tensor argument.
+inline const SlotTablePtr* owner_of(const c10::StorageImpl& storage) {
+  const c10::DataPtr& ptr = storage.data_ptr();
+  if (ptr.get_deleter() != &delete_slot_block) return nullptr;
+  return &static_cast<const SlotBlock*>(ptr.get_context())->table;
+}
 
 // The allocator registered for PrivateUse1: draws from the current slot of the
 // current rack, like CUDA's allocator draws from the current device.

@@ -63,8 +63,12 @@ void raw_delete(void* ptr) noexcept {
   }
 }
 
-thread_local const SlotTablePtr* t_route_table = nullptr;
-thread_local c10::DeviceIndex t_route_slot = -1;
+// Where this thread's CPU allocations go: nowhere (table == nullptr) or a slot.
+struct Route {
+  const SlotTablePtr* table = nullptr;
+  c10::DeviceIndex slot = -1;
+};
+thread_local Route t_route;
 
 // Stands in for the CPU allocator: draws from the routed slot while one is set.
 class RoutingCpuAllocator final : public c10::Allocator {
@@ -72,14 +76,16 @@ class RoutingCpuAllocator final : public c10::Allocator {
   explicit RoutingCpuAllocator(c10::Allocator* fallback) : fallback_(fallback) {}
 
   c10::DataPtr allocate(size_t nbytes) override {
-    if (t_route_table == nullptr || nbytes == 0) return fallback_->allocate(nbytes);
-    SlotBlock* block = allocate_block(*t_route_table, t_route_slot, nbytes);
+    const Route route = t_route;
+    if (route.table == nullptr || nbytes == 0) return fallback_->allocate(nbytes);
+    SlotBlock* block = allocate_block(*route.table, route.slot, nbytes);
+    void* data = block->data();
     {
-      Shard& shard = shard_of(block->data);
+      Shard& shard = shard_of(data);
       std::lock_guard<std::mutex> lock(shard.mutex);
-      shard.blocks.emplace(block->data, block);
+      shard.blocks.emplace(data, block);
     }
-    return c10::DataPtr(block->data, block->data, &free_routed, c10::Device(c10::kCPU));
+    return c10::DataPtr(data, data, &free_routed, c10::Device(c10::kCPU));
   }
 
   c10::DeleterFnPtr raw_deleter() const override { return &raw_delete; }
@@ -94,22 +100,21 @@ class RoutingCpuAllocator final : public c10::Allocator {
 
 } // namespace
 
-RouteCpuAllocations::RouteCpuAllocations(const SlotTablePtr& table, c10::DeviceIndex slot) noexcept
-    : previous_table_(t_route_table), previous_slot_(t_route_slot) {
-  t_route_table = &table;
-  t_route_slot = slot;
+RouteCpuAllocations::RouteCpuAllocations(const SlotTablePtr& table, c10::DeviceIndex slot) noexcept {
+  Route& route = t_route;
+  previous_table_ = route.table;
+  previous_slot_ = route.slot;
+  route = Route{&table, slot};
 }
 
-RouteCpuAllocations::RouteCpuAllocations() noexcept
-    : previous_table_(t_route_table), previous_slot_(t_route_slot) {
-  t_route_table = nullptr;
-  t_route_slot = -1;
+RouteCpuAllocations::RouteCpuAllocations() noexcept {
+  Route& route = t_route;
+  previous_table_ = route.table;
+  previous_slot_ = route.slot;
+  route = Route{};
 }
 
-RouteCpuAllocations::~RouteCpuAllocations() {
-  t_route_table = previous_table_;
-  t_route_slot = previous_slot_;
-}
+RouteCpuAllocations::~RouteCpuAllocations() { t_route = Route{previous_table_, previous_slot_}; }
 
 SlotBlock* take_routed(c10::DataPtr& ptr) {
   if (ptr.get_deleter() != &free_routed) return nullptr;

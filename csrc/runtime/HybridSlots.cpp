@@ -1,7 +1,5 @@
 #include "runtime/HybridSlots.h"
 
-#include "runtime/HybridAccounting.h"
-
 #include <c10/macros/Macros.h>
 #include <c10/util/Exception.h>
 
@@ -30,12 +28,20 @@ Installed& installed() {
 
 // Each thread's copy of the installed table: reading it is a generation
 // compare, and the strong reference keeps it alive while the thread works on
-// it even if another thread installs a rack and the old one is dropped.
-struct ThreadView {
-  uint64_t generation = 0;  // 0: never refreshed (generations start at 1)
-  SlotTablePtr table;
-};
-thread_local ThreadView t_view;
+// it even if another thread installs a rack and the old one is dropped. The
+// fast path touches only trivially destructible thread-locals (no guard).
+thread_local uint64_t t_generation = 0;  // 0: never refreshed (generations start at 1)
+thread_local SlotTablePtr* t_table = nullptr;
+thread_local SlotTablePtr t_table_owner;  // touched only on refresh
+
+C10_NOINLINE const SlotTablePtr& refresh() {
+  Installed& state = installed();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  t_table_owner = state.table;
+  t_table = &t_table_owner;
+  t_generation = t_table_owner->generation();
+  return t_table_owner;
+}
 
 } // namespace
 
@@ -57,17 +63,10 @@ SlotTable::~SlotTable() { g_live_tables.fetch_sub(1, std::memory_order_relaxed);
 
 int64_t live_slot_tables() noexcept { return g_live_tables.load(std::memory_order_relaxed); }
 
-const SlotInfo& SlotTable::slot(c10::DeviceIndex index) const {
+void SlotTable::raise_no_slot(c10::DeviceIndex index) const {
   // A RuntimeError, as CUDA's "invalid device ordinal" is.
-  TORCH_CHECK(index >= 0 && static_cast<size_t>(index) < slots_.size(), "hybrid:", static_cast<int>(index),
-              " is not a slot of the current rack (", slots_.size(), " slots: valid indices are 0..",
-              static_cast<int>(slots_.size()) - 1, ")");
-  return slots_[index];
-}
-
-SlotAccount& SlotTable::account(c10::DeviceIndex index) const {
-  (void)slot(index);
-  return accounts_[index];
+  TORCH_CHECK(false, "hybrid:", static_cast<int>(index), " is not a slot of the current rack (", slots_.size(),
+              " slots: valid indices are 0..", static_cast<int>(slots_.size()) - 1, ")");
 }
 
 std::string SlotTable::label(c10::DeviceIndex index) const {
@@ -87,14 +86,8 @@ void install(SlotTablePtr table) {
 }
 
 const SlotTablePtr& current_table() {
-  ThreadView& view = t_view;
-  Installed& state = installed();
-  if (C10_UNLIKELY(view.generation != state.generation.load(std::memory_order_acquire))) {
-    std::lock_guard<std::mutex> lock(state.mutex);
-    view.table = state.table;
-    view.generation = view.table->generation();
-  }
-  return view.table;
+  if (C10_UNLIKELY(t_generation != installed().generation.load(std::memory_order_acquire))) return refresh();
+  return *t_table;
 }
 
 c10::DeviceIndex slot_count() { return current_table()->size(); }

@@ -13,7 +13,10 @@
 // The fallback tells a tensor of a retired rack from a current one by one
 // pointer compare (owner_of in HybridAllocator.h against current_table()).
 
+#include "runtime/HybridAccounting.h"
+
 #include <c10/core/Device.h>
+#include <c10/macros/Macros.h>
 
 #include <cstdint>
 #include <limits>
@@ -37,8 +40,6 @@ struct SlotInfo {
   c10::DeviceIndex cuda_index = -1;  // the real device behind a Cuda slot
 };
 
-class SlotAccount;
-
 class SlotTable {
  public:
   // `name` says which rack this is in messages ("'trn3:2+h100:2'",
@@ -52,15 +53,24 @@ class SlotTable {
   const std::string& name() const noexcept { return name_; }
   c10::DeviceIndex size() const noexcept { return static_cast<c10::DeviceIndex>(slots_.size()); }
 
-  // Throws a clear error (naming the valid range) for an index outside the rack.
-  const SlotInfo& slot(c10::DeviceIndex index) const;
-  SlotAccount& account(c10::DeviceIndex index) const;
+  // Throw a clear error (naming the valid range) for an index outside the
+  // rack. Inline: the fallback asks several times per op.
+  const SlotInfo& slot(c10::DeviceIndex index) const {
+    if (C10_UNLIKELY(index < 0 || index >= size())) raise_no_slot(index);
+    return slots_[index];
+  }
+  SlotAccount& account(c10::DeviceIndex index) const {
+    if (C10_UNLIKELY(index < 0 || index >= size())) raise_no_slot(index);
+    return accounts_[index];
+  }
   bool is_emulated(c10::DeviceIndex index) const { return slot(index).backing == Backing::Emulated; }
 
   // "hybrid:2 (h100, emulated)".
   std::string label(c10::DeviceIndex index) const;
 
  private:
+  [[noreturn]] C10_NOINLINE void raise_no_slot(c10::DeviceIndex index) const;
+
   uint64_t generation_;
   std::string name_;
   std::vector<SlotInfo> slots_;
