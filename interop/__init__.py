@@ -8,7 +8,8 @@ modelled time goes to the rack's timeline.
 
 Public names: :class:`Rack`, :func:`set_rack`, :func:`current_rack`,
 :func:`presets`; the modelled timeline: :func:`timeline`, :func:`reset_timeline`,
-:func:`report`, :func:`export_trace`, :func:`gantt`, :func:`set_recording`.
+:func:`report`, :func:`export_trace`, :func:`gantt`, :func:`set_recording`; numerics:
+:mod:`interop.numerics` (formats, :func:`set_numerics`).
 """
 
 from __future__ import annotations
@@ -19,14 +20,21 @@ from interop.report import RunReport, report
 from interop.session import reset_timeline, set_recording, timeline
 from interop.timeline_export import export_trace, gantt
 from interop.timelines import TimelineRecord
+from interop import numerics
+from interop.numerics import set_numerics
+from interop.planning import StepEstimate, whatif
 
 __version__ = "0.1.0"
 
-register()
-if current_rack() is None:
-    set_rack(Rack.preset("fusion-default"))
+# Without the compiled extension the device is not registered; the pure-Python parts
+# (catalogue, cost model, what-ifs) still import (interop._backend.MissingExtension).
+if register():
+    numerics.scaled_mm.register()
+    if current_rack() is None:
+        set_rack(Rack.preset("fusion-default"))
 
 __all__ = [
-    "DEVICE_TYPE", "Rack", "RackDevice", "RunReport", "TimelineRecord", "__version__", "current_rack", "export_trace",
-    "gantt", "presets", "report", "reset_timeline", "set_rack", "set_recording", "timeline",
+    "DEVICE_TYPE", "Rack", "RackDevice", "RunReport", "StepEstimate", "TimelineRecord", "__version__", "current_rack",
+    "export_trace", "gantt", "numerics", "presets", "report", "reset_timeline", "set_numerics", "set_rack",
+    "set_recording", "timeline", "whatif",
 ]

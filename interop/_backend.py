@@ -9,14 +9,42 @@ import torch
 DEVICE_TYPE = "hybrid"
 _registered = False
 
+BUILD_HINT = "build it with `MAX_JOBS=2 python setup.py build_ext --inplace` in the repository"
 
-def register() -> None:
+
+class MissingExtension:
+    """Stands in for ``interop._C`` when it cannot be loaded: any use raises a clear error.
+
+    The catalogue, the cost model and the what-ifs (``interop.whatif``) are pure Python and keep working.
+    """
+
+    def __init__(self, error: BaseException) -> None:
+        self._error = error
+
+    def __getattr__(self, name: str):
+        raise RuntimeError(f"interop._C (the hybrid device extension) could not be loaded ({self._error}); "
+                           f"{BUILD_HINT}. Without it the device, racks and collectives on tensors are "
+                           f"unavailable; devices, collectives.estimate and interop.whatif still work")
+
+
+def register() -> bool:
     """Rename PrivateUse1 to ``hybrid``, install ``torch.hybrid`` and the
-    ``Tensor.hybrid()`` / ``Module.hybrid()`` / storage methods."""
+    ``Tensor.hybrid()`` / ``Module.hybrid()`` / storage methods.
+
+    Returns False, leaving a :class:`MissingExtension` as ``interop._C``, when the
+    extension cannot be loaded."""
     global _registered
     if _registered:
-        return
-    from interop import _C  # loading it registers the C++ backend
+        return True
+    if isinstance(sys.modules.get("interop._C"), MissingExtension):
+        return False
+    try:
+        from interop import _C  # loading it registers the C++ backend
+    except ImportError as error:
+        import interop
+
+        sys.modules["interop._C"] = interop._C = MissingExtension(error)
+        return False
     from interop import hybrid as module
     from interop import session
 
@@ -32,6 +60,7 @@ def register() -> None:
     _register_collective_hooks()
     _register_distributed_backend()
     _registered = True
+    return True
 
 
 def _print_from_host_copies() -> None:
@@ -65,7 +94,7 @@ def _print_from_host_copies() -> None:
 
 def _register_collective_hooks() -> None:
     """Give the collective layer what it needs from the device layer (it may not import us)."""
-    import collectives.device
+    import collectives.device_hooks
     from interop import _C
     from interop import session
     from interop.rack import current_rack
@@ -73,8 +102,8 @@ def _register_collective_hooks() -> None:
     def place(name, slots, seconds, nbytes, algorithm, sources, link):
         return session.current_timeline().place_collective(name, slots, seconds, nbytes, algorithm, sources, link)
 
-    collectives.device.register(collectives.device.DeviceHooks(alias=_C._execution_alias, rack=current_rack,
-                                                               place=place))
+    collectives.device_hooks.register(collectives.device_hooks.DeviceHooks(alias=_C._execution_alias,
+                                                                           rack=current_rack, place=place))
 
 
 def _register_distributed_backend() -> None:

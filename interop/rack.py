@@ -16,7 +16,6 @@ from dataclasses import dataclass
 import devices
 from devices import Backing
 from interop import session
-from interop._C import MAX_SLOTS, SlotTable
 
 GPU_FAMILY = "gpu"
 
@@ -91,10 +90,12 @@ class Rack:
     def __init__(self, spec: devices.RackSpec, *, backing: str | None = None, cuda_count: int | None = None):
         """Wrap a validated spec. ``backing`` overrides every slot's ``auto`` backing
         (``"emulated"`` forces host emulation even where a GPU exists)."""
+        from interop import _C  # the runtime: its slot limit, and the slot table this rack owns
+
         override = None if backing is None else Backing.parse(backing)
-        if len(spec) > MAX_SLOTS:
+        if len(spec) > _C.MAX_SLOTS:
             raise ValueError(
-                f"rack {spec.name!r} has {len(spec)} slots; a live rack may have at most {MAX_SLOTS} "
+                f"rack {spec.name!r} has {len(spec)} slots; a live rack may have at most {_C.MAX_SLOTS} "
                 "(PyTorch device indices are 8-bit). Model larger systems without live tensors: "
                 "devices.estimate and collectives.estimate take any rack spec."
             )
@@ -110,7 +111,7 @@ class Rack:
                 gpu_ordinal += 1
             rows.append(RackDevice(slot.index, slot.kind, resolved, slot.capacity, slot.domain, chip))
         self.devices: tuple[RackDevice, ...] = tuple(rows)
-        self._table = SlotTable(self.label, [
+        self._table = _C.SlotTable(self.label, [
             (d.kind, int(d.capacity), -1 if d.backing.cuda_index is None else d.backing.cuda_index)
             for d in self.devices])
         self.timeline = session.timeline_of(self)
@@ -128,12 +129,12 @@ class Rack:
     @classmethod
     def preset(cls, name: str, **kwargs) -> Rack:
         """A named preset (see :func:`interop.presets`)."""
-        return cls(devices.RackSpec.preset(name), **kwargs)
+        return cls(devices.load_preset(name), **kwargs)
 
     @classmethod
     def load(cls, path: str | os.PathLike, **kwargs) -> Rack:
         """From a TOML rack file."""
-        return cls(devices.RackSpec.from_toml(path), **kwargs)
+        return cls(devices.load_rack(path), **kwargs)
 
     # -- queries --------------------------------------------------------------------
 
@@ -198,13 +199,22 @@ class Rack:
 
     def __enter__(self) -> Rack:
         self._previous.append(session.current())
-        session.install(self)
+        _install(self)
         return self
 
     def __exit__(self, *exc) -> None:
         previous = self._previous.pop()
         if previous is not None:
-            session.install(previous)
+            _install(previous)
+
+
+def _install(rack: Rack) -> None:
+    if rack is session.current():
+        return
+    session.install(rack)
+    from interop.numerics import mode as numerics_mode
+
+    numerics_mode.on_rack_change(rack)  # a rack file's device-mode slots take effect
 
 
 def current_rack() -> Rack | None:
@@ -223,7 +233,7 @@ def set_rack(rack: Rack | str) -> Rack:
         rack = Rack.from_spec(rack)
     if not isinstance(rack, Rack):
         raise TypeError(f"rack: expected an interop.Rack or a rack spec string, got {rack!r}")
-    session.install(rack)
+    _install(rack)
     return rack
 
 
