@@ -24,17 +24,7 @@ TIMEOUT_S = 300
 # Blocks known to fail, by their exact code, with the reason. Each one must
 # still be in a document and must still fail: an entry that no longer matches
 # (the block was fixed or rewritten) fails the test until it is removed.
-KNOWN_BROKEN: dict[str, str] = {
-    textwrap.dedent("""\
-        interop.reset_timeline()
-        loss = model(x).sum(); loss.backward()
-        print(interop.report().table())        # busy time, utilisation, TFLOP/s vs peak, memory, energy, cost
-        interop.export_trace("trace.json")     # Chrome trace JSON: a track per slot/stream and per link (Perfetto)
-        interop.gantt("timeline.png")          # the same as a PNG Gantt chart
-        records = interop.timeline()           # op, shapes, dtype, start, duration, FLOPs, bytes, sources
-        """): "uses `x`, which no block defines, and the tour's model after its rack was left; notes/core.md "
-              "## README gives the replacement",
-}
+KNOWN_BROKEN: dict[str, str] = {}
 
 # Runs in the child: every block in order in one namespace; one JSON line per block.
 RUNNER = textwrap.dedent("""\
