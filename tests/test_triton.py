@@ -140,7 +140,7 @@ def test_autotune_ranks_configurations_by_modelled_time(slot):
     record = _only_record(slot)  # the trial runs of every configuration are not on the timeline
     torch.testing.assert_close(c.cpu(), a.cpu() @ b.cpu(), atol=1e-4, rtol=1e-4)
     timings = {cfg.kwargs["BLOCK_SIZE_N"]: t[0] for cfg, t in kernel.configs_timings.items()}
-    coster = interop.timelines.current().coster
+    coster = interop.current_rack().timeline.coster
     for bn, ms in timings.items():  # each configuration's time is its modelled time, in ms
         launch = interop.timelines.KernelLaunch(
             "triton:autotuned_matmul_kernel", "float32", K.matmul_bytes(m, n, k, 16, bn, 4),

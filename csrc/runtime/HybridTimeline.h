@@ -22,9 +22,8 @@ enum class RecordKind : uint8_t {
   Copy = 1,        // bytes moved from `slot` to `peer` (-1: host memory)
   Marker = 2,      // an event recorded on (slot, stream); `value` is its id
   Wait = 3,        // (slot, stream) waits for marker `value`
-  // 4 is the Python side's collective kind (placed there, never recorded here).
-  Kernel = 5,      // a compiled (Inductor) or Triton kernel launched on `slot`; `value`
-                   // indexes the launch's description queued by interop.timelines
+  Kernel = 4,      // a compiled (Inductor) or Triton kernel launched on `slot`; `value`
+                   // identifies the launch's description queued by interop.session
   // Collectives are placed by the Python collective layer directly (they are
   // costed from their schedule, not from a record).
 };
@@ -32,10 +31,13 @@ enum class RecordKind : uint8_t {
 enum RecordFlags : uint8_t {
   kCausal = 1,    // the op had is_causal=True (attention FLOPs halve)
   kMeasured = 2,  // measured_s holds a real CUDA-event time
-  kNonBlocking = 4,
 };
 
+// Every record names the rack it happened on (its SlotTable's generation), so
+// that a record of a retired rack (a tensor of it copied to the host) lands on
+// that rack's timeline, never on the current one's.
 struct Record {
+  uint64_t rack;
   RecordKind kind;
   uint8_t flags;
   c10::ScalarType dtype;
@@ -64,18 +66,18 @@ struct Measurement {
 // Appends an op record. `inputs` are the op's arguments (tensors and tensor
 // lists are read; everything else skipped), `outputs` its returns.
 // `measured`, when given, is resolved into measured_s at drain time.
-void record_op(const c10::OperatorHandle& op, c10::DeviceIndex slot,
+void record_op(const c10::OperatorHandle& op, uint64_t rack, c10::DeviceIndex slot,
                const c10::IValue* inputs, size_t n_inputs,
                const c10::IValue* outputs, size_t n_outputs,
                c10::ScalarType dtype, uint8_t flags,
                std::unique_ptr<Measurement> measured = nullptr);
-void record_copy(c10::DeviceIndex src, c10::DeviceIndex dst, int64_t nbytes,
-                 c10::ScalarType dtype, bool non_blocking);
-int64_t record_marker(c10::DeviceIndex slot, c10::StreamId stream);
-void record_wait(c10::DeviceIndex slot, c10::StreamId stream, int64_t marker);
+void record_copy(uint64_t rack, c10::DeviceIndex src, c10::DeviceIndex dst, int64_t nbytes,
+                 c10::ScalarType dtype);
+int64_t record_marker(uint64_t rack, c10::DeviceIndex slot, c10::StreamId stream);
+void record_wait(uint64_t rack, c10::DeviceIndex slot, c10::StreamId stream, int64_t marker);
 // Appends a kernel record on the slot's current stream, in order with the ops
 // around it. Returns false (nothing appended) while recording is off.
-bool record_kernel(c10::DeviceIndex slot, int64_t launch);
+bool record_kernel(uint64_t rack, c10::DeviceIndex slot, int64_t launch);
 
 // Hands over everything recorded since the last drain.
 struct Batch {

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from interop.timelines import KernelLaunch, record_kernel
+from interop.session import record_kernel
+from interop.timelines import KernelLaunch
 
 INDUCTOR_PREFIX = "inductor:"
 """Op-name prefix of a compiled graph's kernels on the timeline (``inductor:cpp_fused_add_relu_0``)."""
@@ -15,6 +16,9 @@ INDUCTOR_METHOD = ("bytes: Inductor's accesses of the kernel's own argument buff
                    "fused into it (matrix products, convolutions, attention)")
 """How a compiled kernel's bytes and FLOPs are obtained (the record's sources say it)."""
 
+
+GRAPH_CALL = "a graph compiled by torch.compile"
+"""What a compiled graph's call is, in the error for a tensor of a rack that is not current."""
 
 ATEN_METHOD = "an ATen kernel a compiled graph called (an Inductor extern kernel), priced as that op from its shapes"
 
@@ -56,7 +60,7 @@ def slot_entry(call, slot: int, slot_outputs: tuple):
     flags = list(slot_outputs)
 
     def entry(args):
-        return _C._call_on_slot(slot, call, args, flags)
+        return _C._call_on_slot(slot, call, args, flags, GRAPH_CALL)
 
     return entry
 

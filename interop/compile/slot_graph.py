@@ -102,7 +102,7 @@ def retarget(plan: SlotPlan, gm, example_inputs) -> list:
                 twin = memo[id(value)] = (value, _fake_twin(value, device))
             return twin[1]
         if isinstance(value, torch.Tensor) and value.device.type == DEVICE_TYPE:
-            return _C._execution_alias(value)  # keeps the slot's storage alive
+            return _C._execution_alias(value, "a constant of a graph compiled by torch.compile")  # keeps it alive
         return value
 
     for module in graph_modules(gm):

@@ -19,10 +19,10 @@ from interop.compile.triton_launch import modelled_launches, slot_of
 
 
 def modelled_seconds(launches) -> float:
-    """Modelled time of (slot, KernelLaunch) pairs on the current rack."""
-    from interop import timelines
+    """Modelled time of (slot, KernelLaunch) pairs on the current rack (where the launches ran)."""
+    from interop import session
 
-    coster = timelines.current().coster
+    coster = session.current().timeline.coster
     return sum(coster.kernel(slot, launch).seconds for slot, launch in launches)
 
 

@@ -7,14 +7,17 @@ Triton unchanged (the wrapper only looks at the arguments' devices):
 
 - **emulated slot**: Triton's interpreter runs the kernel on the slot's own
   memory. Its tensor arguments are handed over as host aliases of the slot's
-  bytes (``_C._execution_alias``), where the interpreter would copy every
-  argument to the host and back. While it runs, the interpreter's loads,
-  stores, atomics and ``tl.dot`` are counted (:mod:`.triton_counting`).
+  bytes, where the interpreter would copy every argument to the host and back.
+  While it runs, the interpreter's loads, stores, atomics and ``tl.dot`` are
+  counted (:mod:`.triton_counting`).
 - **GPU-backed slot**: Triton compiles and launches as usual, on CUDA tensors
   aliasing the slot's memory, on the backing GPU.
 
-Each launch becomes one ``triton:<kernel>`` kernel record on the slot's
-timeline, priced by the cost model (modelled). Autotuning is in
+Either way the launch runs inside ``_C._call_on_slot``, as a compiled graph
+does: its tensors must belong to the current rack (a retired rack's are refused
+with the runtime's rack error before anything runs), and its record lands on
+that rack's timeline: one ``triton:<kernel>`` kernel record per launch, priced
+by the cost model (modelled). Autotuning is in
 :mod:`interop.compile.triton_autotune`.
 """
 
@@ -27,7 +30,8 @@ from interop.compile.backing import cuda_backing
 from interop.compile.records import TRITON_PREFIX
 from interop.compile.triton_counting import COUNTED_METHOD, Counting, LaunchCounter
 from interop.hybrid._utils import DEVICE_TYPE
-from interop.timelines import KernelLaunch, record_kernel
+from interop.session import record_kernel
+from interop.timelines import KernelLaunch
 
 FOOTPRINT_METHOD = ("bytes: the tensor arguments' sizes (a launch on a real GPU is not counted); FLOPs: not counted "
                     "(unverified path: no GPU was available when it was written)")
@@ -75,12 +79,6 @@ def _aliased(value, alias):
         clone.base = alias(base)
         return clone
     return value
-
-
-def _execution_alias(t: torch.Tensor) -> torch.Tensor:
-    from interop import _C
-
-    return _C._execution_alias(t)
 
 
 # -- the interpreter on the slot's memory ------------------------------------------------
@@ -183,17 +181,11 @@ class _NestedCalls:
         return False
 
 
-def _host_args(args, kwargs):
-    return ([_aliased(a, _execution_alias) for a in args],
-            {k: _aliased(v, _execution_alias) for k, v in kwargs.items()})
-
-
-def run_interpreted(fn, args, kwargs, grid) -> LaunchCounter:
-    """Run ``fn`` (a JITFunction or InterpretedFunction) over ``grid`` on the slot memory its hybrid tensor
-    arguments alias; returns what it counted."""
+def run_interpreted(fn, host_args, host_kwargs, grid) -> LaunchCounter:
+    """Run ``fn`` (a JITFunction or InterpretedFunction) over ``grid`` on host tensors (the aliases of the
+    slot's memory); returns what it counted."""
     interp = interpreter()
     function = interp.interpreted(fn)
-    host_args, host_kwargs = _host_args(args, kwargs)
     counter = LaunchCounter()
     executor = interp.executor(function.rewrite(), function.arg_names, grid, function.pre_run_hooks)
     with _NestedCalls(interp), Counting(interp.module.interpreter_builder, counter):
@@ -229,14 +221,31 @@ def kernel_name(fn) -> str:
 
 
 def launch(fn, slot: int, args, kwargs, grid, warmup, original_run):
-    """A launch on slot ``slot``: interpreted on an emulated slot, compiled on a GPU-backed one."""
-    ordinal = cuda_backing(slot)
-    if ordinal is not None:
-        return _launch_backed(fn, slot, ordinal, args, kwargs, grid, warmup, original_run)
-    if warmup:
-        return None  # the interpreter has nothing to compile ahead of time
+    """A launch on slot ``slot`` of the current rack: interpreted on an emulated slot, compiled on a GPU-backed
+    one, on aliases of the slot's memory (``_C._call_on_slot``)."""
+    from interop import _C
+
+    tensors = [t for value in (*args, *kwargs.values()) for t in _tensors(value) if t.device.type == DEVICE_TYPE]
+
+    def on_slot(aliases):
+        by_id = {id(t): alias for t, alias in zip(tensors, aliases)}
+        host_args = [_aliased(a, lambda t: by_id[id(t)]) for a in args]
+        host_kwargs = {k: _aliased(v, lambda t: by_id[id(t)]) for k, v in kwargs.items()}
+        ordinal = cuda_backing(slot)
+        if ordinal is not None:
+            return [_launch_backed(fn, slot, ordinal, args, kwargs, host_args, host_kwargs, grid, warmup,
+                                   original_run)]
+        if not warmup:  # the interpreter has nothing to compile ahead of time
+            _launch_interpreted(fn, slot, args, kwargs, host_args, host_kwargs, grid)
+        return [None]
+
+    what = f"the Triton kernel {kernel_name(fn).removeprefix(TRITON_PREFIX)}"
+    return _C._call_on_slot(slot, on_slot, list(tensors), [], what)[0]  # the list is cleared
+
+
+def _launch_interpreted(fn, slot, args, kwargs, host_args, host_kwargs, grid) -> None:
     _warn_bfloat16(fn, args, kwargs)
-    counter = run_interpreted(fn, args, kwargs, grid)
+    counter = run_interpreted(fn, host_args, host_kwargs, grid)
     launch_record = KernelLaunch(kernel_name(fn), counter.dtype, counter.bytes, 0.0, counter.dot_flops,
                                  counter.dot_outputs, counter.grid, COUNTED_METHOD)
     modelling = getattr(_state, "modelling", None)
@@ -244,12 +253,9 @@ def launch(fn, slot: int, args, kwargs, grid, warmup, original_run):
         modelling.append((slot, launch_record))
     else:
         record_kernel(slot, launch_record)
-    return None
 
 
-def _launch_backed(fn, slot, ordinal, args, kwargs, grid, warmup, original_run):
-    cuda_args, cuda_kwargs = ([_aliased(a, _execution_alias) for a in args],
-                              {k: _aliased(v, _execution_alias) for k, v in kwargs.items()})
+def _launch_backed(fn, slot, ordinal, args, kwargs, cuda_args, cuda_kwargs, grid, warmup, original_run):
     with torch.cuda.device(ordinal):
         result = original_run(fn, *cuda_args, grid=grid, warmup=warmup, **cuda_kwargs)
     if not warmup:

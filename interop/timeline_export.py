@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 import os
 
-from interop.timelines import PS, TimelineRecord, current
+from interop import session
+from interop.timelines import PS, TimelineRecord
 
 # Process ids: one per slot (its index), links after them.
 LINK_PID_BASE = 1000
@@ -67,8 +68,7 @@ def export_trace(path: str | os.PathLike) -> str:
     """Write the current modelled timeline as Chrome trace JSON; returns the path."""
     from interop.numerics.mode import slot_label
 
-    t = current()
-    t.ingest()
+    t = session.current_timeline()
     doc = {
         "traceEvents": trace_events(t.records, t.rack),
         "displayTimeUnit": "ns",
@@ -89,8 +89,7 @@ def gantt(path: str | os.PathLike, *, title: str | None = None) -> str:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    t = current()
-    t.ingest()
+    t = session.current_timeline()
     rows: dict[str, list[tuple[float, float, str]]] = {}
     for r in t.records:
         slots = r.participants or tuple(s for s in (r.slot, r.peer) if s is not None and s >= 0)
