@@ -187,7 +187,8 @@ def run_interpreted(fn, host_args, host_kwargs, grid) -> LaunchCounter:
     interp = interpreter()
     function = interp.interpreted(fn)
     counter = LaunchCounter()
-    executor = interp.executor(function.rewrite(), function.arg_names, grid, function.pre_run_hooks)
+    # The launched function's own hooks (a JITFunction's add_pre_run_hook), as Triton runs them.
+    executor = interp.executor(function.rewrite(), function.arg_names, grid, fn.pre_run_hooks)
     with _NestedCalls(interp), Counting(interp.module.interpreter_builder, counter):
         executor(*host_args, **host_kwargs)
     return counter
