@@ -1,0 +1,424 @@
+"""Run a plan in this process: the pipeline schedule, stage by stage, on the plan's slots.
+
+What runs, and where it lands on the modelled timeline:
+
+* Each stage replica is the stage's blocks bound to the user's current parameters on
+  the replica's slot (:func:`~interop.planning.blocks.bind`); ops run on the slot's
+  default stream (its compute stream).
+* Actions are issued in the schedule's order per rank (:mod:`~interop.planning.schedules`).
+  A forward receives its inputs as real copies from the previous stage's replicas (rows
+  re-split where the data-parallel counts differ). A copy leaves the sender on a send
+  stream (which waits for the sender's forward to finish) and lands on the receiver's
+  compute stream: it starts when the sender's data is ready and the receiver has reached
+  that action, and the receiver computes after it arrives. Gradients go back the same way.
+* After the last backward of every stage: gradients of parameters that several stages
+  hold (tied embeddings) are summed over every copy with ``collectives.all_reduce``,
+  then each stage's data-parallel replicas all-reduce their gradient bucket on the
+  fabric; then each replica's optimizer steps.
+* The step starts with every slot of the plan at the same modelled instant (the latest
+  clock among them, inputs already on their slots), and ends at the latest clock after
+  the optimizer: :attr:`PlanRunner.last_step` ``.modelled_seconds``.
+
+Numerics: with one microbatch and one replica per stage, the loss and every gradient
+are bit for bit those of the model run on one emulated slot (the stage modules run the
+same aten ops on the same bytes; a tied parameter's two gradients are summed, which is
+exact for two terms). More microbatches or replicas scale the loss by
+1/(microbatches x last-stage replicas) and sum the parts, which rounds differently.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+import torch.nn as nn
+from torch.utils import _pytree as pytree
+
+from interop.planning.blocks import ModelBlocks, _tensor_attrs, bind, split_rows
+from interop.planning.layout import Layout, Stage
+from interop.planning.schedules import BACKWARD, FORWARD, issue_order, rank_orders
+
+
+@dataclass(slots=True)
+class StepRecord:
+    """What one executed step did (times modelled, memory measured by the slots' allocators)."""
+
+    modelled_seconds: float
+    """Span of the step on the modelled timeline: every slot starts together, the step ends when the last
+    slot finishes its optimizer step."""
+    start_s: float
+    end_s: float
+    loss: float
+    microbatches: int
+    peak_bytes: dict[int, int] = field(default_factory=dict)
+    """Per slot, the allocator's peak during the step (parameters, gradients, optimizer state, activations)."""
+    busy_s: dict[int, float] = field(default_factory=dict)
+    """Per slot, modelled time spent on ops, copies and collectives during the step."""
+
+
+@dataclass(slots=True)
+class _Replica:
+    stage: Stage
+    index: int
+    slots: tuple[int, ...]
+    module: nn.Module
+    rows: tuple[int, int]
+    """Its rows within each microbatch."""
+    params: list[nn.Parameter]
+    names: list[str]
+    """Canonical model name of each parameter."""
+    optimizer: Any = None
+    bucket: torch.Tensor | None = None
+
+    @property
+    def home(self) -> int:
+        return self.slots[0]
+
+    @property
+    def device(self) -> torch.device:
+        return torch.device("hybrid", self.home)
+
+
+class PlanRunner:
+    """The in-process runner :meth:`Plan.apply` returns (see the module doc)."""
+
+    def __init__(self, layout: Layout, blocks: ModelBlocks, model: nn.Module,
+                 optimizer: Callable[[list[nn.Parameter]], torch.optim.Optimizer] | None = None):
+        import interop
+
+        layout.validate(len(blocks))
+        rack = interop.current_rack()
+        missing = [s for s in layout.slots if s >= len(rack)]
+        if missing:
+            raise ValueError(f"the plan uses slots {missing} but the current rack {rack.name!r} has "
+                             f"{len(rack)} (0..{len(rack) - 1}); install the rack the plan was made for")
+        self.layout, self.blocks, self.rack = layout, blocks, rack
+        self.model_keys = list(model.state_dict().keys())
+        self._model = model
+        if any(len(r) > 1 for st in layout.stages for r in st.replicas):
+            raise NotImplementedError("tensor-parallel replicas are not supported by the in-process runner yet")
+        rows = layout.microbatch_rows
+        self.replicas: list[list[_Replica]] = []
+        for st in layout.stages:
+            stage_module = blocks.stage_module(st.start, st.stop)
+            part = rows // st.dp
+            reps = []
+            for r, slots in enumerate(st.replicas):
+                module = bind(stage_module, model, torch.device("hybrid", slots[0]))
+                params, names = _unique_params(module, blocks.canonical)
+                rep = _Replica(st, r, slots, module, (r * part, (r + 1) * part), params, names)
+                if optimizer is not None and params:
+                    rep.optimizer = optimizer(params)
+                reps.append(rep)
+            self.replicas.append(reps)
+        self._tied = self._tied_groups()
+        tied_names = {n for n, _ in self._tied}
+        self._dp_params = [[[p for p, n in zip(rep.params, rep.names) if n not in tied_names] for rep in reps]
+                           for reps in self.replicas]
+        # Sends leave on their own streams (one per direction) so a slot computes while its data travels.
+        self._streams = {(slot, purpose): torch.hybrid.Stream(device=slot)
+                         for slot in layout.slots for purpose in ("send_fwd", "send_bwd")}
+        self.last_step: StepRecord | None = None
+
+    # -- setup helpers ------------------------------------------------------------------
+
+    def _tied_groups(self) -> list[tuple[str, list[nn.Parameter]]]:
+        groups = []
+        for name in self.blocks.tied:
+            copies = [p for reps in self.replicas for rep in reps for p, n in zip(rep.params, rep.names) if n == name]
+            holders = {rep.stage.index for reps in self.replicas for rep in reps if name in rep.names}
+            if len(holders) > 1:
+                groups.append((name, copies))
+        return groups
+
+    # -- one step ------------------------------------------------------------------------
+
+    def step(self, inputs, targets, loss_fn: Callable[[Any, Any], torch.Tensor]) -> torch.Tensor:
+        """One training step over the plan's global batch: forward and backward of every microbatch in the
+        schedule's order, gradient reduction, optimizer step. Returns the loss (a CPU scalar tensor: the
+        mean over microbatches of ``loss_fn(outputs, targets)``)."""
+        from interop.timelines import PS, current
+
+        layout = self.layout
+        flat = pytree.tree_flatten(inputs if isinstance(inputs, tuple) else (inputs,))[0]
+        if len(flat) != len(self.blocks.inputs):
+            raise ValueError(f"inputs: the model takes {len(self.blocks.inputs)} input tensor(s), got {len(flat)}")
+        rows = {t.shape[0] for t in flat if isinstance(t, torch.Tensor) and t.dim() > 0}
+        if rows != {layout.global_batch}:
+            raise ValueError(f"inputs: the plan's step takes a global batch of {layout.global_batch} rows, got "
+                             f"{sorted(rows)}")
+        m, mb = layout.microbatches, layout.microbatch_rows
+        first, last = self.replicas[0], self.replicas[-1]
+        # Inputs and targets go to their slots before the step begins (a loader prefetches them).
+        staged_in = {}
+        staged_tgt = {}
+        for i in range(m):
+            for rep in first:
+                lo, hi = i * mb + rep.rows[0], i * mb + rep.rows[1]
+                staged_in[i, rep.index] = [
+                    split_rows(t, self.blocks.values[n], lo, hi, self.blocks.batch_symbol, layout.global_batch)
+                    .to(rep.device) if isinstance(t, torch.Tensor) else t
+                    for t, n in zip(flat, self.blocks.inputs)]
+            for rep in last:
+                lo, hi = i * mb + rep.rows[0], i * mb + rep.rows[1]
+                staged_tgt[i, rep.index] = pytree.tree_map(
+                    lambda t: t[lo:hi].to(rep.device) if isinstance(t, torch.Tensor) else t, targets)
+        slots = layout.slots
+        for rep in (r for reps in self.replicas for r in reps):
+            if rep.optimizer is not None:
+                rep.optimizer.zero_grad(set_to_none=True)
+        self._prepare_buckets()
+        t0 = self._barrier(slots)
+        for s in slots:
+            torch.hybrid.reset_peak_memory_stats(s)
+
+        scale = 1.0 / (m * len(last))
+        state: dict[tuple, Any] = {}
+        losses: list[torch.Tensor] = []
+        orders = rank_orders(layout.schedule, layout.ranks, m, layout.virtual)
+        for _, action in issue_order(orders, len(layout.stages)):
+            if action.kind == FORWARD:
+                self._forward(action.stage, action.microbatch, state, staged_in, staged_tgt, loss_fn, scale, losses)
+            else:
+                self._backward(action.stage, action.microbatch, state)
+        state.clear()
+        self._reduce_gradients()
+        for rep in (r for reps in self.replicas for r in reps):
+            if rep.optimizer is not None:
+                rep.optimizer.step()
+        timeline = current()
+        t1 = max(timeline.now_ps(s) for s in slots)
+        total = sum(loss.detach().cpu() for loss in losses)
+        peaks = {s: torch.hybrid.max_memory_allocated(s) for s in slots}
+        busy = {s: 0 for s in slots}
+        for r in timeline.records:
+            if r.start_ps >= t0 and r.end_ps <= t1:
+                for s in set(r.participants) or {x for x in (r.slot, r.peer) if x is not None and x >= 0}:
+                    if s in busy:
+                        busy[s] += r.duration_ps
+        self.last_step = StepRecord((t1 - t0) / PS, t0 / PS, t1 / PS, float(total), m, peaks,
+                                    {s: v / PS for s, v in busy.items()})
+        return total
+
+    def _barrier(self, slots) -> int:
+        """Every stream the step uses starts at the latest clock among the plan's slots."""
+        from interop.timelines import current
+
+        timeline = current()
+        timeline.ingest()
+        streams = [torch.hybrid.default_stream(s) for s in slots] + list(self._streams.values())
+        clock = {st: timeline.clocks.get((st.device.index, st.stream_id), 0) for st in streams}
+        latest = max(streams, key=clock.get)
+        event = torch.hybrid.Event()
+        event.record(latest)
+        for st in streams:
+            event.wait(st)
+        timeline.ingest()
+        return clock[latest]
+
+    def _forward(self, s: int, i: int, state, staged_in, staged_tgt, loss_fn, scale, losses) -> None:
+        reps = self.replicas[s]
+        lastp = s == len(self.replicas) - 1
+        for rep in reps:
+            if s == 0:
+                args = staged_in.pop((i, rep.index))
+                leaves = []
+            else:
+                args, leaves = self._receive(s, i, rep, state)
+            out = rep.module(*args)
+            if lastp:
+                loss = loss_fn(out, staged_tgt.pop((i, rep.index)))
+                losses.append(loss.detach() * scale if scale != 1.0 else loss.detach())
+                state["out", s, i, rep.index] = [loss * scale if scale != 1.0 else loss]
+            else:
+                state["out", s, i, rep.index] = list(out)
+            state["in", s, i, rep.index] = leaves
+            state["fwd_event", s, i, rep.index] = _record(rep.home)
+
+    def _receive(self, s: int, i: int, rep: _Replica, state) -> tuple[list, list]:
+        """The inputs of replica ``rep`` of stage ``s`` for microbatch ``i``, copied from stage ``s-1``."""
+        blocks = self.blocks
+        names = blocks.live(self.layout.stages[s].start)
+        prev = self.replicas[s - 1]
+        args, leaves = [], []
+        lo, hi = rep.rows
+        for k, name in enumerate(names):
+            spec = blocks.values[name]
+            if spec.kind == "int":
+                args.append(split_rows(None, spec, lo, hi, blocks.batch_symbol, 0))
+                continue
+            if spec.kind != "tensor":
+                args.append(spec.expr)
+                continue
+            pieces = []
+            sources = prev if spec.batch_dim is not None else prev[:1]
+            for src in sources:
+                a, b = max(lo, src.rows[0]), min(hi, src.rows[1])
+                if spec.batch_dim is not None and a >= b:
+                    continue
+                value = state["out", s - 1, i, src.index][k]
+                if spec.batch_dim is not None and (a, b) != src.rows:
+                    value = value.narrow(spec.batch_dim, a - src.rows[0], b - a)
+                pieces.append(self._copy(value.detach(), src.home, rep.home,
+                                         state["fwd_event", s - 1, i, src.index], "send_fwd"))
+            x = pieces[0] if len(pieces) == 1 else torch.cat(pieces, dim=spec.batch_dim)
+            if x.is_floating_point() and state["out", s - 1, i, prev[0].index][k].requires_grad:
+                x.requires_grad_(True)
+                leaves.append((k, x))
+            args.append(x)
+        return args, leaves
+
+    def _copy(self, value: torch.Tensor, src: int, dst: int, ready, purpose: str) -> torch.Tensor:
+        if src == dst:
+            return value
+        stream = self._streams[src, purpose]
+        ready.wait(stream)
+        with torch.no_grad(), torch.hybrid.stream(stream):
+            return value.to(torch.device("hybrid", dst))
+
+    def _backward(self, s: int, i: int, state) -> None:
+        lastp = s == len(self.replicas) - 1
+        for rep in self.replicas[s]:
+            outs = state.pop(("out", s, i, rep.index))
+            if lastp:
+                torch.autograd.backward(outs[0])
+            else:
+                tensors, grads = [], []
+                for k, out in enumerate(outs):
+                    if not isinstance(out, torch.Tensor) or not out.requires_grad:
+                        continue
+                    g = self._gather_grad(s, i, rep, k, state)
+                    if g is not None:
+                        tensors.append(out)
+                        grads.append(g)
+                if tensors:
+                    torch.autograd.backward(tensors, grads)
+            state["bwd_event", s, i, rep.index] = _record(rep.home)
+        if not lastp:
+            for nxt in self.replicas[s + 1]:
+                state.pop(("in", s + 1, i, nxt.index), None)
+                state.pop(("bwd_event", s + 1, i, nxt.index), None)
+        state.pop(("fwd_event", s, i, 0), None)
+
+    def _gather_grad(self, s: int, i: int, rep: _Replica, k: int, state) -> torch.Tensor | None:
+        """The gradient of output ``k`` of ``rep`` (its rows), from the next stage's input leaves."""
+        spec = self.blocks.values[self.blocks.live(self.layout.stages[s].stop)[k]]
+        lo, hi = rep.rows
+        pieces = []
+        nxt = self.replicas[s + 1]
+        sources = nxt if spec.batch_dim is not None else nxt
+        for dst in sources:
+            leaves = dict(state.get(("in", s + 1, i, dst.index), []))
+            leaf = leaves.get(k)
+            if leaf is None or leaf.grad is None:
+                continue
+            grad = leaf.grad
+            if spec.batch_dim is not None:
+                a, b = max(lo, dst.rows[0]), min(hi, dst.rows[1])
+                if a >= b:
+                    continue
+                if (a, b) != dst.rows:
+                    grad = grad.narrow(spec.batch_dim, a - dst.rows[0], b - a)
+            pieces.append(self._copy(grad, dst.home, rep.home, state["bwd_event", s + 1, i, dst.index], "send_bwd"))
+        if not pieces:
+            return None
+        if spec.batch_dim is not None:
+            return pieces[0] if len(pieces) == 1 else torch.cat(pieces, dim=spec.batch_dim)
+        total = pieces[0]
+        for p in pieces[1:]:
+            total = total + p
+        return total
+
+    # -- gradient reduction ----------------------------------------------------------------
+
+    def _prepare_buckets(self) -> None:
+        """Data-parallel stages get one flat gradient buffer per replica; parameters' ``.grad`` are views
+        into it (DDP's gradient_as_bucket_view), so the all_reduce runs on the buffer in place."""
+        for reps, params in zip(self.replicas, self._dp_params):
+            if len(reps) < 2:
+                continue
+            for rep, ps in zip(reps, params):
+                if not ps:
+                    continue
+                total = sum(p.numel() for p in ps)
+                if rep.bucket is None or rep.bucket.numel() != total:
+                    rep.bucket = torch.empty(total, dtype=ps[0].dtype, device=rep.device)
+                rep.bucket.zero_()
+                offset = 0
+                for p in ps:
+                    p.grad = rep.bucket[offset:offset + p.numel()].view_as(p)
+                    offset += p.numel()
+
+    def _reduce_gradients(self) -> None:
+        import collectives
+
+        for _, copies in self._tied:
+            grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in copies]
+            by_slot: dict[int, list[torch.Tensor]] = {}
+            for g in grads:
+                by_slot.setdefault(g.device.index, []).append(g)
+            local = []
+            for gs in by_slot.values():
+                for g in gs[1:]:
+                    gs[0].add_(g)
+                local.append(gs[0])
+            if len(local) > 1:
+                collectives.all_reduce(local, op="sum")
+            for gs in by_slot.values():
+                for g in gs[1:]:
+                    g.copy_(gs[0])
+            for p, g in zip(copies, grads):
+                p.grad = g
+        for reps in self.replicas:
+            if len(reps) < 2 or reps[0].bucket is None:
+                continue
+            collectives.all_reduce([rep.bucket for rep in reps], op="sum")
+
+    # -- results ---------------------------------------------------------------------------
+
+    def gradients(self) -> dict[str, torch.Tensor]:
+        """The gradients of the last step (after reduction), on the CPU, under the model's canonical names."""
+        out: dict[str, torch.Tensor] = {}
+        for reps in self.replicas:
+            for p, name in zip(reps[0].params, reps[0].names):
+                if name not in out and p.grad is not None:
+                    out[name] = p.grad.detach().cpu()
+        return out
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """The trained parameters and buffers, on the CPU, under the model's own names (tied names share
+        one tensor, as in the model)."""
+        canonical = self.blocks.canonical
+        found: dict[str, torch.Tensor] = {}
+        for reps in self.replicas:
+            rep = reps[0]
+            for blk in rep.module.blocks:
+                for name, t in _tensor_attrs(blk):
+                    key = canonical.get(name)
+                    if key is not None and key not in found:
+                        found[key] = t.detach().cpu()
+        own = self._model.state_dict()
+        out: dict[str, torch.Tensor] = {}
+        for key in self.model_keys:
+            canon = canonical.get(key, key)
+            out[key] = found.get(canon, own[key].detach().cpu())
+        return out
+
+
+def _unique_params(module: nn.Module, canonical: dict[str, str]) -> tuple[list[nn.Parameter], list[str]]:
+    params, names, seen = [], [], set()
+    for k, blk in enumerate(module.blocks):
+        for name, p in blk.named_parameters(remove_duplicate=False):
+            if id(p) in seen or not p.requires_grad:
+                continue
+            seen.add(id(p))
+            params.append(p)
+            names.append(canonical.get(name, name))
+    return params, names
+
+
+def _record(slot: int):
+    event = torch.hybrid.Event()
+    event.record(torch.hybrid.current_stream(slot))
+    return event
