@@ -28,6 +28,8 @@ exact for two terms). More microbatches or replicas scale the loss by
 
 from __future__ import annotations
 
+import contextlib
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -68,8 +70,11 @@ class _Replica:
     params: list[nn.Parameter]
     names: list[str]
     """Canonical model name of each parameter."""
+    block_of: list[int]
+    """The stage-local block each parameter belongs to (its first holder)."""
     optimizer: Any = None
-    bucket: torch.Tensor | None = None
+    buckets: list = field(default_factory=list)
+    """Per block, the flat gradient buffer its parameters' ``.grad`` view (data-parallel stages)."""
 
     @property
     def home(self) -> int:
@@ -106,20 +111,56 @@ class PlanRunner:
             reps = []
             for r, slots in enumerate(st.replicas):
                 module = bind(stage_module, model, torch.device("hybrid", slots[0]))
-                params, names = _unique_params(module, blocks.canonical)
-                rep = _Replica(st, r, slots, module, (r * part, (r + 1) * part), params, names)
+                params, names, block_of = _unique_params(module, blocks.canonical)
+                rep = _Replica(st, r, slots, module, (r * part, (r + 1) * part), params, names, block_of)
                 if optimizer is not None and params:
                     rep.optimizer = optimizer(params)
                 reps.append(rep)
             self.replicas.append(reps)
         self._tied = self._tied_groups()
         tied_names = {n for n, _ in self._tied}
-        self._dp_params = [[[p for p, n in zip(rep.params, rep.names) if n not in tied_names] for rep in reps]
-                           for reps in self.replicas]
-        # Sends leave on their own streams (one per direction) so a slot computes while its data travels.
-        self._streams = {(slot, purpose): torch.hybrid.Stream(device=slot)
-                         for slot in layout.slots for purpose in ("send_fwd", "send_bwd")}
+        # Data-parallel stages reduce one bucket per block (a parameter shared by two blocks of a stage
+        # belongs to the first: its gradient is complete when that block's backward is).
+        self._buckets: list[list[list[list[nn.Parameter]]]] = []
+        for reps in self.replicas:
+            per_rep = []
+            for rep in reps:
+                per_block = [[] for _ in rep.module.blocks]
+                for p, n, k in zip(rep.params, rep.names, rep.block_of):
+                    if n not in tied_names and len(reps) > 1:
+                        per_block[k].append(p)
+                per_rep.append(per_block)
+            self._buckets.append(per_rep)
+        self._armed: set[int] = set()
+        self._ready: dict[tuple[int, int, int], Any] = {}
+        self._counts: dict[tuple[int, int, int], int] = {}
+        for s, reps in enumerate(self.replicas):
+            for rep in reps:
+                for k, bucket in enumerate(self._buckets[s][rep.index]):
+                    for p in bucket:
+                        p.register_post_accumulate_grad_hook(self._hook(s, rep, k, len(bucket)))
+        # Transfers and gradient reductions run on their own streams, so a slot computes while data
+        # travels: sends per direction, receives per direction, and one for data-parallel reductions.
+        self._streams = {(slot, purpose): torch.hybrid.Stream(device=slot) for slot in layout.slots
+                         for purpose in ("send_fwd", "send_bwd", "recv_fwd", "recv_bwd", "reduce")}
         self.last_step: StepRecord | None = None
+
+    def _hook(self, s: int, rep: _Replica, k: int, size: int):
+        # The hook lives in the parameter's autograd node (C++), which the cyclic collector cannot see
+        # through: it holds the runner weakly so that a dropped runner frees its slots' memory.
+        runner = weakref.ref(self)
+        r, home = rep.index, rep.home
+
+        def ready(_param) -> None:
+            self_ = runner()
+            if self_ is None or s not in self_._armed:
+                return
+            key = (s, r, k)
+            self_._counts[key] = self_._counts.get(key, 0) + 1
+            if self_._counts[key] == size:  # the bucket's gradients are final: it may be reduced from now
+                self_._ready[key] = _record(home)
+
+        return ready
 
     # -- setup helpers ------------------------------------------------------------------
 
@@ -177,13 +218,20 @@ class PlanRunner:
         state: dict[tuple, Any] = {}
         losses: list[torch.Tensor] = []
         orders = rank_orders(layout.schedule, layout.ranks, m, layout.virtual)
+        backwards = [0] * len(layout.stages)
         for _, action in issue_order(orders, len(layout.stages)):
+            s = action.stage
             if action.kind == FORWARD:
-                self._forward(action.stage, action.microbatch, state, staged_in, staged_tgt, loss_fn, scale, losses)
-            else:
-                self._backward(action.stage, action.microbatch, state)
+                self._forward(s, action.microbatch, state, staged_in, staged_tgt, loss_fn, scale, losses)
+                continue
+            backwards[s] += 1
+            if backwards[s] == m:
+                self._armed.add(s)  # this backward makes the stage's gradients final
+            self._backward(s, action.microbatch, state)
+            if backwards[s] == m:
+                self._reduce_stage(s)
         state.clear()
-        self._reduce_gradients()
+        self._reduce_tied()
         for rep in (r for reps in self.replicas for r in reps):
             if rep.optimizer is not None:
                 rep.optimizer.step()
@@ -261,7 +309,8 @@ class PlanRunner:
                 if spec.batch_dim is not None and (a, b) != src.rows:
                     value = value.narrow(spec.batch_dim, a - src.rows[0], b - a)
                 pieces.append(self._copy(value.detach(), src.home, rep.home,
-                                         state["fwd_event", s - 1, i, src.index], "send_fwd"))
+                                         state["fwd_event", s - 1, i, src.index], "fwd"))
+            self._arrived(rep.home, "fwd")
             x = pieces[0] if len(pieces) == 1 else torch.cat(pieces, dim=spec.batch_dim)
             if x.is_floating_point() and state["out", s - 1, i, prev[0].index][k].requires_grad:
                 x.requires_grad_(True)
@@ -269,13 +318,22 @@ class PlanRunner:
             args.append(x)
         return args, leaves
 
-    def _copy(self, value: torch.Tensor, src: int, dst: int, ready, purpose: str) -> torch.Tensor:
+    def _copy(self, value: torch.Tensor, src: int, dst: int, ready, direction: str) -> torch.Tensor:
+        """Copy ``value`` from ``src`` to ``dst``: leaves on ``src``'s send stream once ``ready`` (the
+        producing action) has passed, lands on ``dst``'s receive stream; ``_arrived`` makes ``dst``'s compute
+        stream wait for it."""
         if src == dst:
             return value
-        stream = self._streams[src, purpose]
-        ready.wait(stream)
-        with torch.no_grad(), torch.hybrid.stream(stream):
+        send = self._streams[src, f"send_{direction}"]
+        recv = self._streams[dst, f"recv_{direction}"]
+        ready.wait(send)
+        with torch.no_grad(), torch.hybrid.stream(send), torch.hybrid.stream(recv):
             return value.to(torch.device("hybrid", dst))
+
+    def _arrived(self, dst: int, direction: str) -> None:
+        event = torch.hybrid.Event()
+        event.record(self._streams[dst, f"recv_{direction}"])
+        event.wait(torch.hybrid.default_stream(dst))
 
     def _backward(self, s: int, i: int, state) -> None:
         lastp = s == len(self.replicas) - 1
@@ -307,8 +365,7 @@ class PlanRunner:
         lo, hi = rep.rows
         pieces = []
         nxt = self.replicas[s + 1]
-        sources = nxt if spec.batch_dim is not None else nxt
-        for dst in sources:
+        for dst in nxt:
             leaves = dict(state.get(("in", s + 1, i, dst.index), []))
             leaf = leaves.get(k)
             if leaf is None or leaf.grad is None:
@@ -320,9 +377,10 @@ class PlanRunner:
                     continue
                 if (a, b) != dst.rows:
                     grad = grad.narrow(spec.batch_dim, a - dst.rows[0], b - a)
-            pieces.append(self._copy(grad, dst.home, rep.home, state["bwd_event", s + 1, i, dst.index], "send_bwd"))
+            pieces.append(self._copy(grad, dst.home, rep.home, state["bwd_event", s + 1, i, dst.index], "bwd"))
         if not pieces:
             return None
+        self._arrived(rep.home, "bwd")
         if spec.batch_dim is not None:
             return pieces[0] if len(pieces) == 1 else torch.cat(pieces, dim=spec.batch_dim)
         total = pieces[0]
@@ -333,24 +391,51 @@ class PlanRunner:
     # -- gradient reduction ----------------------------------------------------------------
 
     def _prepare_buckets(self) -> None:
-        """Data-parallel stages get one flat gradient buffer per replica; parameters' ``.grad`` are views
-        into it (DDP's gradient_as_bucket_view), so the all_reduce runs on the buffer in place."""
-        for reps, params in zip(self.replicas, self._dp_params):
-            if len(reps) < 2:
-                continue
-            for rep, ps in zip(reps, params):
-                if not ps:
-                    continue
-                total = sum(p.numel() for p in ps)
-                if rep.bucket is None or rep.bucket.numel() != total:
-                    rep.bucket = torch.empty(total, dtype=ps[0].dtype, device=rep.device)
-                rep.bucket.zero_()
-                offset = 0
-                for p in ps:
-                    p.grad = rep.bucket[offset:offset + p.numel()].view_as(p)
-                    offset += p.numel()
+        """Data-parallel stages get one flat gradient buffer per block and replica; the parameters'
+        ``.grad`` are views into it (DDP's gradient_as_bucket_view), so the all_reduce runs in place."""
+        self._armed.clear()
+        self._ready.clear()
+        self._counts.clear()
+        for s, reps in enumerate(self.replicas):
+            for rep in reps:
+                if not rep.buckets:
+                    rep.buckets = [None] * len(self._buckets[s][rep.index])
+                for k, ps in enumerate(self._buckets[s][rep.index]):
+                    if not ps:
+                        continue
+                    total = sum(p.numel() for p in ps)
+                    if rep.buckets[k] is None:
+                        rep.buckets[k] = torch.empty(total, dtype=ps[0].dtype, device=rep.device)
+                    rep.buckets[k].zero_()
+                    offset = 0
+                    for p in ps:
+                        p.grad = rep.buckets[k][offset:offset + p.numel()].view_as(p)
+                        offset += p.numel()
 
-    def _reduce_gradients(self) -> None:
+    def _reduce_stage(self, s: int) -> None:
+        """All-reduce stage ``s``'s buckets across its replicas on the reduce streams, each bucket once
+        every replica's copy of it is final; the replica's optimizer waits for the last one."""
+        import collectives
+
+        reps = self.replicas[s]
+        if len(reps) < 2:
+            return
+        blocks = [k for k in range(len(self._buckets[s][0])) if self._buckets[s][0][k]]
+        order = sorted(blocks, key=lambda k: -k)  # backward finishes the last block first
+        streams = [self._streams[rep.home, "reduce"] for rep in reps]
+        for k in order:
+            for rep, stream in zip(reps, streams):
+                self._ready.pop((s, rep.index, k)).wait(stream)
+            with contextlib.ExitStack() as stack:
+                for stream in streams:
+                    stack.enter_context(torch.hybrid.stream(stream))
+                collectives.all_reduce([rep.buckets[k] for rep in reps], op="sum")
+        for rep, stream in zip(reps, streams):
+            done = torch.hybrid.Event()
+            done.record(stream)
+            done.wait(torch.hybrid.default_stream(rep.home))
+
+    def _reduce_tied(self) -> None:
         import collectives
 
         for _, copies in self._tied:
@@ -370,10 +455,6 @@ class PlanRunner:
                     g.copy_(gs[0])
             for p, g in zip(copies, grads):
                 p.grad = g
-        for reps in self.replicas:
-            if len(reps) < 2 or reps[0].bucket is None:
-                continue
-            collectives.all_reduce([rep.bucket for rep in reps], op="sum")
 
     # -- results ---------------------------------------------------------------------------
 
@@ -406,8 +487,8 @@ class PlanRunner:
         return out
 
 
-def _unique_params(module: nn.Module, canonical: dict[str, str]) -> tuple[list[nn.Parameter], list[str]]:
-    params, names, seen = [], [], set()
+def _unique_params(module: nn.Module, canonical: dict[str, str]):
+    params, names, block_of, seen = [], [], [], set()
     for k, blk in enumerate(module.blocks):
         for name, p in blk.named_parameters(remove_duplicate=False):
             if id(p) in seen or not p.requires_grad:
@@ -415,7 +496,8 @@ def _unique_params(module: nn.Module, canonical: dict[str, str]) -> tuple[list[n
             seen.add(id(p))
             params.append(p)
             names.append(canonical.get(name, name))
-    return params, names
+            block_of.append(k)
+    return params, names, block_of
 
 
 def _record(slot: int):
