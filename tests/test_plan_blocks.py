@@ -1,4 +1,4 @@
-"""Cutting models into blocks (interop.planning.blocks): the model's own structure, torch.export under
+"""Cutting models into blocks (interop.planning.export_blocks): the model's own structure, torch.export under
 the hood, every range of blocks equal to the model run whole."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import torch
 import torch.nn as nn
 
 from interop.models import GPT, GPTConfig, SmallCNN
-from interop.planning.blocks import NoBlockStructure, bind, cut
+from interop.planning.export_blocks import NoBlockStructure, bind, cut
 
 SMALL = GPTConfig(vocab_size=128, seq_len=16, dim=32, heads=2, layers=3)
 

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 import interop
 from interop.models import GPT, GPTConfig, token_batch
-from interop.planning.blocks import cut
+from interop.planning.export_blocks import cut
 from interop.planning.layout import Layout, Stage
 from interop.planning.runner import PlanRunner
 

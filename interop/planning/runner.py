@@ -3,7 +3,7 @@
 What runs, and where it lands on the modelled timeline:
 
 * Each stage replica is the stage's blocks bound to the user's current parameters on
-  the replica's slot (:func:`~interop.planning.blocks.bind`); ops run on the slot's
+  the replica's slot (:func:`~interop.planning.export_blocks.bind`); ops run on the slot's
   default stream (its compute stream).
 * Actions are issued in the schedule's order per rank (:mod:`~interop.planning.schedules`).
   A forward receives its inputs as real copies from the previous stage's replicas (rows
@@ -37,7 +37,7 @@ import torch
 import torch.nn as nn
 from torch.utils import _pytree as pytree
 
-from interop.planning.blocks import ModelBlocks, _tensor_attrs, bind, split_rows
+from interop.planning.export_blocks import ExportedBlocks, _tensor_attrs, bind, split_rows
 from interop.planning.layout import Layout, Stage
 from interop.planning.schedules import BACKWARD, FORWARD, issue_order, rank_orders
 
@@ -88,7 +88,7 @@ class _Replica:
 class PlanRunner:
     """The in-process runner :meth:`Plan.apply` returns (see the module doc)."""
 
-    def __init__(self, layout: Layout, blocks: ModelBlocks, model: nn.Module,
+    def __init__(self, layout: Layout, blocks: ExportedBlocks, model: nn.Module,
                  optimizer: Callable[[list[nn.Parameter]], torch.optim.Optimizer] | None = None):
         import interop
 

@@ -8,10 +8,10 @@ so that the embeddings, each layer and the head come out as blocks. A model
 with no such list is cut at its top-level children that own parameters; a model
 with neither is refused with an error that says how to mark split points.
 
-:func:`cut` returns :class:`ModelBlocks`: the blocks (each an ``fx.GraphModule``
+:func:`cut` returns :class:`ExportedBlocks`: the blocks (each an ``fx.GraphModule``
 holding the model's own parameters under their own names), the values that
 cross each boundary (shapes in terms of the batch size), and
-:meth:`ModelBlocks.stage_module` to run any contiguous range of blocks as one
+:meth:`ExportedBlocks.stage_module` to run any contiguous range of blocks as one
 module. The planner costs blocks, the runner runs stage modules, the export
 builds ``PipelineStage``\\ s from the same stage modules.
 """
@@ -98,7 +98,7 @@ class Block:
 
 
 @dataclass(slots=True)
-class ModelBlocks:
+class ExportedBlocks:
     """A model cut into blocks. ``values`` describes every value crossing a boundary."""
 
     blocks: list[Block]
@@ -182,7 +182,7 @@ class ModelBlocks:
 class StageModule(nn.Module):
     """A contiguous range of blocks run as one module (the unit a pipeline stage holds)."""
 
-    def __init__(self, blocks: ModelBlocks, start: int, stop: int):
+    def __init__(self, blocks: ExportedBlocks, start: int, stop: int):
         super().__init__()
         self.start, self.stop = start, stop
         self.input_names = blocks.live(start)
@@ -321,7 +321,7 @@ def _tensor_attrs(module: nn.Module):
                 yield prefix + key, value
 
 
-def cut(model: nn.Module, example_inputs, *, split_spec: dict[str, SplitPoint] | None = None) -> ModelBlocks:
+def cut(model: nn.Module, example_inputs, *, split_spec: dict[str, SplitPoint] | None = None) -> ExportedBlocks:
     """Cut ``model`` into blocks (see the module doc). ``example_inputs``: the positional inputs of one
     (micro)batch; dimension 0 of every tensor input is the batch. ``split_spec``: the pipelining API's
     ``{submodule name: SplitPoint}``; without it the split points come from the model's structure."""
@@ -408,7 +408,7 @@ def cut(model: nn.Module, example_inputs, *, split_spec: dict[str, SplitPoint] |
             holders.setdefault(p, []).append(b.index)
     tied = {p: tuple(h) for p, h in holders.items() if len(h) > 1}
     out_spec = ep.call_spec.out_spec
-    return ModelBlocks(blocks, values, tuple(inputs), outputs, out_spec, ep.call_spec.in_spec, symbol,
+    return ExportedBlocks(blocks, values, tuple(inputs), outputs, out_spec, ep.call_spec.in_spec, symbol,
                        example_batch, tied, canonical, type(model).__name__)
 
 
@@ -489,5 +489,5 @@ def flatten_inputs(inputs) -> list:
     return pytree.tree_flatten(args)[0]
 
 
-__all__ = ["Block", "ModelBlocks", "NoBlockStructure", "ROLES", "SPLIT_SPEC_HINT", "StageModule", "ValueSpec",
+__all__ = ["Block", "ExportedBlocks", "NoBlockStructure", "ROLES", "SPLIT_SPEC_HINT", "StageModule", "ValueSpec",
            "auto_split_spec", "bind", "cut", "find_layers", "flatten_inputs", "split_rows"]
