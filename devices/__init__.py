@@ -5,6 +5,8 @@
 * :func:`parse_rack`, :func:`presets`, :class:`RackSpec`: racks from
   ``"kind:count+kind:count"`` strings, presets, TOML files, and ``*N`` replicas.
 * :func:`parse_size` and friends: the units rack specs are written in.
+* :func:`dtype_name`, :data:`DTYPE_NAMES`, :func:`itemsize`: the one dtype
+  vocabulary (torch's names: ``float32``, ``bfloat16``, ``float8_e4m3fn``...).
 * :func:`catalogue_rows`, :func:`presets_rows`: rows for listings.
 
 Nothing here reads the environment or imports torch; importing the package
@@ -18,7 +20,8 @@ from __future__ import annotations
 import os
 
 from devices.catalogue_table import catalogue_rows, format_table, presets_rows
-from devices.chip import DTYPE_NAMES, Chip, catalogue, chip, kinds
+from devices.chip import Chip, catalogue, chip, kinds
+from devices.dtypes import DTYPE_NAMES, dtype_name, itemsize
 from devices.fabrics import DOMAIN_FABRICS, NETWORK_FABRICS, Fabric, fabric, network_bandwidth
 from devices.figure import STATUSES, UNITS, Figure
 from devices.rack import BACKINGS, DomainSpec, NetworkSpec, RackSpec, Slot, SlotGroup
@@ -52,7 +55,7 @@ def presets() -> dict[str, str]:
 __all__ = [
     "BACKINGS", "DEFAULT_PRESET", "DOMAIN_FABRICS", "DTYPE_NAMES", "NETWORK_FABRICS", "STATUSES", "UNITS",
     "Chip", "DomainSpec", "Fabric", "Figure", "NetworkSpec", "RackSpec", "Slot", "SlotGroup",
-    "catalogue", "catalogue_rows", "chip", "estimate", "default_domains", "default_network", "fabric",
-    "format_table", "format_value", "kinds", "network_bandwidth", "parse_bandwidth", "parse_duration",
+    "catalogue", "catalogue_rows", "chip", "estimate", "default_domains", "default_network", "dtype_name", "fabric",
+    "format_table", "format_value", "itemsize", "kinds", "network_bandwidth", "parse_bandwidth", "parse_duration",
     "parse_rack", "parse_size", "presets", "presets_rows",
 ]

@@ -55,6 +55,12 @@ TRN2_INSTANCE_LINK = Figure(
 
 NVLINK_MAX_DOMAIN = Figure(576, "", "NVLink 5 / NVLink Fusion: NVLink domains up to 576 GPUs (specs.md)", "published")
 """Largest NVLink (or NVLink Fusion) domain the default layout builds before starting another."""
+NVLINK3_MAX_DOMAIN = Figure(
+    16, "", "NVIDIA A100 Tensor Core GPU product page (NVIDIA, https://www.nvidia.com/en-us/data-center/a100/): "
+            "'up to 16 A100 GPUs can be interconnected at up to 600 GB/s' with NVSwitch; read 2026-12-02 through its "
+            "reproduction at https://xynio.com/nvidia-a100-tensor-core-gpu/", "secondary",
+    "second-generation NVSwitch (HGX A100 16-GPU); the DGX A100 node holds 8")
+"""Largest NVLink 3 (A100) domain the default layout builds before starting another."""
 TRN2_INSTANCE_CHIPS = Figure(16, "", "trn2.48xlarge: 16 Trn2 chips in a 4x4 torus (specs.md)", "published")
 """Chips per trn2.48xlarge: the default Trn2 torus size."""
 TRN1_INSTANCE_CHIPS = Figure(16, "", "trn1.32xlarge: 16 Trainium chips, 4D hypercube (specs.md)", "published")
@@ -121,6 +127,17 @@ _SCALE_OUT: Mapping[str, Figure] = MappingProxyType({
     "h100": Figure(400 * _GBPS, "B/s", _IB_NDR, "secondary", "400 Gb/s = 50 GB/s per direction, nominal"),
     "h200": Figure(400 * _GBPS, "B/s", _IB_NDR, "secondary", "400 Gb/s = 50 GB/s per direction, nominal"),
     "b200": Figure(400 * _GBPS, "B/s", _IB_NDR, "secondary", "400 Gb/s = 50 GB/s per direction, nominal"),
+    "a100": Figure(200 * _GBPS, "B/s",
+                   "NVIDIA DGX SuperPOD: Scalable Infrastructure for AI Leadership, DGX A100 System Reference "
+                   "Architecture (NVIDIA, RA-09950-001, November 2020; reproduced at https://vdocuments.net/"
+                   "nvidia-dgx-superpod-scalable-infrastructure-for-ai-nvidia-ngca-optimized-software.html): eight "
+                   "single-port ConnectX-6 HDR 200 Gb/s InfiniBand adapters per DGX A100, one per GPU; read 2026-12-02",
+                   "secondary", "200 Gb/s = 25 GB/s per direction, nominal"),
+    "gb200": Figure(400 * _GBPS, "B/s",
+                    "NVIDIA DGX GB Rack Scale Systems User Guide, Hardware: DGX GB200 compute tray (NVIDIA, "
+                    "https://docs.nvidia.com/dgx/dgxgb200-user-guide/hardware.html): 4x ConnectX-7 single-port 400G "
+                    "OSFP NICs per tray of 4 Blackwell GPUs; read 2026-12-02", "published",
+                    "400 Gb/s per GPU = 50 GB/s per direction, nominal"),
     "gb300": Figure(800 * _GBPS, "B/s", "GB300 NVL72: one ConnectX-8 SuperNIC at 800 Gb/s per GPU (vendor "
                     "announcements via vendordeep.com, glennklockwood.com)", "secondary",
                     "800 Gb/s = 100 GB/s per direction, nominal"),

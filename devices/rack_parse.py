@@ -15,11 +15,13 @@ files without ``[[domains]]``; slots keep the order they were given in:
 1. If any Trainium4 is present, the Trainium4 and every NVIDIA GPU form one
    ``nvlink-fusion`` domain (Trn4's NVLink Fusion port joins NVIDIA's switch).
    Those slots must be adjacent, since a domain is a contiguous slot range.
-2. Otherwise each contiguous run of NVIDIA GPUs forms one ``nvlink`` domain,
-   with in-switch reduction on (NVLS exists on every NVSwitch generation of
-   the catalogued GPUs: Hopper and Blackwell).
+2. Otherwise each contiguous run of Hopper and Blackwell GPUs forms one
+   ``nvlink`` domain, with in-switch reduction on (NVLS exists on their
+   NVSwitch generations).  A100s (NVLink 3) never join NVLink Fusion and form
+   ``nvlink`` domains of their own, without in-switch reduction.
 3. NVLink and NVLink Fusion domains hold at most 576 GPUs (NVLink's
-   published largest domain); longer runs are split.
+   published largest domain), NVLink 3 domains 16 A100s; longer runs are
+   split.
 4. Trainium2 (NeuronLink-v3): a 4x4 ``neuronlink-torus`` per 16 chips, one
    trn2.48xlarge each, at the in-instance 1,024 GB/s per chip (512 GB/s per
    direction); a remainder r < 16 forms a ring, shape (r,).  The 4x4x4
@@ -41,8 +43,8 @@ from functools import lru_cache
 from importlib import resources
 from typing import Iterable, Sequence
 
-from devices.fabrics import (NVLINK_MAX_DOMAIN, TRN1_INSTANCE_CHIPS, TRN2_INSTANCE_CHIPS, TRN2_INSTANCE_LINK,
-                             TRN3_ULTRASERVER_CHIPS, default_network_fabric, fabric as fabric_defaults,
+from devices.fabrics import (NVLINK3_MAX_DOMAIN, NVLINK_MAX_DOMAIN, TRN1_INSTANCE_CHIPS, TRN2_INSTANCE_CHIPS,
+                             TRN2_INSTANCE_LINK, TRN3_ULTRASERVER_CHIPS, default_network_fabric, fabric as fabric_defaults,
                              network_bandwidth)
 from devices.chip import chip, kinds as catalogue_kinds
 from devices.rack import DomainSpec, NetworkSpec, RackSpec, SlotGroup
@@ -129,6 +131,8 @@ def from_kind_counts(text: str) -> RackSpec:
 
 def _domain_class(kind: str, fusion: bool) -> str:
     member = chip(kind)
+    if member.scale_up_fabric == "nvlink3":
+        return "nvlink3"  # an A100 cannot join NVLink 5 / NVLink Fusion switches
     if member.scale_up_fabric == "nvlink-fusion" or (fusion and member.vendor == "nvidia"):
         return "nvlink-fusion"
     if member.vendor == "nvidia":
@@ -157,6 +161,8 @@ def default_domains(groups: Sequence[SlotGroup]) -> tuple[DomainSpec, ...]:
         # class: (fabric, chunk, full shape, link bandwidth, in-switch reduction)
         "nvlink-fusion": ("nvlink-fusion", nvlink_max, None, None, False),
         "nvlink": ("nvlink", nvlink_max, None, None, True),
+        # No NVLS before third-generation NVSwitch (Hopper): A100 domains reduce on the GPUs.
+        "nvlink3": ("nvlink", int(NVLINK3_MAX_DOMAIN.value), None, None, False),
         "neuronlink-v3": ("neuronlink-torus", int(TRN2_INSTANCE_CHIPS.value), (4, 4),
                           TRN2_INSTANCE_LINK.value, False),
         "neuronlink-v2": ("neuronlink-torus", int(TRN1_INSTANCE_CHIPS.value), (2, 2, 2, 2), None, False),

@@ -18,14 +18,16 @@ from interop.rack import Rack, RackDevice, current_rack, presets, set_rack
 from interop.report import RunReport, report
 from interop.timelines import TimelineRecord, reset_timeline, set_recording, timeline
 from interop.trace import export_trace, gantt
+from interop.planning import StepEstimate, whatif
 
 __version__ = "0.1.0"
 
-register()
-if current_rack() is None:
+# Without the compiled extension the device is not registered; the pure-Python parts
+# (catalogue, cost model, what-ifs) still import (interop._backend.MissingExtension).
+if register() and current_rack() is None:
     set_rack(Rack.preset("fusion-default"))
 
 __all__ = [
-    "DEVICE_TYPE", "Rack", "RackDevice", "RunReport", "TimelineRecord", "__version__", "current_rack", "export_trace",
-    "gantt", "presets", "report", "reset_timeline", "set_rack", "set_recording", "timeline",
+    "DEVICE_TYPE", "Rack", "RackDevice", "RunReport", "StepEstimate", "TimelineRecord", "__version__", "current_rack",
+    "export_trace", "gantt", "presets", "report", "reset_timeline", "set_rack", "set_recording", "timeline", "whatif",
 ]

@@ -9,14 +9,42 @@ import torch
 DEVICE_TYPE = "hybrid"
 _registered = False
 
+BUILD_HINT = "build it with `MAX_JOBS=2 python setup.py build_ext --inplace` in the repository"
 
-def register() -> None:
+
+class MissingExtension:
+    """Stands in for ``interop._C`` when it cannot be loaded: any use raises a clear error.
+
+    The catalogue, the cost model and the what-ifs (``interop.whatif``) are pure Python and keep working.
+    """
+
+    def __init__(self, error: BaseException) -> None:
+        self._error = error
+
+    def __getattr__(self, name: str):
+        raise RuntimeError(f"interop._C (the hybrid device extension) could not be loaded ({self._error}); "
+                           f"{BUILD_HINT}. Without it the device, racks and collectives on tensors are "
+                           f"unavailable; devices, collectives.estimate and interop.whatif still work")
+
+
+def register() -> bool:
     """Rename PrivateUse1 to ``hybrid``, install ``torch.hybrid`` and the
-    ``Tensor.hybrid()`` / ``Module.hybrid()`` / storage methods."""
+    ``Tensor.hybrid()`` / ``Module.hybrid()`` / storage methods.
+
+    Returns False, leaving a :class:`MissingExtension` as ``interop._C``, when the
+    extension cannot be loaded."""
     global _registered
     if _registered:
-        return
-    from interop import _C  # loading it registers the C++ backend
+        return True
+    if isinstance(sys.modules.get("interop._C"), MissingExtension):
+        return False
+    try:
+        from interop import _C  # loading it registers the C++ backend
+    except ImportError as error:
+        import interop
+
+        sys.modules["interop._C"] = interop._C = MissingExtension(error)
+        return False
     from interop import hybrid as module
     from interop import timelines as timeline
 
@@ -31,6 +59,7 @@ def register() -> None:
     _register_collective_hooks()
     _register_distributed_backend()
     _registered = True
+    return True
 
 
 def _register_collective_hooks() -> None:

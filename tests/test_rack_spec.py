@@ -105,7 +105,7 @@ def test_malformed_specs(spec, field):
 
 
 def test_unknown_kind_lists_accepted_kinds():
-    with pytest.raises(ValueError, match="accepted kinds: b200, gb300, h100, h200, trn1, trn2, trn3, trn4"):
+    with pytest.raises(ValueError, match="accepted kinds: a100, b200, gb200, gb300, h100, h200, trn1, trn2, trn3, trn4"):
         parse_rack("x100:4")
 
 
@@ -132,6 +132,17 @@ def test_gpus_without_trn4_form_an_nvlink_domain_with_reduction():
     assert domain.fabric == "nvlink" and domain.in_switch_reduction and domain.count == 8
     assert rack.network.fabric == "infiniband" and rack.network.bandwidth == pytest.approx(50e9)
     assert rack.latency(domain) == pytest.approx(0.6e-6)
+
+
+def test_a100s_form_nvlink3_domains_of_16_without_reduction_and_never_join_fusion():
+    assert [(d.fabric, d.count, d.in_switch_reduction) for d in parse_rack("a100:20").domains] == [
+        ("nvlink", 16, False), ("nvlink", 4, False)]
+    rack = parse_rack("trn4:2+b200:2+a100:4")
+    assert [(d.fabric, d.count) for d in rack.domains] == [("nvlink-fusion", 4), ("nvlink", 4)]
+    assert rack.link_bandwidth(rack.domains[1]) == pytest.approx(600e9 / 2)
+    # One 200 Gb/s HDR NIC per A100 in a DGX A100; one 400 Gb/s NIC per GB200 GPU.
+    assert parse_rack("a100-node").network.bandwidth == pytest.approx(200e9 / 8)
+    assert parse_rack("gb200:8").network.bandwidth == pytest.approx(400e9 / 8)
 
 
 def test_nvlink_domains_cap_at_576():
@@ -168,6 +179,9 @@ REQUIRED_PRESETS = {
     "trn2-ultraserver": ({"trn2": 64}, [("neuronlink-torus", 64, (4, 4, 4), False)]),
     "trn3-ultraserver": ({"trn3": 144}, [("neuronswitch", 144, None, False)]),
     "gb300-nvl72": ({"gb300": 72}, [("nvlink", 72, None, True)]),
+    "gb200-nvl72": ({"gb200": 72}, [("nvlink", 72, None, True)]),
+    # No NVLS before Hopper's third-generation NVSwitch.
+    "a100-node": ({"a100": 8}, [("nvlink", 8, None, False)]),
 }
 
 
