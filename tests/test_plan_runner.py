@@ -11,8 +11,9 @@ import torch.nn.functional as F
 
 import interop
 from interop.models import GPT, GPTConfig, token_batch
+from interop.planning import Stage
 from interop.planning.export_blocks import cut
-from interop.planning.layout import Layout, Stage
+from interop.planning.layout import Layout
 from interop.planning.runner import PlanRunner
 
 CFG = GPTConfig(vocab_size=128, seq_len=16, dim=32, heads=2, layers=2)
@@ -30,10 +31,10 @@ def model_and_blocks():
     return model, cut(model, (x,))
 
 
-def _layout(stages, schedule, microbatches, batch, ranks=None):
-    ranks = ranks or len(stages)
-    return Layout(tuple(Stage(i, a, b, reps, rank=i % ranks) for i, (a, b, reps) in enumerate(stages)),
-                  schedule, microbatches, batch)
+def _layout(stages, schedule, microbatches, batch, kind="trn3"):
+    """``stages``: (block ranges, slots) per physical stage; several ranges = interleaved chunks."""
+    return Layout(tuple(Stage(chunks=tuple(range(a, b) for a, b in ranges), kind=kind, slots=slots)
+                        for ranges, slots in stages), schedule, microbatches, batch)
 
 
 def adamw(params):
@@ -71,7 +72,7 @@ def test_one_microbatch_is_bit_for_bit_the_single_device_run(model_and_blocks, u
     use_rack("trn3:2+h100:2", backing="emulated")
     model, blocks = model_and_blocks
     batches = [token_batch(CFG, 4, seed=s) for s in range(3)]
-    layout = _layout([(0, 2, ((0,),)), (2, 4, ((2,),))], "1f1b", 1, 4)
+    layout = _layout([([(0, 2)], (0,)), ([(2, 4)], (2,))], "1f1b", 1, 4)
     runner, got = _run(layout, model, blocks, batches)
     want, params = _reference(model, batches)
     for (loss, grads), (ref_loss, ref_grads) in zip(got, want):
@@ -87,19 +88,19 @@ def test_one_microbatch_is_bit_for_bit_the_single_device_run(model_and_blocks, u
     assert state["head.weight"] is state["tok.weight"]
 
 
-@pytest.mark.parametrize("schedule,stages,microbatches,ranks", [
+@pytest.mark.parametrize("schedule,stages,microbatches", [
     # asymmetric data parallelism: 2 replicas, then 1, then 2 (rows re-split between stages)
-    ("1f1b", [(0, 1, ((0,), (1,))), (1, 3, ((2,),)), (3, 4, ((3,), (4,)))], 4, None),
-    ("gpipe", [(0, 2, ((0,),)), (2, 4, ((3,),))], 2, None),
-    # two stages per rank; the tied embedding sits on both ranks
-    ("interleaved", [(0, 1, ((0,),)), (1, 2, ((3,),)), (2, 3, ((0,),)), (3, 4, ((3,),))], 4, 2),
+    ("1f1b", [([(0, 1)], (0, 1)), ([(1, 3)], (2,)), ([(3, 4)], (3, 4))], 4),
+    ("gpipe", [([(0, 2)], (0,)), ([(2, 4)], (3,))], 2),
+    # two chunks per stage; the tied embedding sits on both stages
+    ("interleaved", [([(0, 1), (2, 3)], (0,)), ([(1, 2), (3, 4)], (3,))], 4),
 ])
 def test_microbatches_and_replicas_match_within_float_tolerance(model_and_blocks, use_rack, schedule, stages,
-                                                               microbatches, ranks):
+                                                               microbatches):
     use_rack("trn3:3+h100:3", backing="emulated")
     model, blocks = model_and_blocks
     batches = [token_batch(CFG, 8, seed=s) for s in range(3)]
-    runner, got = _run(_layout(stages, schedule, microbatches, 8, ranks), model, blocks, batches, sgd)
+    runner, got = _run(_layout(stages, schedule, microbatches, 8), model, blocks, batches, sgd)
     want, params = _reference(model, batches, sgd)
     for (loss, grads), (ref_loss, ref_grads) in zip(got, want):
         torch.testing.assert_close(loss, ref_loss, rtol=1e-5, atol=1e-6)
@@ -113,7 +114,7 @@ def test_microbatches_and_replicas_match_within_float_tolerance(model_and_blocks
 def test_the_step_is_on_the_timeline_with_its_pipeline(model_and_blocks, use_rack):
     use_rack("trn3:2+h100:2", backing="emulated")
     model, blocks = model_and_blocks
-    layout = _layout([(0, 2, ((0,),)), (2, 4, ((2,),))], "1f1b", 4, 8)
+    layout = _layout([([(0, 2)], (0,)), ([(2, 4)], (2,))], "1f1b", 4, 8)
     runner = PlanRunner(layout, blocks, model, lambda ps: torch.optim.SGD(ps, lr=0.1))
     x, y = token_batch(CFG, 8)
     runner.step(x, y, loss_fn)
@@ -135,12 +136,14 @@ def test_the_step_is_on_the_timeline_with_its_pipeline(model_and_blocks, use_rac
 def test_bad_input(model_and_blocks, use_rack):
     use_rack("trn3:2+h100:2", backing="emulated")
     model, blocks = model_and_blocks
-    layout = _layout([(0, 2, ((0,),)), (2, 4, ((2,),))], "1f1b", 2, 4)
+    layout = _layout([([(0, 2)], (0,)), ([(2, 4)], (2,))], "1f1b", 2, 4)
     runner = PlanRunner(layout, blocks, model)
     x, y = token_batch(CFG, 6)
     with pytest.raises(ValueError, match="global batch of 4 rows, got \\[6\\]"):
         runner.step(x, y, loss_fn)
-    with pytest.raises(ValueError, match="slots \\[7\\] outside|uses slots \\[7\\]"):
-        PlanRunner(_layout([(0, 2, ((0,),)), (2, 4, ((7,),))], "1f1b", 2, 4), blocks, model)
+    with pytest.raises(ValueError, match="uses slots \\[7\\]"):
+        PlanRunner(_layout([([(0, 2)], (0,)), ([(2, 4)], (7,))], "1f1b", 2, 4), blocks, model)
     with pytest.raises(ValueError, match="does not split over stage 0's 3"):
-        _layout([(0, 2, ((0,), (1,), (2,))), (2, 4, ((3,),))], "1f1b", 2, 4).validate(len(blocks))
+        _layout([([(0, 2)], (0, 1, 2)), ([(2, 4)], (3,))], "1f1b", 2, 4).validate(len(blocks))
+    with pytest.raises(ValueError, match="starts at block 3, expected 2"):
+        _layout([([(0, 2)], (0,)), ([(3, 4)], (1,))], "1f1b", 2, 4).validate(len(blocks))

@@ -19,15 +19,18 @@ builds ``PipelineStage``\\ s from the same stage modules.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import MethodType
-from typing import Any
+from typing import Any, Callable, Hashable
 
 import torch
 import torch.fx as fx
 import torch.nn as nn
 from torch.distributed.pipelining import SplitPoint, pipe_split
 from torch.utils import _pytree as pytree
+
+from interop.planning.blocks import ModelBlocks
+from interop.planning.profile import BlockProfile, Shard, trace_profile
 
 ROLES = ("embedding", "layer", "head", "block")
 """What a block is: the part before the first repeated layer, one layer, the part after the last, or a
@@ -97,27 +100,44 @@ class Block:
         return f"Block({self.index}, {self.name!r}, {self.role}, {self.param_count:,} params)"
 
 
-@dataclass(slots=True)
-class ExportedBlocks:
-    """A model cut into blocks. ``values`` describes every value crossing a boundary."""
+class ExportedBlocks(ModelBlocks):
+    """A real model cut into blocks (see the module doc); ``values`` describes every value crossing a
+    boundary. As a :class:`~interop.planning.ModelBlocks`, each block's profile for a shard is its own
+    GraphModule traced on the meta device for ``shard.microbatch`` rows (the sequence length is the
+    example inputs'); the last block's profile includes the loss."""
 
-    blocks: list[Block]
-    values: dict[str, ValueSpec]
-    inputs: tuple[str, ...]
-    """Names of the model's (flattened) inputs."""
-    outputs: tuple[str, ...]
-    """Names of the values the model returns (flattened)."""
-    out_spec: Any
-    """pytree spec that rebuilds the model's own output (a tensor, a tuple, an HF ModelOutput)."""
-    in_spec: Any
-    batch_symbol: Any
-    """The sympy symbol of the batch dimension."""
-    example_batch: int
-    tied: dict[str, tuple[int, ...]] = field(default_factory=dict)
-    """Parameter name -> the blocks that each hold a copy (names used by more than one block)."""
-    canonical: dict[str, str] = field(default_factory=dict)
-    """Every state-dict name of the model -> the first name of the same tensor (tied names share one)."""
-    model_name: str = ""
+    def __init__(self, blocks: list[Block], values: dict[str, ValueSpec], inputs: tuple[str, ...],
+                 outputs: tuple[str, ...], out_spec: Any, in_spec: Any, batch_symbol: Any, example_batch: int,
+                 tied: dict[str, tuple[int, ...]], canonical: dict[str, str], model_name: str,
+                 example_targets: Any = None, loss_fn: Callable | None = None):
+        super().__init__()
+        self.blocks = blocks
+        self.values = values
+        self.inputs = inputs
+        """Names of the model's (flattened) inputs."""
+        self.outputs = outputs
+        """Names of the values the model returns (flattened)."""
+        self.out_spec = out_spec
+        """pytree spec that rebuilds the model's own output (a tensor, a tuple, an HF ModelOutput)."""
+        self.in_spec = in_spec
+        self.batch_symbol = batch_symbol
+        """The sympy symbol of the batch dimension."""
+        self.example_batch = example_batch
+        self.tied = tied
+        """Parameter name -> the blocks that each hold a copy (names used by more than one block)."""
+        self.canonical = canonical
+        """Every state-dict name of the model -> the first name of the same tensor (tied names share one)."""
+        self.model_name = model_name
+        self.name = model_name
+        self.names = tuple(b.name for b in blocks)
+        roles = [b.role for b in blocks]
+        layer_idx = [i for i, r in enumerate(roles) if r == "layer"]
+        self.layers = range(layer_idx[0], layer_idx[-1] + 1) if layer_idx else range(0, len(blocks))
+        self.hidden_size = 0
+        self.loss_fn = loss_fn
+        """``loss_fn(outputs, targets)`` the last block's profile includes (default: cross-entropy over
+        the last dimension, targets the outputs' leading dimensions)."""
+        self.example_targets = example_targets
 
     def __len__(self) -> int:
         return len(self.blocks)
@@ -171,6 +191,70 @@ class ExportedBlocks:
             return torch.zeros(shape, dtype=spec.dtype, device=device)
         return torch.zeros(shape, dtype=spec.dtype, device=device)
 
+    # -- the step model's view (ModelBlocks) ---------------------------------------------
+
+    def signature(self, index: int) -> Hashable:
+        """Blocks with the same role, parameter shapes and boundary values trace alike (one trace)."""
+        b = self.blocks[index]
+        params = tuple((tuple(p.shape), p.dtype) for _, p in b.module.named_parameters())
+        io = tuple(self._spec_key(n) for n in b.inputs) + tuple(self._spec_key(n) for n in b.outputs)
+        last = index == len(self.blocks) - 1
+        return (b.role, params, io, last)
+
+    def _spec_key(self, name: str):
+        v = self.values[name]
+        return (v.kind, tuple(str(d) for d in v.shape), str(v.dtype), v.batch_dim)
+
+    def check_shard(self, shard: Shard) -> None:
+        for dim in ("tp", "cp", "ep"):
+            if getattr(shard, dim) != 1:
+                raise ValueError(f"{dim}: a model cut with torch.export runs its blocks whole on each replica; "
+                                 f"{dim}={getattr(shard, dim)} is not supported for {self.name}")
+
+    def meta_module(self, index: int) -> nn.Module:
+        """Block ``index`` with every tensor on the meta device (nothing allocated)."""
+        return bind(self.blocks[index].module, None, "meta", self.canonical)
+
+    def _trace(self, index: int, shard: Shard) -> BlockProfile:
+        import torch
+
+        b = self.blocks[index]
+        module = self.meta_module(index)
+        rows = shard.microbatch
+        args = [self.example_value(n, rows) for n in b.inputs]
+        last = index == len(self.blocks) - 1
+        if last:
+            loss_fn = self.loss_fn or default_loss
+            whole = tuple(b.outputs) == tuple(self.outputs)
+
+            def model_output(out):
+                flat = list(out) if isinstance(out, (tuple, list)) else [out]
+                return pytree.tree_unflatten(flat, self.out_spec) if whole else out
+
+            targets = self._meta_targets(model_output(module(*args)), rows)
+
+            def block(*xs):
+                return loss_fn(model_output(module(*xs)), targets)
+        else:
+            def block(*xs):
+                out = module(*xs)
+                flat = out if isinstance(out, (tuple, list)) else (out,)
+                grads = [t for t in flat if isinstance(t, torch.Tensor) and t.requires_grad]
+                return grads[0] if grads else next(t for t in flat if isinstance(t, torch.Tensor))
+
+        params = [p for _, p in module.named_parameters()]
+        return trace_profile(b.name, block, args, shard=shard, params=params, hidden_size=None)
+
+    def _meta_targets(self, outputs, rows: int):
+        import torch
+
+        if self.example_targets is not None:
+            return pytree.tree_map(
+                lambda t: torch.empty((rows,) + tuple(t.shape[1:]), dtype=t.dtype, device="meta")
+                if isinstance(t, torch.Tensor) else t, self.example_targets)
+        logits = _first_tensor(outputs)
+        return torch.zeros(logits.shape[:-1], dtype=torch.long, device="meta")
+
     def describe(self) -> list[dict]:
         """One row per block: index, name, role, parameters, bytes of the activations it passes on
         (per row of the batch)."""
@@ -207,6 +291,19 @@ class StageModule(nn.Module):
 
 
 # -- cutting ------------------------------------------------------------------------------
+
+
+def default_loss(outputs, targets):
+    """Cross-entropy of the outputs' first tensor over its last dimension (an LM's logits, a classifier's
+    scores) against integer targets of its leading shape: the loss a plan is costed with by default."""
+    import torch.nn.functional as F
+
+    logits = _first_tensor(outputs)
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+def _first_tensor(value):
+    return next(t for t in pytree.tree_flatten(value)[0] if isinstance(t, torch.Tensor))
 
 
 def _eval(value, batch: int, symbol) -> int:
@@ -321,7 +418,8 @@ def _tensor_attrs(module: nn.Module):
                 yield prefix + key, value
 
 
-def cut(model: nn.Module, example_inputs, *, split_spec: dict[str, SplitPoint] | None = None) -> ExportedBlocks:
+def cut(model: nn.Module, example_inputs, *, split_spec: dict[str, SplitPoint] | None = None,
+        loss_fn: Callable | None = None) -> ExportedBlocks:
     """Cut ``model`` into blocks (see the module doc). ``example_inputs``: the positional inputs of one
     (micro)batch; dimension 0 of every tensor input is the batch. ``split_spec``: the pipelining API's
     ``{submodule name: SplitPoint}``; without it the split points come from the model's structure."""
@@ -409,7 +507,7 @@ def cut(model: nn.Module, example_inputs, *, split_spec: dict[str, SplitPoint] |
     tied = {p: tuple(h) for p, h in holders.items() if len(h) > 1}
     out_spec = ep.call_spec.out_spec
     return ExportedBlocks(blocks, values, tuple(inputs), outputs, out_spec, ep.call_spec.in_spec, symbol,
-                       example_batch, tied, canonical, type(model).__name__)
+                          example_batch, tied, canonical, type(model).__name__, loss_fn=loss_fn)
 
 
 def _block_name(i: int, n: int, layers, first: str | None, spec, how) -> tuple[str, str]:
@@ -435,13 +533,15 @@ def canonical_names(model: nn.Module) -> dict[str, str]:
     return {n: first.setdefault(id(t), n) for n, t in model.state_dict(keep_vars=True).items()}
 
 
-def bind(stage: nn.Module, model: nn.Module, device) -> nn.Module:
+def bind(stage: nn.Module, model: nn.Module | None, device, canonical: dict[str, str] | None = None) -> nn.Module:
     """A copy of ``stage`` on ``device`` whose tensors are the current values of ``model``'s own
     parameters and buffers (names tied in the model stay one tensor), constants moved along, and whose
-    graph ops that create tensors (``arange(..., device=cpu)``) create them on ``device``."""
+    graph ops that create tensors (``arange(..., device=cpu)``) create them on ``device``. With ``model``
+    None the stage keeps its own tensors (on the meta device: shapes only), tied through ``canonical``."""
     device = torch.device(device)
-    state = model.state_dict(keep_vars=True)
-    canonical = canonical_names(model)
+    state = model.state_dict(keep_vars=True) if model is not None else {}
+    if canonical is None:
+        canonical = canonical_names(model) if model is not None else {}
     memo: dict[int, Any] = {}
     by_name: dict[str, Any] = {}
     modules = stage.blocks if isinstance(stage, StageModule) else [stage]
@@ -452,8 +552,9 @@ def bind(stage: nn.Module, model: nn.Module, device) -> nn.Module:
         if key is not None and key in by_name:
             memo[id(t)] = by_name[key]
             continue
-        source = state[key] if key is not None else t
-        value = source.detach().to(device, copy=True)
+        source = state[key] if key is not None and key in state else t
+        value = (torch.empty_like(source, device=device) if device.type == "meta"
+                 else source.detach().to(device, copy=True))
         if isinstance(t, nn.Parameter):
             value = nn.Parameter(value, requires_grad=source.requires_grad)
         memo[id(t)] = value
@@ -489,5 +590,5 @@ def flatten_inputs(inputs) -> list:
     return pytree.tree_flatten(args)[0]
 
 
-__all__ = ["Block", "ExportedBlocks", "NoBlockStructure", "ROLES", "SPLIT_SPEC_HINT", "StageModule", "ValueSpec",
+__all__ = ["Block", "ExportedBlocks", "default_loss", "NoBlockStructure", "ROLES", "SPLIT_SPEC_HINT", "StageModule", "ValueSpec",
            "auto_split_spec", "bind", "cut", "find_layers", "flatten_inputs", "split_rows"]

@@ -5,7 +5,8 @@ What runs, and where it lands on the modelled timeline:
 * Each stage replica is the stage's blocks bound to the user's current parameters on
   the replica's slot (:func:`~interop.planning.export_blocks.bind`); ops run on the slot's
   default stream (its compute stream).
-* Actions are issued in the schedule's order per rank (:mod:`~interop.planning.schedules`).
+* Actions are issued in the schedule's order per stage (:func:`interop.planning.schedule.actions`, the
+  order the step model simulates).
   A forward receives its inputs as real copies from the previous stage's replicas (rows
   re-split where the data-parallel counts differ). A copy leaves the sender on a send
   stream (which waits for the sender's forward to finish) and lands on the receiver's
@@ -38,8 +39,9 @@ import torch.nn as nn
 from torch.utils import _pytree as pytree
 
 from interop.planning.export_blocks import ExportedBlocks, _tensor_attrs, bind, split_rows
-from interop.planning.layout import Layout, Stage
-from interop.planning.schedules import BACKWARD, FORWARD, issue_order, rank_orders
+from interop.planning.layout import Layout, VirtualStage
+
+FORWARD, BACKWARD = "F", "B"
 
 
 @dataclass(slots=True)
@@ -61,7 +63,7 @@ class StepRecord:
 
 @dataclass(slots=True)
 class _Replica:
-    stage: Stage
+    stage: VirtualStage
     index: int
     slots: tuple[int, ...]
     module: nn.Module
@@ -101,11 +103,12 @@ class PlanRunner:
         self.layout, self.blocks, self.rack = layout, blocks, rack
         self.model_keys = list(model.state_dict().keys())
         self._model = model
-        if any(len(r) > 1 for st in layout.stages for r in st.replicas):
+        if any(st.tp > 1 for st in layout.stages):
             raise NotImplementedError("tensor-parallel replicas are not supported by the in-process runner yet")
         rows = layout.microbatch_rows
+        self.virtual = layout.virtual_stages()
         self.replicas: list[list[_Replica]] = []
-        for st in layout.stages:
+        for st in self.virtual:
             stage_module = blocks.stage_module(st.start, st.stop)
             part = rows // st.dp
             reps = []
@@ -217,17 +220,15 @@ class PlanRunner:
         scale = 1.0 / (m * len(last))
         state: dict[tuple, Any] = {}
         losses: list[torch.Tensor] = []
-        orders = rank_orders(layout.schedule, layout.ranks, m, layout.virtual)
-        backwards = [0] * len(layout.stages)
-        for _, action in issue_order(orders, len(layout.stages)):
-            s = action.stage
-            if action.kind == FORWARD:
-                self._forward(s, action.microbatch, state, staged_in, staged_tgt, loss_fn, scale, losses)
+        backwards = [0] * len(self.virtual)
+        for kind, s, i in issue_order(layout.orders(), len(self.virtual)):
+            if kind == FORWARD:
+                self._forward(s, i, state, staged_in, staged_tgt, loss_fn, scale, losses)
                 continue
             backwards[s] += 1
             if backwards[s] == m:
                 self._armed.add(s)  # this backward makes the stage's gradients final
-            self._backward(s, action.microbatch, state)
+            self._backward(s, i, state)
             if backwards[s] == m:
                 self._reduce_stage(s)
         state.clear()
@@ -287,7 +288,7 @@ class PlanRunner:
     def _receive(self, s: int, i: int, rep: _Replica, state) -> tuple[list, list]:
         """The inputs of replica ``rep`` of stage ``s`` for microbatch ``i``, copied from stage ``s-1``."""
         blocks = self.blocks
-        names = blocks.live(self.layout.stages[s].start)
+        names = blocks.live(self.virtual[s].start)
         prev = self.replicas[s - 1]
         args, leaves = [], []
         lo, hi = rep.rows
@@ -361,7 +362,7 @@ class PlanRunner:
 
     def _gather_grad(self, s: int, i: int, rep: _Replica, k: int, state) -> torch.Tensor | None:
         """The gradient of output ``k`` of ``rep`` (its rows), from the next stage's input leaves."""
-        spec = self.blocks.values[self.blocks.live(self.layout.stages[s].stop)[k]]
+        spec = self.blocks.values[self.blocks.live(self.virtual[s].stop)[k]]
         lo, hi = rep.rows
         pieces = []
         nxt = self.replicas[s + 1]
@@ -485,6 +486,39 @@ class PlanRunner:
             canon = canonical.get(key, key)
             out[key] = found.get(canon, own[key].detach().cpu())
         return out
+
+
+def issue_order(orders: list[list[tuple[str, int, int]]], stages: int) -> list[tuple[str, int, int]]:
+    """One host order of every action that respects the pipeline's dependencies.
+
+    ``F(s, i)`` needs ``F(s-1, i)``; ``B(s, i)`` needs ``B(s+1, i)`` (the last stage's backward needs its
+    own forward). Ranks are visited round-robin, each issuing its next action once that action's producer
+    is issued. Times come from the slots' clocks, not from this order: any such order places the same.
+    """
+    done: set[tuple[str, int, int]] = set()
+    pos = [0] * len(orders)
+    out: list[tuple[str, int, int]] = []
+    remaining = sum(len(o) for o in orders)
+    while remaining:
+        progressed = False
+        for r, order in enumerate(orders):
+            while pos[r] < len(order):
+                kind, s, i = order[pos[r]]
+                if kind == FORWARD:
+                    ready = s == 0 or (FORWARD, s - 1, i) in done
+                else:
+                    ready = (FORWARD, s, i) in done if s == stages - 1 else (BACKWARD, s + 1, i) in done
+                if not ready:
+                    break
+                done.add((kind, s, i))
+                out.append((kind, s, i))
+                pos[r] += 1
+                remaining -= 1
+                progressed = True
+        if not progressed:
+            stuck = {r: o[pos[r]] for r, o in enumerate(orders) if pos[r] < len(o)}
+            raise RuntimeError(f"pipeline schedule deadlocks: next actions per stage {stuck}")
+    return out
 
 
 def _unique_params(module: nn.Module, canonical: dict[str, str]):
