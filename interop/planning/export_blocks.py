@@ -212,8 +212,25 @@ class ExportedBlocks(ModelBlocks):
                                  f"{dim}={getattr(shard, dim)} is not supported for {self.name}")
 
     def meta_module(self, index: int) -> nn.Module:
-        """Block ``index`` with every tensor on the meta device (nothing allocated)."""
-        return bind(self.blocks[index].module, None, "meta", self.canonical)
+        """Block ``index`` with every tensor on the meta device (nothing allocated), its attention calls
+        made through ``F.scaled_dot_product_attention`` so that the trace records the fused kernel a device
+        runs (export records the aten op, which decomposes to the math path on meta)."""
+        import torch.nn.functional as F
+
+        module = bind(self.blocks[index].module, None, "meta", self.canonical)
+        sdpa = torch.ops.aten.scaled_dot_product_attention.default
+        for mod in module.modules():
+            graph = getattr(mod, "graph", None)
+            if not isinstance(graph, fx.Graph):
+                continue
+            changed = False
+            for node in graph.nodes:
+                if node.op == "call_function" and node.target is sdpa:
+                    node.target = F.scaled_dot_product_attention
+                    changed = True
+            if changed and isinstance(mod, fx.GraphModule):
+                mod.recompile()
+        return module
 
     def _trace(self, index: int, shard: Shard) -> BlockProfile:
         import torch
@@ -243,6 +260,10 @@ class ExportedBlocks(ModelBlocks):
                 return grads[0] if grads else next(t for t in flat if isinstance(t, torch.Tensor))
 
         params = [p for _, p in module.named_parameters()]
+        for p in params:
+            # Gradients accumulate into existing buffers (DDP's bucket views; the runner's flat buffer):
+            # each microbatch's backward adds into every parameter's .grad, and the trace records those adds.
+            p.grad = torch.zeros_like(p)
         return trace_profile(b.name, block, args, shard=shard, params=params, hidden_size=None)
 
     def _meta_targets(self, outputs, rows: int):

@@ -75,8 +75,11 @@ class _Replica:
     block_of: list[int]
     """The stage-local block each parameter belongs to (its first holder)."""
     optimizer: Any = None
-    buckets: list = field(default_factory=list)
-    """Per block, the flat gradient buffer its parameters' ``.grad`` view (data-parallel stages)."""
+    grad_buffer: torch.Tensor | None = None
+    """The flat buffer every parameter's ``.grad`` views."""
+    seed: torch.Tensor | None = None
+    """The last stage's backward seed (the loss scale), made once."""
+    seed_scale: float = 0.0
 
     @property
     def home(self) -> int:
@@ -122,24 +125,47 @@ class PlanRunner:
             self.replicas.append(reps)
         self._tied = self._tied_groups()
         tied_names = {n for n, _ in self._tied}
-        # Data-parallel stages reduce one bucket per block (a parameter shared by two blocks of a stage
-        # belongs to the first: its gradient is complete when that block's backward is).
-        self._buckets: list[list[list[list[nn.Parameter]]]] = []
+        # Every replica's gradients are views into one flat buffer (DDP's gradient_as_bucket_view), its
+        # parameters ordered by block: each microbatch's backward adds into it, one zero_ per step clears it,
+        # and a data-parallel stage all-reduces each block's slice in place. A parameter shared by two blocks
+        # of a stage belongs to the first (its gradient is final when that block's backward is); parameters
+        # held by several stages (tied) are reduced apart.
+        self._buckets: list[list[list[tuple[int, int]]]] = []
         for reps in self.replicas:
             per_rep = []
             for rep in reps:
-                per_block = [[] for _ in rep.module.blocks]
+                order = sorted(range(len(rep.params)), key=lambda j: rep.block_of[j])
+                rep.params = [rep.params[j] for j in order]
+                rep.names = [rep.names[j] for j in order]
+                rep.block_of = [rep.block_of[j] for j in order]
+                total = sum(p.numel() for p in rep.params)
+                dtypes = {p.dtype for p in rep.params}
+                if len(dtypes) > 1:
+                    raise NotImplementedError(f"stage {rep.stage.index} mixes parameter dtypes {sorted(map(str, dtypes))}; "
+                                              "the runner keeps one gradient buffer per replica")
+                rep.grad_buffer = (torch.zeros(total, dtype=rep.params[0].dtype, device=rep.device)
+                                   if rep.params else None)
+                spans = [[0, 0] for _ in rep.module.blocks]
+                offset = 0
                 for p, n, k in zip(rep.params, rep.names, rep.block_of):
-                    if n not in tied_names and len(reps) > 1:
-                        per_block[k].append(p)
-                per_rep.append(per_block)
+                    if n in tied_names:
+                        offset += p.numel()
+                        continue
+                    if spans[k] == [0, 0]:
+                        spans[k] = [offset, offset]
+                    spans[k][1] = offset + p.numel()
+                    offset += p.numel()
+                per_rep.append([tuple(x) for x in spans] if len(reps) > 1 else [(0, 0)] * len(spans))
             self._buckets.append(per_rep)
+        self._bucket_params = [[[[p for p, n, k in zip(rep.params, rep.names, rep.block_of)
+                                  if k == b and n not in tied_names] if len(reps) > 1 else []
+                                 for b in range(len(rep.module.blocks))] for rep in reps] for reps in self.replicas]
         self._armed: set[int] = set()
         self._ready: dict[tuple[int, int, int], Any] = {}
         self._counts: dict[tuple[int, int, int], int] = {}
         for s, reps in enumerate(self.replicas):
             for rep in reps:
-                for k, bucket in enumerate(self._buckets[s][rep.index]):
+                for k, bucket in enumerate(self._bucket_params[s][rep.index]):
                     for p in bucket:
                         p.register_post_accumulate_grad_hook(self._hook(s, rep, k, len(bucket)))
         # Transfers and gradient reductions run on their own streams, so a slot computes while data
@@ -209,9 +235,6 @@ class PlanRunner:
                 staged_tgt[i, rep.index] = pytree.tree_map(
                     lambda t: t[lo:hi].to(rep.device) if isinstance(t, torch.Tensor) else t, targets)
         slots = layout.slots
-        for rep in (r for reps in self.replicas for r in reps):
-            if rep.optimizer is not None:
-                rep.optimizer.zero_grad(set_to_none=True)
         self._prepare_buckets()
         t0 = self._barrier(slots)
         for s in slots:
@@ -238,7 +261,6 @@ class PlanRunner:
                 rep.optimizer.step()
         timeline = current()
         t1 = max(timeline.now_ps(s) for s in slots)
-        total = sum(loss.detach().cpu() for loss in losses)
         peaks = {s: torch.hybrid.max_memory_allocated(s) for s in slots}
         busy = {s: 0 for s in slots}
         for r in timeline.records:
@@ -246,6 +268,8 @@ class PlanRunner:
                 for s in set(r.participants) or {x for x in (r.slot, r.peer) if x is not None and x >= 0}:
                     if s in busy:
                         busy[s] += r.duration_ps
+        # The reported loss is summed after the step's end: a training loop reads it while the next step runs.
+        total = sum(loss.cpu() for loss in losses) * scale if scale != 1.0 else sum(loss.cpu() for loss in losses)
         self.last_step = StepRecord((t1 - t0) / PS, t0 / PS, t1 / PS, float(total), m, peaks,
                                     {s: v / PS for s, v in busy.items()})
         return total
@@ -278,8 +302,11 @@ class PlanRunner:
             out = rep.module(*args)
             if lastp:
                 loss = loss_fn(out, staged_tgt.pop((i, rep.index)))
-                losses.append(loss.detach() * scale if scale != 1.0 else loss.detach())
-                state["out", s, i, rep.index] = [loss * scale if scale != 1.0 else loss]
+                losses.append(loss.detach())
+                if rep.seed is None or rep.seed_scale != scale:
+                    rep.seed = torch.full((), scale, dtype=loss.dtype, device=loss.device)
+                    rep.seed_scale = scale
+                state["out", s, i, rep.index] = [loss]
             else:
                 state["out", s, i, rep.index] = list(out)
             state["in", s, i, rep.index] = leaves
@@ -341,7 +368,8 @@ class PlanRunner:
         for rep in self.replicas[s]:
             outs = state.pop(("out", s, i, rep.index))
             if lastp:
-                torch.autograd.backward(outs[0])
+                # Seeded with the loss scale 1/(microbatches x replicas): the mean over the global batch.
+                torch.autograd.backward(outs[0], rep.seed)
             else:
                 tensors, grads = [], []
                 for k, out in enumerate(outs):
@@ -392,26 +420,19 @@ class PlanRunner:
     # -- gradient reduction ----------------------------------------------------------------
 
     def _prepare_buckets(self) -> None:
-        """Data-parallel stages get one flat gradient buffer per block and replica; the parameters'
-        ``.grad`` are views into it (DDP's gradient_as_bucket_view), so the all_reduce runs in place."""
+        """Point every parameter's ``.grad`` at its slice of the replica's flat buffer, cleared."""
         self._armed.clear()
         self._ready.clear()
         self._counts.clear()
-        for s, reps in enumerate(self.replicas):
+        for reps in self.replicas:
             for rep in reps:
-                if not rep.buckets:
-                    rep.buckets = [None] * len(self._buckets[s][rep.index])
-                for k, ps in enumerate(self._buckets[s][rep.index]):
-                    if not ps:
-                        continue
-                    total = sum(p.numel() for p in ps)
-                    if rep.buckets[k] is None:
-                        rep.buckets[k] = torch.empty(total, dtype=ps[0].dtype, device=rep.device)
-                    rep.buckets[k].zero_()
-                    offset = 0
-                    for p in ps:
-                        p.grad = rep.buckets[k][offset:offset + p.numel()].view_as(p)
-                        offset += p.numel()
+                if rep.grad_buffer is None:
+                    continue
+                rep.grad_buffer.zero_()
+                offset = 0
+                for p in rep.params:
+                    p.grad = rep.grad_buffer[offset:offset + p.numel()].view_as(p)
+                    offset += p.numel()
 
     def _reduce_stage(self, s: int) -> None:
         """All-reduce stage ``s``'s buckets across its replicas on the reduce streams, each bucket once
@@ -421,7 +442,8 @@ class PlanRunner:
         reps = self.replicas[s]
         if len(reps) < 2:
             return
-        blocks = [k for k in range(len(self._buckets[s][0])) if self._buckets[s][0][k]]
+        spans = self._buckets[s][0]
+        blocks = [k for k, (a, b) in enumerate(spans) if b > a]
         order = sorted(blocks, key=lambda k: -k)  # backward finishes the last block first
         streams = [self._streams[rep.home, "reduce"] for rep in reps]
         for k in order:
@@ -430,7 +452,8 @@ class PlanRunner:
             with contextlib.ExitStack() as stack:
                 for stream in streams:
                     stack.enter_context(torch.hybrid.stream(stream))
-                collectives.all_reduce([rep.buckets[k] for rep in reps], op="sum")
+                collectives.all_reduce([rep.grad_buffer[slice(*self._buckets[s][rep.index][k])] for rep in reps],
+                                       op="sum")
         for rep, stream in zip(reps, streams):
             done = torch.hybrid.Event()
             done.record(stream)
