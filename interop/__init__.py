@@ -8,7 +8,8 @@ modelled time goes to the rack's timeline.
 
 Public names: :class:`Rack`, :func:`set_rack`, :func:`current_rack`,
 :func:`presets`; the modelled timeline: :func:`timeline`, :func:`reset_timeline`,
-:func:`report`, :func:`export_trace`, :func:`gantt`, :func:`set_recording`.
+:func:`report`, :func:`export_trace`, :func:`gantt`, :func:`set_recording`; planning:
+:func:`plan` (partition a model across the rack, run it) and :func:`whatif`.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from interop.report import RunReport, report
 from interop.timelines import TimelineRecord, reset_timeline, set_recording, timeline
 from interop.trace import export_trace, gantt
 from interop.planning import StepEstimate, whatif
+from interop.planning.plan import Plan, plan
 
 __version__ = "0.1.0"
 
@@ -28,6 +30,6 @@ if register() and current_rack() is None:
     set_rack(Rack.preset("fusion-default"))
 
 __all__ = [
-    "DEVICE_TYPE", "Rack", "RackDevice", "RunReport", "StepEstimate", "TimelineRecord", "__version__", "current_rack",
-    "export_trace", "gantt", "presets", "report", "reset_timeline", "set_rack", "set_recording", "timeline", "whatif",
+    "DEVICE_TYPE", "Plan", "Rack", "RackDevice", "RunReport", "StepEstimate", "TimelineRecord", "__version__", "current_rack",
+    "export_trace", "gantt", "plan", "presets", "report", "reset_timeline", "set_rack", "set_recording", "timeline", "whatif",
 ]

@@ -88,6 +88,9 @@ class StepConfig:
     """Gradient buffer and reduction dtype: ``bfloat16`` or ``float32``."""
     calibrated: bool = True
     """Apply the fitted step efficiencies (False: the per-op cost model alone)."""
+    master_weights: bool = True
+    """The optimizer keeps a float32 master copy of the parameters (mixed precision). False for a model
+    trained in float32, whose parameters are their own master copy (a live plan of a float32 model)."""
     record: bool = False
     """Keep every schedule action's times in :attr:`StepResult.events` (for plots)."""
 
@@ -544,6 +547,8 @@ def _memory(stage: Stage, chunks: list[_Chunk], modes: list[list[str]], sequence
     param_bytes = sum(pr.param_bytes for ch in chunks for pr in ch.profiles)
     per_param = param_bytes / max(1, dense + expert)
     _, master, state = OPTIMIZERS[config.optimizer]
+    if not config.master_weights:
+        master = 0
     z = config.zero
     edp = max(1, dp // ep)
     shard_w = (lambda n, d: n / d) if z >= 3 else (lambda n, d: n)
