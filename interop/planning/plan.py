@@ -291,8 +291,7 @@ def default_optimizer(name: str) -> Callable:
 
 
 def _peak(plan: Plan, kind: str) -> float:
-    dtype = plan.blocks.dtype_name if hasattr(plan.blocks, "dtype_name") else "float32"
-    return devices.chip(kind).peak_for(dtype).value
+    return devices.chip(kind).peak_for(plan.problem.grad_dtype).value
 
 
 def format_flops(x: float) -> str:
@@ -382,19 +381,32 @@ def plan(model, example_inputs, rack=None, *, slots=None, objective: str = "time
     if schedule == "interleaved":
         raise ValueError("schedule: 'interleaved' is run by the runner and the step model, but the search does not "
                          "propose interleaved layouts yet; use 'auto', '1f1b' or 'gpipe'")
+    dtype = _param_dtype(model)
     problem = Problem(blocks, spec, chosen, global_batch, seq_len, objective=objective, schedules=schedules,
                       microbatches=counts, optimizer=optimizer, recompute="none", calibrated=False,
-                      master_weights=_master_weights(model), max_seconds=max_seconds)
+                      master_weights=False, state_bytes=STATE_TENSORS[optimizer] * dtype.itemsize,
+                      grad_dtype=str(dtype).removeprefix("torch."), max_seconds=max_seconds)
     layout, result, stats = search(problem)
     return Plan(blocks, layout, Prediction.of(result), spec, objective, optimizer, problem, stats, live,
                 rack_object)
 
 
-def _master_weights(model) -> bool:
+STATE_TENSORS = {"adamw": 2, "adam": 2, "sgd": 1}
+"""Optimizer state tensors per parameter in torch (exp_avg and exp_avg_sq; the momentum buffer), each in the
+parameter's dtype; torch keeps no separate master copy."""
+
+
+def _param_dtype(model):
     import torch
 
-    dtypes = {p.dtype for p in model.parameters()}
-    return any(d != torch.float32 for d in dtypes)
+    dtypes = {p.dtype for p in model.parameters() if p.requires_grad}
+    if len(dtypes) > 1:
+        raise ValueError(f"model: its parameters mix dtypes {sorted(map(str, dtypes))}; the plan's runner keeps one "
+                         "gradient buffer per replica (cast the model to one dtype)")
+    dtype = dtypes.pop() if dtypes else torch.float32
+    if str(dtype).removeprefix("torch.") not in ("float32", "bfloat16"):
+        raise ValueError(f"model: parameters in {dtype}; a plan trains float32 or bfloat16 parameters")
+    return dtype
 
 
 def _seq_len(args) -> int:

@@ -101,6 +101,32 @@ class SearchStats:
     """Over the evaluated layouts, the least per-slot memory any of them needed (for the error message)."""
 
 
+class GroupPricer(CommPricer):
+    """The step model's :class:`~interop.planning.CommPricer`, pricing a group once per shape.
+
+    A search prices thousands of stage groups that differ only by which slots they hold; on one rack two
+    groups with the same number of slots of each kind in each domain cost the same (every slot of a kind in a
+    domain has the same links), so each such shape is priced once, by its first group.
+    """
+
+    def __init__(self, rack) -> None:
+        super().__init__(rack)
+        self._shapes: dict[tuple, tuple[int, ...]] = {}
+        self._kinds = rack
+
+    def _canonical(self, slots: Sequence[int]) -> Sequence[int]:
+        if isinstance(slots, range) or len(slots) < 2:
+            return slots
+        counts: dict[tuple[str, str], int] = {}
+        for s in slots:
+            key = (self.topology.domain_of(s)[1].name, self._kinds.slot(s).kind)
+            counts[key] = counts.get(key, 0) + 1
+        return self._shapes.setdefault(tuple(sorted(counts.items())), tuple(slots))
+
+    def seconds(self, op: str, nbytes: float, slots: Sequence[int]) -> float:
+        return super().seconds(op, nbytes, self._canonical(slots))
+
+
 @dataclass(slots=True)
 class Problem:
     """One search: the blocks, the rack and what the step is."""
@@ -117,6 +143,8 @@ class Problem:
     recompute: str = "none"
     calibrated: bool = False
     master_weights: bool = False
+    state_bytes: int | None = None
+    grad_dtype: str = "float32"
     max_seconds: float | None = None
     pricer: CommPricer | None = None
     kinds: dict = field(default_factory=dict)
@@ -127,7 +155,7 @@ class Problem:
         if self.objective not in OBJECTIVES:
             raise ValueError(f"objective: expected one of {', '.join(OBJECTIVES)}, got {self.objective!r}")
         if self.pricer is None:
-            self.pricer = CommPricer(self.spec)
+            self.pricer = GroupPricer(self.spec)
         kinds: dict[str, list[int]] = {}
         for s in self.slots:
             kinds.setdefault(self.spec.slot(s).kind, []).append(s)
@@ -157,8 +185,8 @@ class Problem:
     def config(self, microbatches: int, schedule: str, record: bool = False) -> StepConfig:
         return StepConfig(global_batch=self.global_batch, seq_len=self.seq_len, microbatches=microbatches,
                           schedule=schedule, recompute=self.recompute, optimizer=self.optimizer, zero=0,
-                          sequence_parallel=False, grad_dtype="float32", calibrated=self.calibrated,
-                          master_weights=self.master_weights, record=record)
+                          sequence_parallel=False, grad_dtype=self.grad_dtype, calibrated=self.calibrated,
+                          master_weights=self.master_weights, state_bytes=self.state_bytes, record=record)
 
     def evaluate(self, layout: Layout, record: bool = False) -> StepResult:
         return step_model(self.blocks, layout.stages, self.spec,
@@ -244,9 +272,7 @@ def _greedy_cuts(problem: Problem, seq: Sequence[Segment], rows: int, target: fl
     for k, seg in enumerate(stages):
         pf, pb = problem.times(seg.kind, rows // seg.dp)
         left = len(stages) - k - 1
-        end = start
-        while end < n - left and (pf[end + 1] + pb[end + 1]) - (pf[start] + pb[start]) <= target:
-            end += 1
+        end = _bisect_end(pf, pb, start, n - left, target)
         if end == start:
             return None
         if k < len(stages) - 1:
@@ -271,7 +297,7 @@ def _bottleneck_cuts(problem: Problem, seq: Sequence[Segment], rows: int) -> lis
     hi = (pf[n] + pb[n]) * 4 + 1e-9
     if _greedy_cuts(problem, seq, rows, hi) is None:
         return []
-    for _ in range(40):
+    for _ in range(24):
         mid = (lo + hi) / 2
         if _greedy_cuts(problem, seq, rows, mid) is None:
             lo = mid
@@ -320,7 +346,8 @@ def candidates(problem: Problem, stats: SearchStats) -> list[tuple[float, tuple,
     out = []
     for m in problem.microbatches:
         rows = problem.global_batch // m
-        for seq in segment_sequences(problem.kinds, rows, n):
+        sequences = segment_sequences(problem.kinds, rows, n) if exact else _large_sequences(problem, rows, m)
+        for seq in sequences:
             p = sum(s.stages for s in seq)
             cut_sets = _compositions(n, p) if exact else _bottleneck_cuts(problem, seq, rows)
             for cuts in cut_sets:
@@ -328,6 +355,59 @@ def candidates(problem: Problem, stats: SearchStats) -> list[tuple[float, tuple,
                 out.append((lower_bound(f, b, m), (seq, tuple(cuts)), m))
     stats.candidates = len(out)
     return out
+
+
+LARGE_SEQUENCES = 24
+"""Large spaces: segment sequences kept per microbatch count after the relaxed ranking."""
+
+
+def _large_sequences(problem: Problem, rows: int, m: int) -> list[tuple[Segment, ...]]:
+    """Segment sequences of a large rack: each kind used whole or not at all, replicas per stage a power of
+    two, ranked by a relaxed step time (blocks divided continuously so every stage takes the same time)."""
+    n = len(problem.blocks)
+    options: dict[str, list[Segment]] = {}
+    for kind, slots in problem.kinds.items():
+        opts = []
+        dp = 1
+        while dp <= len(slots):
+            if rows % dp == 0 and len(slots) % dp == 0:
+                opts.append(Segment(kind, dp, len(slots) // dp))
+            dp *= 2
+        if len(slots) not in (o.dp for o in opts) and rows % len(slots) == 0:
+            opts.append(Segment(kind, len(slots), 1))
+        options[kind] = opts
+    ranked = []
+    names = list(problem.kinds)
+    for r in range(1, len(names) + 1):
+        for order in itertools.permutations(names, r):
+            for combo in itertools.product(*(options[k] for k in order)):
+                stages = sum(seg.stages for seg in combo)
+                if stages > n:
+                    continue
+                # per stage of each segment: seconds for all n blocks; a stage doing a share x of the blocks takes x
+                # times that. Equal stage times T: shares T / t_k summing to 1 over the stages.
+                whole = []
+                for seg in combo:
+                    pf, pb = problem.times(seg.kind, rows // seg.dp)
+                    whole.append(pf[n] + pb[n])
+                T = 1.0 / sum(seg.stages / t for seg, t in zip(combo, whole))
+                S = T * stages
+                ranked.append((S + (m - 1) * T, combo))
+    ranked.sort(key=lambda x: x[0])
+    return [combo for _, combo in ranked[:LARGE_SEQUENCES]]
+
+
+def _bisect_end(prefix_f, prefix_b, start: int, limit: int, target: float) -> int:
+    """The largest end <= limit with stage time (start, end) <= target (start if none)."""
+    base = prefix_f[start] + prefix_b[start]
+    lo, hi = start, limit
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if prefix_f[mid] + prefix_b[mid] - base <= target:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 def search(problem: Problem, *, progress=None) -> tuple[Layout, StepResult, SearchStats]:

@@ -88,6 +88,9 @@ class StepConfig:
     """Gradient buffer and reduction dtype: ``bfloat16`` or ``float32``."""
     calibrated: bool = True
     """Apply the fitted step efficiencies (False: the per-op cost model alone)."""
+    state_bytes: int | None = None
+    """Optimizer state bytes per parameter (None: the optimizer's float32 state, :data:`OPTIMIZERS`). torch's
+    optimizers keep their state in the parameters' dtype: 2 x 2 bytes for AdamW on bfloat16 parameters."""
     master_weights: bool = True
     """The optimizer keeps a float32 master copy of the parameters (mixed precision). False for a model
     trained in float32, whose parameters are their own master copy (a live plan of a float32 model)."""
@@ -549,6 +552,8 @@ def _memory(stage: Stage, chunks: list[_Chunk], modes: list[list[str]], sequence
     _, master, state = OPTIMIZERS[config.optimizer]
     if not config.master_weights:
         master = 0
+    if config.state_bytes is not None:
+        state = config.state_bytes
     z = config.zero
     edp = max(1, dp // ep)
     shard_w = (lambda n, d: n / d) if z >= 3 else (lambda n, d: n)
