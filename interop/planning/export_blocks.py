@@ -19,6 +19,7 @@ builds ``PipelineStage``\\ s from the same stage modules.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from dataclasses import dataclass
 from types import MethodType
 from typing import Any, Callable, Hashable
@@ -264,7 +265,9 @@ class ExportedBlocks(ModelBlocks):
             # Gradients accumulate into existing buffers (DDP's bucket views; the runner's flat buffer):
             # each microbatch's backward adds into every parameter's .grad, and the trace records those adds.
             p.grad = torch.zeros_like(p)
-        return trace_profile(b.name, block, args, shard=shard, params=params, hidden_size=None)
+        profile = trace_profile(b.name, block, args, shard=shard, params=params, hidden_size=None)
+        peak = live_peak(block, args, params)
+        return dataclasses.replace(profile, workspace=max(0, peak - profile.saved_bytes("none")))
 
     def _meta_targets(self, outputs, rows: int):
         import torch
@@ -312,6 +315,62 @@ class StageModule(nn.Module):
 
 
 # -- cutting ------------------------------------------------------------------------------
+
+
+def live_peak(block: Callable, inputs, params) -> int:
+    """The most bytes of tensors made by ``block(*inputs)``'s forward and backward alive at once, on the meta
+    device: saved activations, outputs, activation and weight-gradient temporaries (storages counted once,
+    freed when their last tensor dies; the parameters, their gradients and the inputs are not counted)."""
+    import weakref
+
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    outside = {t.untyped_storage()._cdata for t in list(params) + [p.grad for p in params if p.grad is not None]}
+    outside |= {t.untyped_storage()._cdata for t in inputs if isinstance(t, torch.Tensor)}
+
+    class Live(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.live: dict[int, list[int]] = {}
+            self.current = self.peak = 0
+
+        def _release(self, key: int) -> None:
+            entry = self.live.get(key)
+            if entry is not None:
+                entry[1] -= 1
+                if entry[1] == 0:
+                    self.current -= entry[0]
+                    del self.live[key]
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            for t in pytree.tree_flatten(out)[0]:
+                if not isinstance(t, torch.Tensor):
+                    continue
+                key = t.untyped_storage()._cdata
+                if key in outside:
+                    continue
+                entry = self.live.get(key)
+                if entry is None:
+                    entry = self.live[key] = [t.untyped_storage().nbytes(), 0]
+                    self.current += entry[0]
+                    self.peak = max(self.peak, self.current)
+                entry[1] += 1
+                weakref.finalize(t, self._release, key)
+            return out
+
+    mode = Live()
+    leaves = [x.detach().requires_grad_(x.is_floating_point()) if isinstance(x, torch.Tensor) else x for x in inputs]
+    for x in leaves:
+        if isinstance(x, torch.Tensor):
+            outside.add(x.untyped_storage()._cdata)
+    # Saved tensors are held by the packed Python object until their node's backward frees them.
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t), mode:
+        out = block(*leaves)
+        if out.requires_grad:
+            torch.autograd.backward(out, torch.ones_like(out))
+        del out
+    return mode.peak
 
 
 def default_loss(outputs, targets):

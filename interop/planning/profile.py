@@ -132,6 +132,9 @@ class BlockProfile:
     model_flops: float = 0.0
     """Model FLOPs per microbatch for the whole (unsharded) block: 3 x the forward matmul and
     attention FLOPs times :attr:`flops_scale` (the MFU convention: recompute not counted)."""
+    workspace: int = 0
+    """Bytes of temporaries one forward and backward hold at their peak beyond the saved activations (the
+    activation gradients, weight-gradient temporaries before they are accumulated); 0 when not measured."""
     note: str = ""
     """Modelling choices made for this block (MoE routing, kv-head replication, ...)."""
 

@@ -382,6 +382,10 @@ class PlanRunner:
                 if tensors:
                     torch.autograd.backward(tensors, grads)
             state["bwd_event", s, i, rep.index] = _record(rep.home)
+            # The received inputs are done with: only their gradients wait for the previous stage to take them.
+            leaves = state.get(("in", s, i, rep.index))
+            if leaves:
+                state["in", s, i, rep.index] = [(k, x.grad) for k, x in leaves]
         if not lastp:
             for nxt in self.replicas[s + 1]:
                 state.pop(("in", s + 1, i, nxt.index), None)
@@ -395,11 +399,9 @@ class PlanRunner:
         pieces = []
         nxt = self.replicas[s + 1]
         for dst in nxt:
-            leaves = dict(state.get(("in", s + 1, i, dst.index), []))
-            leaf = leaves.get(k)
-            if leaf is None or leaf.grad is None:
+            grad = dict(state.get(("in", s + 1, i, dst.index), [])).get(k)
+            if grad is None:
                 continue
-            grad = leaf.grad
             if spec.batch_dim is not None:
                 a, b = max(lo, dst.rows[0]), min(hi, dst.rows[1])
                 if a >= b:

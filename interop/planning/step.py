@@ -567,6 +567,7 @@ def _memory(stage: Stage, chunks: list[_Chunk], modes: list[list[str]], sequence
     transient = 0.0
     for ch, cm in zip(chunks, modes):
         for pr, md in zip(ch.profiles, cm):
+            transient = max(transient, pr.workspace)  # the running block's temporaries, where measured
             if md != "none":  # a recomputed block's activations exist again during its backward
                 transient = max(transient, pr.saved_bytes("none") - pr.saved_bytes(md))
     if fsdp:  # the gathered parameters (and gradients) of the block running and the one prefetched
