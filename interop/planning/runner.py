@@ -327,8 +327,8 @@ class PlanRunner:
             if spec.kind != "tensor":
                 args.append(spec.expr)
                 continue
-            pieces = []
             sources = prev if spec.batch_dim is not None else prev[:1]
+            parts = []
             for src in sources:
                 a, b = max(lo, src.rows[0]), min(hi, src.rows[1])
                 if spec.batch_dim is not None and a >= b:
@@ -336,26 +336,26 @@ class PlanRunner:
                 value = state["out", s - 1, i, src.index][k]
                 if spec.batch_dim is not None and (a, b) != src.rows:
                     value = value.narrow(spec.batch_dim, a - src.rows[0], b - a)
-                pieces.append(self._copy(value.detach(), src.home, rep.home,
-                                         state["fwd_event", s - 1, i, src.index], "fwd"))
-            self._arrived(rep.home, "fwd")
-            x = pieces[0] if len(pieces) == 1 else torch.cat(pieces, dim=spec.batch_dim)
+                parts.append((value.detach(), src.home, state["fwd_event", s - 1, i, src.index], a - lo))
+            x = self._assemble(parts, rep.home, spec.batch_dim, hi - lo, "fwd")
             if x.is_floating_point() and state["out", s - 1, i, prev[0].index][k].requires_grad:
                 x.requires_grad_(True)
                 leaves.append((k, x))
             args.append(x)
         return args, leaves
 
-    def _copy(self, value: torch.Tensor, src: int, dst: int, ready, direction: str) -> torch.Tensor:
-        """Copy ``value`` from ``src`` to ``dst``: leaves on ``src``'s send stream once ``ready`` (the
-        producing action) has passed, lands on ``dst``'s receive stream; ``_arrived`` makes ``dst``'s compute
-        stream wait for it."""
-        if src == dst:
+    def _copy(self, value: torch.Tensor, src: int, dst: int, ready, direction: str, out=None) -> torch.Tensor:
+        """Copy ``value`` from ``src`` to ``dst`` (into ``out`` if given): leaves on ``src``'s send stream once
+        ``ready`` (the producing action) has passed, lands on ``dst``'s receive stream; ``_arrived`` makes
+        ``dst``'s compute stream wait for it."""
+        if src == dst and out is None:
             return value
         send = self._streams[src, f"send_{direction}"]
         recv = self._streams[dst, f"recv_{direction}"]
         ready.wait(send)
         with torch.no_grad(), torch.hybrid.stream(send), torch.hybrid.stream(recv):
+            if out is not None:
+                return out.copy_(value)
             return value.to(torch.device("hybrid", dst))
 
     def _arrived(self, dst: int, direction: str) -> None:
@@ -396,28 +396,45 @@ class PlanRunner:
         """The gradient of output ``k`` of ``rep`` (its rows), from the next stage's input leaves."""
         spec = self.blocks.values[self.blocks.live(self.virtual[s].stop)[k]]
         lo, hi = rep.rows
-        pieces = []
-        nxt = self.replicas[s + 1]
-        for dst in nxt:
+        parts = []
+        for dst in self.replicas[s + 1]:
             grad = dict(state.get(("in", s + 1, i, dst.index), [])).get(k)
             if grad is None:
                 continue
+            offset = 0
             if spec.batch_dim is not None:
                 a, b = max(lo, dst.rows[0]), min(hi, dst.rows[1])
                 if a >= b:
                     continue
                 if (a, b) != dst.rows:
                     grad = grad.narrow(spec.batch_dim, a - dst.rows[0], b - a)
-            pieces.append(self._copy(grad, dst.home, rep.home, state["bwd_event", s + 1, i, dst.index], "bwd"))
-        if not pieces:
+                offset = a - lo
+            parts.append((grad, dst.home, state["bwd_event", s + 1, i, dst.index], offset))
+        if not parts:
             return None
-        self._arrived(rep.home, "bwd")
         if spec.batch_dim is not None:
-            return pieces[0] if len(pieces) == 1 else torch.cat(pieces, dim=spec.batch_dim)
-        total = pieces[0]
-        for p in pieces[1:]:
-            total = total + p
+            return self._assemble(parts, rep.home, spec.batch_dim, hi - lo, "bwd")
+        # A value without a batch dimension went to every replica: its gradients add up.
+        total = self._assemble(parts[:1], rep.home, None, 0, "bwd")
+        for part in parts[1:]:
+            total = total + self._assemble([part], rep.home, None, 0, "bwd")
         return total
+
+    def _assemble(self, parts, dst: int, dim: int | None, rows: int, direction: str) -> torch.Tensor:
+        """Copy ``parts`` ((tensor, its slot, ready event, row offset)) to ``dst`` as one tensor; several parts
+        land straight in their rows of one buffer (no concatenation on the receiver)."""
+        if len(parts) == 1:
+            value, src, ready, _ = parts[0]
+            out = self._copy(value, src, dst, ready, direction)
+        else:
+            first = parts[0][0]
+            shape = list(first.shape)
+            shape[dim] = rows
+            out = torch.empty(shape, dtype=first.dtype, device=torch.device("hybrid", dst))
+            for value, src, ready, offset in parts:
+                self._copy(value, src, dst, ready, direction, out=out.narrow(dim, offset, value.shape[dim]))
+        self._arrived(dst, direction)
+        return out
 
     # -- gradient reduction ----------------------------------------------------------------
 
