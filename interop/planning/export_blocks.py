@@ -194,6 +194,17 @@ class ExportedBlocks(ModelBlocks):
 
     # -- the step model's view (ModelBlocks) ---------------------------------------------
 
+    def tied_parameters(self) -> dict[str, tuple[int, tuple[int, ...]]]:
+        """Parameters held by several blocks: name -> (bytes, the blocks holding a copy)."""
+        out = {}
+        for name, holders in self.tied.items():
+            module = self.blocks[holders[0]].module
+            for pname, p in module.named_parameters(remove_duplicate=False):
+                if self.canonical.get(pname, pname) == name:
+                    out[name] = (p.numel() * p.element_size(), holders)
+                    break
+        return out
+
     def signature(self, index: int) -> Hashable:
         """Blocks with the same role, parameter shapes and boundary values trace alike (one trace)."""
         b = self.blocks[index]

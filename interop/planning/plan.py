@@ -279,6 +279,15 @@ class Plan:
         return PlanRunner(self.layout, self.blocks, model, optimizer or default_optimizer(self.optimizer))
 
 
+    def distribute(self, model, optimizer: Callable | None = None):
+        """This rank's part of the plan across processes (call on every rank of a torchrun job on the "hybrid"
+        backend, one rank per slot): a :class:`~interop.planning.distributed.DistributedPlanRunner` built on
+        torch.distributed.pipelining and DDP."""
+        from interop.planning.distributed import DistributedPlanRunner
+
+        return DistributedPlanRunner(self.layout, self.blocks, model, optimizer or default_optimizer(self.optimizer))
+
+
 def default_optimizer(name: str) -> Callable:
     """The planned optimizer as torch builds it: the fused kernel (one launch per replica, as planned)."""
     import torch
@@ -382,10 +391,15 @@ def plan(model, example_inputs, rack=None, *, slots=None, objective: str = "time
         raise ValueError("schedule: 'interleaved' is run by the runner and the step model, but the search does not "
                          "propose interleaved layouts yet; use 'auto', '1f1b' or 'gpipe'")
     dtype = _param_dtype(model)
+    from interop.costing import Coster
+    from interop.planning.search import GroupPricer
+
+    # A live plan runs in this process: its pipeline hops are the runner's copies, priced as the timeline does.
+    pricer = GroupPricer(spec, Coster(rack_object) if live and rack_object is not None else None)
     problem = Problem(blocks, spec, chosen, global_batch, seq_len, objective=objective, schedules=schedules,
                       microbatches=counts, optimizer=optimizer, recompute="none", calibrated=False,
                       master_weights=False, state_bytes=STATE_TENSORS[optimizer] * dtype.itemsize,
-                      grad_dtype=str(dtype).removeprefix("torch."), max_seconds=max_seconds)
+                      grad_dtype=str(dtype).removeprefix("torch."), max_seconds=max_seconds, pricer=pricer)
     layout, result, stats = search(problem)
     return Plan(blocks, layout, Prediction.of(result), spec, objective, optimizer, problem, stats, live,
                 rack_object)

@@ -109,10 +109,13 @@ class GroupPricer(CommPricer):
     domain has the same links), so each such shape is priced once, by its first group.
     """
 
-    def __init__(self, rack) -> None:
+    def __init__(self, rack, copies=None) -> None:
         super().__init__(rack)
         self._shapes: dict[tuple, tuple[int, ...]] = {}
         self._kinds = rack
+        self.copies = copies
+        """For a live rack, its :class:`interop.costing.Coster`: a pipeline hop is then priced as the timeline
+        prices the runner's copy (route latency + bytes / slowest link) rather than as a collective send_recv."""
 
     def _canonical(self, slots: Sequence[int]) -> Sequence[int]:
         if isinstance(slots, range) or len(slots) < 2:
@@ -125,6 +128,11 @@ class GroupPricer(CommPricer):
 
     def seconds(self, op: str, nbytes: float, slots: Sequence[int]) -> float:
         return super().seconds(op, nbytes, self._canonical(slots))
+
+    def send(self, nbytes: float, src: int, dst: int) -> float:
+        if self.copies is None or src == dst:
+            return super().send(nbytes, src, dst)
+        return self.copies.copy(src, dst, int(nbytes)).seconds
 
 
 @dataclass(slots=True)

@@ -421,14 +421,15 @@ def step_model(blocks: ModelBlocks, stages: Sequence[Stage], rack, config: StepC
         for mode in candidates:
             modes = [_recompute_modes(ch, lp, mode) for ch, lp in zip(chunks, layer_pos)]
             memory, inflight = _memory(stage, chunks, modes, sequences[s], config, grad_bytes, fsdp is not None,
-                                       spec)
+                                       spec, receives=s > 0 or len(stage.chunks) > 1)
             chosen = (mode, modes, memory, inflight)
             if memory.fits:
                 break
         if asked == "auto" and not chosen[2].fits:
             mode = "full"
             modes = [_recompute_modes(ch, lp, mode) for ch, lp in zip(chunks, layer_pos)]
-            memory, inflight = _memory(stage, chunks, modes, sequences[s], config, grad_bytes, fsdp is not None, spec)
+            memory, inflight = _memory(stage, chunks, modes, sequences[s], config, grad_bytes, fsdp is not None, spec,
+                                       receives=s > 0 or len(stage.chunks) > 1)
             chosen = (mode, modes, memory, inflight)
         plans.append(chosen)
 
@@ -472,6 +473,7 @@ def step_model(blocks: ModelBlocks, stages: Sequence[Stage], rack, config: StepC
         busy = sim.busy[s] + max(0.0, dp_tail - sim.finish[s]) + param_gather
         results.append(dict(stage=stage, mb=mb, mode=mode, memory=memory, inflight=inflight, exposed=exposed,
                             compute=compute, busy=busy, opt=opt, chunks=chunks))
+    _tied_reduction(blocks, stages, pricer, ends, results)
     step_end = max(ends)
     crit = max(range(p), key=lambda s: (ends[s], results[s]["busy"]))
 
@@ -543,7 +545,7 @@ def _simulate(forward, backward, m: int, schedule: str, hops, record: bool):
 
 
 def _memory(stage: Stage, chunks: list[_Chunk], modes: list[list[str]], sequence, config: StepConfig,
-            grad_bytes: int, fsdp: bool, spec) -> tuple[Memory, tuple[int, ...]]:
+            grad_bytes: int, fsdp: bool, spec, receives: bool = False) -> tuple[Memory, tuple[int, ...]]:
     dp, ep = stage.dp, stage.ep
     dense = sum(pr.params - pr.expert_params for ch in chunks for pr in ch.profiles)
     expert = sum(pr.expert_params for ch in chunks for pr in ch.profiles)
@@ -570,6 +572,8 @@ def _memory(stage: Stage, chunks: list[_Chunk], modes: list[list[str]], sequence
             transient = max(transient, pr.workspace)  # the running block's temporaries, where measured
             if md != "none":  # a recomputed block's activations exist again during its backward
                 transient = max(transient, pr.saved_bytes("none") - pr.saved_bytes(md))
+    if receives:  # the gradient of the stage's input, held until the previous stage takes it (a send buffer)
+        transient += max(ch.profiles[0].input_bytes for ch in chunks)
     if fsdp:  # the gathered parameters (and gradients) of the block running and the one prefetched
         largest = max(pr.param_bytes for ch in chunks for pr in ch.profiles)
         transient += 2 * largest + max(pr.params for ch in chunks for pr in ch.profiles) * grad_bytes
@@ -609,6 +613,28 @@ def _data_parallel(stage: Stage, chunks: list[_Chunk], last_backward, finish: fl
         else:
             gather = sum(per_block)
     return tail, gather
+
+
+def _tied_reduction(blocks: ModelBlocks, stages: Sequence[Stage], pricer: CommPricer, ends: list[float],
+                    results: list[dict]) -> None:
+    """Parameters several stages hold (an embedding tied to the LM head, ``blocks.tied_parameters()``: name ->
+    (bytes, holding blocks)): their gradients are summed over every holder's slots after the holders' last
+    backward and data-parallel reduction, before their optimizers."""
+    tied = getattr(blocks, "tied_parameters", None)
+    if tied is None:
+        return
+    for nbytes, holders in tied().values():
+        ids = [s for s, st in enumerate(stages) if any(b in st.blocks for b in holders)]
+        if len(ids) < 2:
+            continue
+        group = tuple(slot for s in ids for slot in stages[s].slots)
+        seconds = pricer.seconds("all_reduce", nbytes, group)
+        start = max(ends[s] - results[s]["opt"] for s in ids)
+        for s in ids:
+            waited = start + seconds - (ends[s] - results[s]["opt"])
+            ends[s] += waited
+            results[s]["exposed"]["dp"] += waited
+            results[s]["busy"] += seconds
 
 
 def _optimizer_seconds(stage: Stage, chunks: list[_Chunk], config: StepConfig) -> float:
