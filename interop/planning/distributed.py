@@ -7,8 +7,9 @@ and gets a :class:`DistributedPlanRunner`:
 * pipeline parallelism: ``torch.distributed.pipelining.PipelineStage`` per rank
   with ``ScheduleGPipe`` / ``Schedule1F1B`` (one stage per rank) or
   ``ScheduleInterleaved1F1B`` (several), over one pipeline group per replica lane;
-* data parallelism: each stage module wrapped in ``DistributedDataParallel`` over the
-  stage's replicas (its gradients all-reduced by DDP's buckets on the backend);
+* data parallelism: each stage module sharded with FSDP2 (``fully_shard``, gradients
+  reduce-scattered over the stage's replicas, parameters kept gathered between forward
+  and backward), which pipelining drives across microbatches;
 * parameters a model ties across stages (an embedding and its LM head) are summed
   over their holders with one ``all_reduce`` after the schedule (pipelining keeps a
   copy per stage and leaves them to the user);
@@ -82,7 +83,8 @@ class DistributedPlanRunner:
                  optimizer: Callable[[list[nn.Parameter]], torch.optim.Optimizer] | None = None,
                  loss_fn: Callable | None = None):
         import torch.distributed.pipelining as pipelining
-        from torch.nn.parallel import DistributedDataParallel
+        from torch.distributed.device_mesh import DeviceMesh
+        from torch.distributed.fsdp import fully_shard
 
         if not dist.is_initialized():
             raise RuntimeError("distribute: call torch.distributed.init_process_group('hybrid') first (one rank per "
@@ -111,20 +113,24 @@ class DistributedPlanRunner:
             group = dist.new_group(ranks)
             if self.rank in ranks:
                 self.pp_group, self.lane, self.pp_rank = group, d, ranks.index(self.rank)
-        self.dp_group = None
-        for st in layout.stages:
-            group = dist.new_group(list(st.slots)) if self.dp > 1 else None
-            if self.rank in st.slots:
-                self.dp_group = group
+        self.dp_mesh = None
+        if self.dp > 1:
+            for st in layout.stages:  # every rank creates every group, in the same order
+                group = dist.new_group(list(st.slots))
+                if self.rank in st.slots:
+                    self.dp_mesh = DeviceMesh.from_group(group, "hybrid", mesh=list(st.slots), mesh_dim_names=("dp",))
+        # A parameter tied across stages: after each stage's data-parallel reduction, lane d's copies (one per
+        # holding stage) are summed.
         self.tied_groups = []
         for name, holders in blocks.tied.items():
-            stages_holding = {vs.rank for vs in self.virtual if any(vs.start <= b < vs.stop for b in holders)}
+            stages_holding = sorted({vs.rank for vs in self.virtual if any(vs.start <= b < vs.stop for b in holders)})
             if len(stages_holding) < 2:
                 continue
-            ranks = sorted({layout.stages[s].slots[d] for s in stages_holding for d in range(self.dp)})
-            group = dist.new_group(ranks)
-            if self.rank in ranks:
-                self.tied_groups.append((name, group))
+            for d in range(self.dp):
+                ranks = [layout.stages[s].slots[d] for s in stages_holding]
+                group = dist.new_group(ranks)
+                if self.rank in ranks:
+                    self.tied_groups.append((name, group))
         self.device = torch.device("hybrid", self.rank)
         self.stages, self.modules = [], []
         self.active = self.pp_group is not None
@@ -138,7 +144,9 @@ class DistributedPlanRunner:
             module = TensorStage(blocks, bind(blocks.stage_module(vs.start, vs.stop), model, self.device),
                                  vs.start, vs.stop, last)
             if self.dp > 1:
-                module = DistributedDataParallel(module, process_group=self.dp_group, broadcast_buffers=False)
+                # FSDP2 (ZeRO-2 here: parameters stay gathered between forward and backward), which pipelining
+                # drives across microbatches; DDP's reducer assumes one backward per forward.
+                fully_shard(module, mesh=self.dp_mesh, reshard_after_forward=False)
             self.modules.append(module)
             self.stages.append(pipelining.PipelineStage(module, vs.index, len(self.virtual), self.device,
                                                         group=self.pp_group))
@@ -198,7 +206,8 @@ class DistributedPlanRunner:
             for module in self.modules:
                 for pname, p in module.named_parameters(remove_duplicate=False):
                     if canonical.get(_model_name(pname), _model_name(pname)) == name and p.grad is not None:
-                        dist.all_reduce(p.grad, group=group)
+                        grad = p.grad.to_local() if hasattr(p.grad, "to_local") else p.grad
+                        dist.all_reduce(grad, group=group)
                         break
 
     def state_dict(self) -> dict[str, torch.Tensor]:
@@ -206,7 +215,8 @@ class DistributedPlanRunner:
         local = {}
         for module in self.modules:
             for pname, p in module.named_parameters(remove_duplicate=False):
-                local.setdefault(self.blocks.canonical.get(_model_name(pname), _model_name(pname)), p.detach().cpu())
+                value = p.full_tensor() if hasattr(p, "full_tensor") else p
+                local.setdefault(self.blocks.canonical.get(_model_name(pname), _model_name(pname)), value.detach().cpu())
         parts = [None] * self.world
         dist.all_gather_object(parts, local)
         merged: dict[str, torch.Tensor] = {}
