@@ -180,3 +180,17 @@ def test_one_slot_and_absent_slots(gpt, use_rack):
         interop.plan(gpt, (x,), objective="speed")
     with pytest.raises(ValueError, match="microbatches: 3 does not divide the global batch"):
         interop.plan(gpt, (x,), microbatches=3)
+
+
+def test_hybrid_plan_cli_runs_and_checks_against_one_slot(use_rack, capsys, tmp_path):
+    from interop import cli
+
+    use_rack("trn3:1+h100:1", backing="emulated")
+    code = cli.main(["plan", "--model", "gpt-tiny", "--rack", "trn3:1+h100:1", "--run", "2", "--batch", "4",
+                     "--json", str(tmp_path / "plan.json")])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "predicted step (modelled)" in out and "homogeneous: trn3 only" in out
+    assert "matches single-device" in out and "executed" in out and "predicted" in out
+    assert json.loads((tmp_path / "plan.json").read_text())["model"] == "GPT"
+    gc.collect()
