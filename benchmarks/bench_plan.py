@@ -2,7 +2,7 @@
 
 The model is a Llama-3-8B-shaped decoder with 98 layers (100 blocks: embedding, 98
 layers, head) from step's decoder blocks on the meta device; the rack
-``trn3:72+h100:72+b200:72``. Timed: :func:`interop.planning.search.search` with the
+``trn3:72+h100:72+b200:72``. Timed: :func:`interop.planning.plan_search.search` with the
 blocks already traced (the first search of a model also traces each distinct block
 shape once per kind and microbatch size: reported apart as "first search").
 Baseline in the same run: one step-model evaluation of the chosen plan, so the
@@ -33,7 +33,7 @@ def _blocks():
 
 
 def _problem(blocks, spec):
-    from interop.planning.search import Problem
+    from interop.planning.plan_search import Problem
 
     return Problem(blocks, spec, tuple(range(len(spec))), 512, 4096, optimizer="adamw", grad_dtype="bfloat16",
                    state_bytes=8, master_weights=True, microbatches=(16, 32, 64, 128), calibrated=True)
@@ -41,7 +41,7 @@ def _problem(blocks, spec):
 
 def run(repeats: int = 3, write: bool = True) -> Section:
     import devices
-    from interop.planning.search import search
+    from interop.planning.plan_search import search
 
     section = Section("plan", "plan search at scale (search time measured; plans modelled)", COMMAND)
     spec = devices.parse_rack(RACK)

@@ -8,8 +8,9 @@ modelled time goes to the rack's timeline.
 
 Public names: :class:`Rack`, :func:`set_rack`, :func:`current_rack`,
 :func:`presets`; the modelled timeline: :func:`timeline`, :func:`reset_timeline`,
-:func:`report`, :func:`export_trace`, :func:`gantt`, :func:`set_recording`; planning:
-:func:`plan` (partition a model across the rack, run it) and :func:`whatif`.
+:func:`report`, :func:`export_trace`, :func:`gantt`, :func:`set_recording`; numerics:
+:mod:`interop.numerics` (formats, :func:`set_numerics`); planning: :func:`plan` (partition a model
+across the rack, run it) and :func:`whatif`.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from interop.rack import Rack, RackDevice, current_rack, presets, set_rack
 from interop.report import RunReport, report
 from interop.timelines import TimelineRecord, reset_timeline, set_recording, timeline
 from interop.trace import export_trace, gantt
+from interop import numerics
+from interop.numerics import set_numerics
 from interop.planning import StepEstimate, whatif
 from interop.planning.plan import Plan, plan
 
@@ -26,10 +29,13 @@ __version__ = "0.1.0"
 
 # Without the compiled extension the device is not registered; the pure-Python parts
 # (catalogue, cost model, what-ifs) still import (interop._backend.MissingExtension).
-if register() and current_rack() is None:
-    set_rack(Rack.preset("fusion-default"))
+if register():
+    numerics.scaled_mm.register()
+    if current_rack() is None:
+        set_rack(Rack.preset("fusion-default"))
 
 __all__ = [
-    "DEVICE_TYPE", "Plan", "Rack", "RackDevice", "RunReport", "StepEstimate", "TimelineRecord", "__version__", "current_rack",
-    "export_trace", "gantt", "plan", "presets", "report", "reset_timeline", "set_rack", "set_recording", "timeline", "whatif",
+    "DEVICE_TYPE", "Plan", "Rack", "RackDevice", "RunReport", "StepEstimate", "TimelineRecord", "__version__",
+    "current_rack", "export_trace", "gantt", "numerics", "plan", "presets", "report", "reset_timeline", "set_numerics",
+    "set_rack", "set_recording", "timeline", "whatif",
 ]

@@ -117,12 +117,12 @@ class Rack:
     @classmethod
     def preset(cls, name: str, **kwargs) -> Rack:
         """A named preset (see :func:`interop.presets`)."""
-        return cls(devices.RackSpec.preset(name), **kwargs)
+        return cls(devices.load_preset(name), **kwargs)
 
     @classmethod
     def load(cls, path: str | os.PathLike, **kwargs) -> Rack:
         """From a TOML rack file."""
-        return cls(devices.RackSpec.from_toml(path), **kwargs)
+        return cls(devices.load_rack(path), **kwargs)
 
     # -- queries --------------------------------------------------------------------
 
@@ -187,6 +187,9 @@ def set_rack(rack: Rack | str) -> Rack:
     _C._install_slots(rack._slot_rows())
     _current = rack
     timeline.on_rack_change(rack)
+    from interop.numerics import mode as numerics_mode
+
+    numerics_mode.on_rack_change(rack)  # a rack file's device-mode slots take effect
     return rack
 
 

@@ -147,6 +147,18 @@ def test_a100_without_fp8_costs_fp8_and_fp4_at_its_bf16_rate():
     assert chip("h100").peak_for("tf32").value == chip("h100").peak["float32"].value  # no TF32 figure: FP32 bound
 
 
+def test_h200_derives_its_compute_link_and_power_from_h100():
+    h100, h200 = chip("h100"), chip("h200")
+    derived = [f"peak.{k}" for k in h100.peak] + ["scale_up_bandwidth", "power"]
+    assert set(h200.peak) == set(h100.peak)
+    for name in derived:
+        mine, base = h200.figures()[name], h100.figures()[name]
+        assert mine.value == base.value and mine.status == base.status, name
+        assert "H200" in mine.source and f"base figure: {base.source}" in mine.source, name
+    # Its own figures: the memory that makes it an H200.
+    assert "base figure" not in h200.hbm_capacity.source and h200.hbm_capacity.value == 141e9
+
+
 def test_only_trainium4_is_projected():
     assert [k for k in kinds() if chip(k).projected] == ["trn4"]
 

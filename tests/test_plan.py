@@ -16,7 +16,7 @@ import torch.nn.functional as F
 import interop
 from interop.models import GPT, GPTConfig, token_batch
 from interop.planning.plan import default_optimizer
-from interop.planning.search import DoesNotFit, Problem, search
+from interop.planning.plan_search import DoesNotFit, Problem, search
 
 SMALL = GPTConfig(vocab_size=256, seq_len=32, dim=64, heads=4, layers=2)
 
@@ -41,8 +41,6 @@ def _run(plan, model, steps=2, batch=8):
 
 @pytest.mark.parametrize("rack,microbatches,slots", [
     # The default rack (one NVLink Fusion domain): the search's choices with 4 and with 2 microbatches.
-    # (Across domains the step model prices a pipeline hop with collectives' send_recv and the timeline with
-    # interop.costing's copy model, which disagree today by up to 2x: see notes/plan.md.)
     ("fusion-default", 4, [0, 1, 4, 5]),
     ("fusion-default", 2, [0, 4, 5]),
 ])

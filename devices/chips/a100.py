@@ -9,12 +9,9 @@ the BF16 rate by :meth:`devices.chip.Chip.peak_for`'s fallback rules.
 
 from devices.chip import Chip
 from devices.figure import Figure
+from devices.sources import A100_DATASHEET
 
-_SHEET = ("NVIDIA A100 Tensor Core GPU datasheet, A100 80GB SXM column (NVIDIA, "
-          "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/"
-          "nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf); read 2026-12-02 through its reproductions at "
-          "https://glennklockwood.com/garden/processors/A100 (the datasheet's table, citing that PDF) and "
-          "https://www.thundercompute.com/blog/nvidia-a100-specs-full-guide (per form factor)")
+_SHEET = A100_DATASHEET.cite("A100 80GB SXM column")
 _DENSE = "dense; the datasheet's {} is with 2:4 sparsity"
 
 CHIP = Chip(

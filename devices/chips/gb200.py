@@ -11,15 +11,11 @@ above :mod:`devices.chips.b200`'s.
 
 from devices.chip import Chip
 from devices.figure import Figure
+from devices.sources import GB200_NVL72_PAGE, KLOCKWOOD_B200, VERDA_GB300
 
-_PAGE = ("NVIDIA GB200 NVL72 product page, specifications table (NVIDIA, "
-         "https://www.nvidia.com/en-us/data-center/gb200-nvl72/); read 2026-12-02 through its reproductions at "
-         "https://aiwiki.ai/wiki/nvidia_gb200_nvl72 (1.4 EFLOPS FP4 and 720 PFLOPS FP8 per rack, 13.4 TB, "
-         "130 TB/s, citing NVIDIA) and https://grokipedia.com/page/NVIDIA_DGX_GB200 (13.4 TB HBM3e at 576 TB/s)")
-_KLOCK = ("NVIDIA Blackwell datasheet, GB200 at 1,200 W, as tabulated (dense and sparse) by "
-          "https://glennklockwood.com/garden/processors/B200, read 2026-12-02")
-_VERDA = ("Verda (formerly DataCrunch), 'NVIDIA GB300 NVL72: GPU Architecture & Performance', per-GPU table "
-          "(https://verda.com/blog/gb300-nvl72-architecture), read 2026-12-02")
+_PAGE = GB200_NVL72_PAGE.cite("per-rack totals")
+_KLOCK = KLOCKWOOD_B200.cite("GB200 at 1,200 W")
+_VERDA = VERDA_GB300.cite("per-GPU table, GB200 column")
 _RACK = 72
 _SPARSE = f"rack total / {_RACK} GPUs / 2 (the page's figure is with 2:4 sparsity)"
 

@@ -56,8 +56,24 @@ class ModelBlocks:
         found = self._profiles.get(key)
         if found is None:
             self.check_shard(shard)
-            found = self._profiles[key] = self._trace(index, shard)
+            identity = self.cache_identity()
+            if identity is not None:
+                from interop.planning import profile_cache
+
+                name = profile_cache.key(identity, key[0], shard)
+                found = profile_cache.load(name)
+                if found is None:
+                    found = self._trace(index, shard)
+                    profile_cache.store(name, found)
+            else:
+                found = self._trace(index, shard)
+            self._profiles[key] = found
         return found
+
+    def cache_identity(self) -> str | None:
+        """A string naming everything the profiles depend on besides signature and shard, for the on-disk
+        cache (:mod:`interop.planning.profile_cache`); None (the default) keeps profiles in memory only."""
+        return None
 
     def distinct(self) -> dict[Hashable, list[int]]:
         """Signature -> the block indices sharing it, in order of first appearance."""

@@ -30,6 +30,7 @@ class StepEfficiency:
     """Factors on modelled op time per op class for one chip family (None: the cost model as is)."""
 
     family: str
+    """The chip family (or kind) the factors belong to."""
     matmul_fp8: Figure | None = None
     """Factor on FP8 matmul time (the cost model prices FP8 at the BF16-calibrated fraction of FP8 peak)."""
     attention: Figure | None = None
@@ -37,9 +38,10 @@ class StepEfficiency:
     pointwise: Figure | None = None
     """Factor on everything outside matmuls and attention (elementwise, norms, copies, reductions):
     kernel fusion in training frameworks."""
-    tp_overlap: Figure | None = None
-    """Fraction of the tensor-parallel communication beside a GEMM that overlapping hides
-    (None: all of it that the GEMM's duration allows)."""
+    overlap: Figure | None = None
+    """Share of the communication running beside compute that overlapping hides (TP beside GEMMs, FSDP
+    and ZeRO gathers and reduce-scatters beside blocks, DP reduction beside backward); the rest costs
+    compute time (collective kernels take SMs and memory bandwidth). None: all of it."""
 
     def factor(self, category: str, dtype: str) -> Figure | None:
         """The factor for an op of ``category`` computing in ``dtype``, or None."""
@@ -57,33 +59,69 @@ class StepEfficiency:
                 if f.name != "family" and getattr(self, f.name) is not None}
 
 
-FITTED: dict[str, StepEfficiency] = {}
-"""Fitted efficiencies per chip family (filled by :mod:`interop.planning.golden`'s fit; see its notes)."""
+_MEGATRON = ("NVIDIA Megatron-Bridge, docs/performance-summary.md, 25.11 container, FP8 current scaling, "
+             "sequence length 8192 (https://github.com/NVIDIA-NeMo/Megatron-Bridge)")
+_H100_ROWS = "Llama3 8B on 8, Llama3 70B on 64 and Llama3.1 405B on 1,024 DGX-H100"
+_FIT = ("fitted by interop.planning.golden.fit (coordinate search on its grid, least squares on "
+        "log(modelled/published) tokens/s/GPU) to the three DGX-H100 rows only; the DGX-GB200 rows test it")
+
+
+def _fitted(value: float, what: str, rows: str = _H100_ROWS, how: str = _FIT) -> Figure:
+    return Figure(value, "", f"fitted to Megatron-Bridge tokens/s/GPU ({rows}); {_MEGATRON}", "calibrated",
+                  f"{what}; {how}")
+
+
+GPU = StepEfficiency(
+    family="gpu",
+    matmul_fp8=_fitted(1.15, "FP8 GEMMs take 1.15x the cost model's time (which prices them at the "
+                             "BF16-calibrated share of the FP8 peak): about 70 % of FP8 peak on H100"),
+    attention=_fitted(0.5, "fused attention takes 0.5x the FlashAttention-2 curve's time: the framework "
+                           "runs cuDNN / FlashAttention-3-class kernels (FA3 reports 1.5-2.0x FA2); the fit "
+                           "sits at the grid's physical bound 0.5"),
+    overlap=_fitted(0.4, "40 % of the communication running beside compute is hidden; the rest costs "
+                         "compute time (collective kernels share SMs and HBM bandwidth)"),
+)
+"""The GPU family's fitted step efficiencies (Hopper-fitted; applied to every NVIDIA kind without its own)."""
+
+GB200 = StepEfficiency(
+    family="gb200",
+    matmul_fp8=_fitted(1.6, "GB200 FP8 GEMMs take 1.6x the cost model's time (the family's cost model is "
+                            "calibrated on a Hopper part): about 50 % of GB200's FP8 peak",
+                       rows="Llama3 8B on 8 DGX-GB200",
+                       how="fitted by interop.planning.golden.fit_kind to that row alone (the GB200 row with "
+                           "the least communication); the 70B and 405B DGX-GB200 rows test it"),
+    attention=GPU.attention, overlap=GPU.overlap)
+"""GB200's own FP8 GEMM factor; its other factors are the GPU family's."""
+
+FITTED: dict[str, StepEfficiency] = {"gpu": GPU, "gb200": GB200}
+"""Fitted efficiencies by chip kind or family (a kind's entry wins over its family's); each figure's note
+says what it was fitted to. Trainium has none: no published Trainium training throughput was found."""
 
 
 @lru_cache(maxsize=None)
 def step_efficiency(kind: str) -> StepEfficiency | None:
-    """The step efficiencies of a chip kind: its family's fitted factors, or None where none was fitted."""
-    return FITTED.get(devices.chip(kind).family)
+    """The step efficiencies of a chip kind: its own fitted factors, else its family's, else None."""
+    chip = devices.chip(kind)
+    return FITTED.get(chip.kind) or FITTED.get(chip.family)
 
 
 @contextmanager
 def use(efficiencies: dict[str, StepEfficiency]) -> Iterator[None]:
     """Price with other step efficiencies (by family) inside the block (fitting, tests)."""
-    from interop.planning import block_cost
+    from interop.planning import block_pricing
 
     saved = dict(FITTED)
     FITTED.clear()
     FITTED.update(efficiencies)
     step_efficiency.cache_clear()
-    block_cost.cache_clear()
+    block_pricing.cache_clear()
     try:
         yield
     finally:
         FITTED.clear()
         FITTED.update(saved)
         step_efficiency.cache_clear()
-        block_cost.cache_clear()
+        block_pricing.cache_clear()
 
 
 __all__ = ["FITTED", "StepEfficiency", "step_efficiency", "use"]

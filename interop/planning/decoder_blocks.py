@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import json
 from typing import Any, Hashable
 
 from interop.planning.blocks import ModelBlocks
@@ -63,6 +64,16 @@ def fuse_norms(module):
     return module
 
 
+class _Arch:
+    """Attribute access to a preset's architecture numbers (None for anything not given)."""
+
+    def __init__(self, arch: dict) -> None:
+        self.__dict__.update(arch)
+
+    def __getattr__(self, name: str):
+        return None
+
+
 def _first_attr(obj: Any, names: tuple[str, ...], default: Any = None) -> Any:
     for n in names:
         value = getattr(obj, n, None)
@@ -79,15 +90,21 @@ class DecoderBlocks(ModelBlocks):
     traced where no shard is asked for); ``name``: display name.
     """
 
-    def __init__(self, config: Any, *, name: str | None = None, model: Any = None, dtype: str = "bfloat16",
-                 source: str = "") -> None:
+    def __init__(self, config: Any = None, *, name: str | None = None, model: Any = None, dtype: str = "bfloat16",
+                 source: str = "", arch: dict | None = None, config_class: str | None = None) -> None:
         super().__init__()
-        config = copy.deepcopy(config)
-        config._attn_implementation = "sdpa"
-        if _first_attr(config, _EXPERT_COUNTS):
-            # The grouped-GEMM expert path traces on meta (the loop path needs data).
-            config._experts_implementation = "grouped_mm"
-        self.config = config
+        if config is None:
+            # A preset: its architecture as plain numbers; the transformers config is built only to trace
+            # (a what-if whose profiles are cached on disk never imports transformers).
+            if arch is None or config_class is None:
+                raise ValueError("DecoderBlocks: give a transformers config, or arch and config_class")
+            self._config = None
+            config = _Arch(arch)
+        else:
+            self._config = self._prepared(config)
+            config = self._config
+        self.arch = dict(arch) if arch is not None else None
+        self.config_class = config_class
         self.name = name or getattr(config, "model_type", "model")
         self.source = source
         self.dtype = dtype
@@ -105,6 +122,34 @@ class DecoderBlocks(ModelBlocks):
         self._model = model
         self._small = None
         self._layer_sigs: list[Hashable] | None = None
+        self._summary = config
+
+    @staticmethod
+    def _prepared(config):
+        config = copy.deepcopy(config)
+        config._attn_implementation = "sdpa"
+        if _first_attr(config, _EXPERT_COUNTS):
+            # The grouped-GEMM expert path traces on meta (the loop path needs data).
+            config._experts_implementation = "grouped_mm"
+        return config
+
+    @property
+    def config(self):
+        """The transformers config (built from the preset's numbers on first use)."""
+        if self._config is None:
+            import transformers
+
+            self._config = self._prepared(getattr(transformers, self.config_class)(**self.arch))
+        return self._config
+
+    def cache_identity(self) -> str | None:
+        """What the profiles depend on besides the shard (None: not cacheable, e.g. a user's module)."""
+        if self._model is not None:
+            return None
+        if self.arch is not None:
+            return json.dumps({"class": self.config_class, "arch": self.arch, "dtype": self.dtype}, sort_keys=True)
+        return json.dumps({"class": type(self.config).__name__, "config": self.config.to_json_string(),
+                           "dtype": self.dtype}, sort_keys=True)
 
     # -- structure -------------------------------------------------------------
 
@@ -164,7 +209,7 @@ class DecoderBlocks(ModelBlocks):
             if self._model is not None:
                 layers = self.parts(self._model)["layers"]
                 self._layer_sigs = [self._module_signature(m) for m in layers]
-            elif any(getattr(self.config, h, None) is not None for h in _PER_LAYER_HINTS):
+            elif any(getattr(self._summary, h, None) is not None for h in _PER_LAYER_HINTS):
                 # Layers may differ (sliding/full attention, dense/MoE MLPs): build them all once.
                 layers = self.parts(self._build(self.config))["layers"]
                 self._layer_sigs = [self._module_signature(m) for m in layers]
@@ -191,7 +236,7 @@ class DecoderBlocks(ModelBlocks):
             raise ValueError(f"tp: tensor parallelism {tp} and the {self.kv_heads} key/value heads of {self.name} "
                              f"do not divide one another")
         for width in _WIDTHS:
-            value = getattr(self.config, width, None)
+            value = getattr(self._summary, width, None)
             if value and value % tp:
                 raise ValueError(f"tp: tensor parallelism {tp} does not divide {width}={value} of {self.name}")
         if ep > 1 and not self.experts:

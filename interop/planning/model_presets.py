@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Callable
+from typing import Any
 
 from interop.planning.blocks import ModelBlocks
 
@@ -25,32 +25,33 @@ _MIXTRAL = ("Jiang et al., 'Mixtral of Experts' (2024), arXiv:2401.04088, Table 
 
 @dataclass(frozen=True, slots=True)
 class ModelPreset:
-    """A named architecture: how to build its config, and where its figures come from."""
+    """A named architecture: its transformers config class and arguments, and where the figures come from."""
 
     name: str
     description: str
     source: str
-    config: Callable[[], Any]
-    """Returns the transformers config (imports transformers when called)."""
+    config_class: str
+    """A transformers config class name (``LlamaConfig``)."""
+    arch: dict
+    """Its keyword arguments: the architecture's numbers."""
+
+    def config(self) -> Any:
+        """The transformers config (imports transformers)."""
+        import transformers
+
+        return getattr(transformers, self.config_class)(**self.arch)
 
 
-def _llama(hidden: int, ffn: int, layers: int, heads: int, context: int, rope: dict) -> Callable[[], Any]:
-    def build():
-        from transformers import LlamaConfig
-
-        return LlamaConfig(vocab_size=128256, hidden_size=hidden, intermediate_size=ffn, num_hidden_layers=layers,
-                           num_attention_heads=heads, num_key_value_heads=8, max_position_embeddings=context,
-                           rms_norm_eps=1e-5, rope_parameters=rope, tie_word_embeddings=False)
-    return build
+def _llama(hidden: int, ffn: int, layers: int, heads: int, context: int, rope: dict) -> dict:
+    return dict(vocab_size=128256, hidden_size=hidden, intermediate_size=ffn, num_hidden_layers=layers,
+                num_attention_heads=heads, num_key_value_heads=8, max_position_embeddings=context,
+                rms_norm_eps=1e-5, rope_parameters=rope, tie_word_embeddings=False)
 
 
-def _mixtral() -> Any:
-    from transformers import MixtralConfig
-
-    return MixtralConfig(vocab_size=32000, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
-                         num_attention_heads=32, num_key_value_heads=8, num_local_experts=8, num_experts_per_tok=2,
-                         max_position_embeddings=32768, rope_parameters={"rope_type": "default", "rope_theta": 1e6},
-                         tie_word_embeddings=False)
+_MIXTRAL_ARCH = dict(vocab_size=32000, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+                     num_attention_heads=32, num_key_value_heads=8, num_local_experts=8, num_experts_per_tok=2,
+                     max_position_embeddings=32768, rope_parameters={"rope_type": "default", "rope_theta": 1e6},
+                     tie_word_embeddings=False)
 
 
 _ROPE3 = {"rope_type": "default", "rope_theta": 500000.0}
@@ -59,13 +60,13 @@ _ROPE31 = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_fr
 
 _PRESETS: dict[str, ModelPreset] = {p.name: p for p in (
     ModelPreset("llama3-8b", "Llama 3 8B: 32 layers, d 4096, FFN 14336, 32 heads (8 kv)", _LLAMA3,
-                _llama(4096, 14336, 32, 32, 8192, _ROPE3)),
+                "LlamaConfig", _llama(4096, 14336, 32, 32, 8192, _ROPE3)),
     ModelPreset("llama3-70b", "Llama 3 70B: 80 layers, d 8192, FFN 28672, 64 heads (8 kv)", _LLAMA3,
-                _llama(8192, 28672, 80, 64, 8192, _ROPE3)),
+                "LlamaConfig", _llama(8192, 28672, 80, 64, 8192, _ROPE3)),
     ModelPreset("llama3.1-405b", "Llama 3.1 405B: 126 layers, d 16384, FFN 53248, 128 heads (8 kv)", _LLAMA3,
-                _llama(16384, 53248, 126, 128, 131072, _ROPE31)),
+                "LlamaConfig", _llama(16384, 53248, 126, 128, 131072, _ROPE31)),
     ModelPreset("mixtral-8x7b", "Mixtral 8x7B MoE: 32 layers, d 4096, 8 experts of FFN 14336, top-2", _MIXTRAL,
-                _mixtral),
+                "MixtralConfig", _MIXTRAL_ARCH),
 )}
 
 
@@ -103,7 +104,8 @@ def _blocks_for_name(name: str) -> ModelBlocks:
     preset = _PRESETS.get(key)
     if preset is not None:
         _offline()
-        return DecoderBlocks(preset.config(), name=preset.name, source=preset.source)
+        return DecoderBlocks(name=preset.name, source=preset.source, arch=preset.arch,
+                             config_class=preset.config_class)
     _offline()
     from transformers import CONFIG_MAPPING
 

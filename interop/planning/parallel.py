@@ -125,9 +125,12 @@ def split_layers(blocks: ModelBlocks, virtual: int, *, what: str = "pp") -> list
 
 def uniform_stages(blocks: ModelBlocks, spec, parallel: Parallel) -> tuple[list[Stage], Parallel, int]:
     """Stages of a homogeneous configuration on ``spec``: (stages, the configuration with dp set, idle chips)."""
+    from interop.planning.profile import Shard
+
     counts = spec.counts()
     n = len(spec)
     tp, cp, pp, vp = parallel.tp, parallel.cp, parallel.pp, parallel.vp
+    blocks.check_shard(Shard(seq_len=cp, tp=tp, cp=cp, ep=parallel.ep))  # the model first: heads, widths, experts
     cell = tp * cp * pp
     if cell > n:
         raise ValueError(f"parallel: tp*cp*pp = {tp}*{cp}*{pp} = {cell} chips exceeds the rack's {n}")
@@ -164,4 +167,54 @@ def uniform_stages(blocks: ModelBlocks, spec, parallel: Parallel) -> tuple[list[
     return stages, replace(parallel, dp=dp), n - used
 
 
-__all__ = ["ORDERS", "Parallel", "split_layers", "uniform_stages"]
+def kind_stages(blocks: ModelBlocks, spec, parallel: Parallel, *, seq_len: int, dtype: str = "bfloat16"
+                ) -> list[Stage]:
+    """One pipeline stage per chip kind of a mixed rack, layers split in proportion to each kind's
+    modelled throughput (its chips over its per-layer time): a baseline heterogeneous plan.
+
+    The planner (``interop.plan``) searches uneven splits, per-stage degrees and placements; this is the
+    even-handed split a what-if on a mixed rack starts from. ``parallel.tp`` and ``cp`` apply to every
+    stage (each kind's fast domains must hold whole TP groups).
+    """
+    from interop.planning.block_pricing import Execution, block_cost
+    from interop.planning.profile import Shard
+
+    tp, cp = parallel.tp, parallel.cp
+    runs: dict[str, list[int]] = {}
+    for replica in range(spec.replicas):
+        base = replica * spec.slots_per_replica
+        for group in spec.groups:
+            runs.setdefault(group.kind, []).extend(range(base + group.first, base + group.stop))
+    for domain in spec.domains:
+        if domain.count % tp:
+            raise ValueError(f"tp: tensor parallelism {tp} does not divide the {domain.count}-slot {domain.fabric} "
+                             f"domain {domain.name!r}")
+    kinds = list(runs)
+    layer = blocks.layers.start
+    rates = []
+    for kind in kinds:
+        slots = runs[kind]
+        dp = len(slots) // (tp * cp)
+        if dp < 1:
+            raise ValueError(f"tp: tp*cp = {tp * cp} exceeds the {len(slots)} {kind} slots")
+        cost = block_cost(blocks.profile(layer, Shard(seq_len=seq_len, tp=tp, cp=cp)), kind, Execution(dtype=dtype))
+        rates.append(dp / (cost.forward + cost.backward))
+    count = len(blocks.layers)
+    if count < len(kinds):
+        raise ValueError(f"pp: {len(kinds)} kinds need at least as many layers; {blocks.name} has {count}")
+    share = [max(1, round(count * r / sum(rates))) for r in rates]
+    while sum(share) > count:
+        share[share.index(max(share))] -= 1
+    while sum(share) < count:
+        share[share.index(min(share))] += 1
+    stages, start = [], 0
+    for k, kind in enumerate(kinds):
+        stop = len(blocks) if k == len(kinds) - 1 else blocks.layers.start + sum(share[:k + 1])
+        slots = runs[kind]
+        used = (len(slots) // (tp * cp)) * tp * cp
+        stages.append(Stage(chunks=(range(start, stop),), kind=kind, slots=tuple(slots[:used]), tp=tp, cp=cp))
+        start = stop
+    return stages
+
+
+__all__ = ["ORDERS", "Parallel", "kind_stages", "split_layers", "uniform_stages"]

@@ -1,7 +1,7 @@
 """``interop.plan``: partition one model across a heterogeneous rack, and the :class:`Plan` it returns.
 
 The model is cut into blocks from its own structure (:mod:`~interop.planning.export_blocks`),
-the plan search (:mod:`~interop.planning.search`) places the blocks on the rack's
+the plan search (:mod:`~interop.planning.plan_search`) places the blocks on the rack's
 slots, and the step model (:func:`~interop.planning.step_model`) predicts the step.
 :meth:`Plan.apply` runs the plan in this process (:mod:`~interop.planning.runner`);
 :meth:`Plan.baselines` compares it with every homogeneous sub-rack, the uniform split
@@ -18,7 +18,7 @@ from typing import Any, Callable
 import devices
 from interop.fmt import format_bytes, table
 from interop.planning.layout import Layout
-from interop.planning.search import OBJECTIVES, Problem, SearchStats, search
+from interop.planning.plan_search import OBJECTIVES, Problem, SearchStats, search
 from interop.planning.stage import Stage
 from interop.planning.step import OPTIMIZERS, StepResult
 
@@ -225,7 +225,7 @@ class Plan:
         plan's stages with the blocks divided evenly), and an ideal homogeneous rack of equal peak FLOPs."""
         if self._baselines is not None:
             return self._baselines
-        from interop.planning.search import DoesNotFit
+        from interop.planning.plan_search import DoesNotFit
 
         rows = []
         best_homog = None
@@ -391,11 +391,11 @@ def plan(model, example_inputs, rack=None, *, slots=None, objective: str = "time
         raise ValueError("schedule: 'interleaved' is run by the runner and the step model, but the search does not "
                          "propose interleaved layouts yet; use 'auto', '1f1b' or 'gpipe'")
     dtype = _param_dtype(model)
-    from interop.costing import Coster
-    from interop.planning.search import GroupPricer
+    from interop.planning.plan_search import GroupPricer
 
-    # A live plan runs in this process: its pipeline hops are the runner's copies, priced as the timeline does.
-    pricer = GroupPricer(spec, Coster(rack_object) if live and rack_object is not None else None)
+    # One transfer model (collectives.transfer) prices the runner's copies on the timeline and the step
+    # model's pipeline hops alike.
+    pricer = GroupPricer(spec)
     problem = Problem(blocks, spec, chosen, global_batch, seq_len, objective=objective, schedules=schedules,
                       microbatches=counts, optimizer=optimizer, recompute="none", calibrated=False,
                       master_weights=False, state_bytes=STATE_TENSORS[optimizer] * dtype.itemsize,

@@ -4,7 +4,7 @@ A :class:`BlockProfile` is shape-level and chip-independent: the aten ops of
 one forward and one backward (traced on the meta device through
 ``devices.cost.trace_ops``), the parameters one rank holds, the activations
 autograd keeps from forward to backward, and the collectives the block issues
-(tensor, context and expert parallelism). :mod:`interop.planning.block_cost`
+(tensor, context and expert parallelism). :mod:`interop.planning.block_pricing`
 prices a profile on a chip kind; the step model schedules the prices.
 
 :func:`trace_profile` builds a profile from any callable block and its meta

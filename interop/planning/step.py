@@ -5,7 +5,7 @@ what-if for a rack on paper (DESIGN.md, "One step model"):
 
 1. every block of every stage is profiled for the stage's shard
    (:class:`~interop.planning.blocks.ModelBlocks`) and priced on the stage's chip
-   kind (:func:`~interop.planning.block_cost.block_cost`);
+   kind (:func:`~interop.planning.block_pricing.block_cost`);
 2. the collectives a block issues (TP all-gathers and reduce-scatters, the CP
    ring, EP all-to-alls) are priced by ``collectives.estimate`` on the rack's
    topology over the stage's own groups, and the part that the block's GEMMs or
@@ -32,10 +32,10 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 import devices
-from interop.planning.block_cost import BlockCost, Execution, block_cost
+from interop.planning.block_pricing import BlockCost, Execution, block_cost
 from interop.planning.blocks import ModelBlocks
 from interop.planning.calibration import step_efficiency
-from interop.planning.comm import CommPricer
+from interop.planning.comm import CommPricer, pricer_for
 from interop.planning.profile import BlockProfile, Shard
 from interop.planning.schedule import SCHEDULES, actions, simulate
 from interop.planning.stage import Stage, check_recompute
@@ -242,6 +242,9 @@ def _validate(blocks: ModelBlocks, stages: Sequence[Stage], config: StepConfig) 
                          f"(got {[len(s.chunks) for s in stages]})")
     if v > 1 and config.schedule != "interleaved":
         raise ValueError(f"schedule: {v} chunks per stage need schedule='interleaved', got {config.schedule!r}")
+    if config.schedule == "interleaved" and config.microbatches % len(stages):
+        raise ValueError(f"vp: the interleaved schedule runs microbatches in groups of pp={len(stages)}; "
+                         f"{config.microbatches} microbatches per step is not a multiple of it")
     expect = 0
     for c in range(v):
         for s, stage in enumerate(stages):
@@ -269,43 +272,64 @@ def _exposed(seconds: float, hide: float, overlap: bool, pieces: int, share: flo
     return seconds - share * min(seconds - first, hide * (1 - 1 / pieces))
 
 
+def _block_comm(prof: BlockProfile, cost: BlockCost, stage: Stage, pricer: CommPricer, config: StepConfig,
+                share: float) -> tuple[float, float, float, dict[str, float]]:
+    """(exposed forward, exposed backward, exposed TP of a full-recompute forward, exposed per group) of
+    one block's collectives on one stage, per microbatch."""
+    per_phase = {"forward": [0.0, 0.0], "backward": [0.0, 0.0]}  # [beside GEMMs, beside attention]
+    plain = {"forward": 0.0, "backward": 0.0}
+    kinds: dict[str, float] = {}
+    recompute = 0.0
+    for coll in prof.collectives:
+        group = stage.group(coll.group)
+        if coll.op == "send_recv":
+            group = group[:2]  # a ring exchange: each member sends to its neighbour
+        seconds = coll.calls * pricer.seconds(coll.op, coll.nbytes, group)
+        if coll.overlap in ("column_gemm", "row_gemm"):
+            per_phase[coll.phase][0] += seconds
+        elif coll.overlap == "attention":
+            per_phase[coll.phase][1] += seconds
+        else:
+            plain[coll.phase] += seconds
+            kinds[coll.group] = kinds.get(coll.group, 0.0) + seconds
+        if coll.phase == "forward" and coll.group == "tp":
+            recompute += seconds
+    exposed = {}
+    for phase, gemm, attn in (("forward", cost.forward_gemm, cost.forward_attention),
+                              ("backward", cost.backward_gemm, cost.backward_attention)):
+        tp_exp = _exposed(per_phase[phase][0], gemm, config.tp_comm_overlap, stage.tp, share)
+        cp_exp = max(0.0, per_phase[phase][1] - attn)
+        kinds["tp"] = kinds.get("tp", 0.0) + tp_exp
+        kinds["cp"] = kinds.get("cp", 0.0) + cp_exp
+        exposed[phase] = tp_exp + cp_exp + plain[phase]
+    return (exposed["forward"], exposed["backward"],
+            _exposed(recompute, cost.forward_gemm, config.tp_comm_overlap, stage.tp, share), kinds)
+
+
+def _overlap_share(kind: str, execution: Execution) -> float:
+    eff = step_efficiency(kind) if execution.calibrated else None
+    return eff.overlap.value if eff is not None and eff.overlap is not None else 1.0
+
+
 def _chunk(blocks: ModelBlocks, stage: Stage, chunk: range, shard: Shard, execution: Execution,
-           pricer: CommPricer, config: StepConfig) -> _Chunk:
+           pricer: CommPricer, config: StepConfig, memo: dict) -> _Chunk:
     out = _Chunk([], [], [], [])
-    eff = step_efficiency(stage.kind) if execution.calibrated else None
-    hidden_share = eff.tp_overlap.value if eff is not None and eff.tp_overlap is not None else 1.0
+    share = _overlap_share(stage.kind, execution)
     for i in chunk:
         prof = blocks.profile(i, shard)
         cost = block_cost(prof, stage.kind, execution)
         out.profiles.append(prof)
         out.costs.append(cost)
-        per_phase = {"forward": {"gemm": 0.0, "attention": 0.0}, "backward": {"gemm": 0.0, "attention": 0.0}}
-        plain = {"forward": 0.0, "backward": 0.0}
-        recompute_comm = 0.0
-        for coll in prof.collectives:
-            group = stage.group(coll.group)
-            seconds = coll.calls * pricer.seconds(coll.op, coll.nbytes, group)
-            if coll.overlap in ("column_gemm", "row_gemm"):
-                per_phase[coll.phase]["gemm"] += seconds
-            elif coll.overlap == "attention":
-                per_phase[coll.phase]["attention"] += seconds
-            else:
-                plain[coll.phase] += seconds
-                out.comm_kind[coll.group] = out.comm_kind.get(coll.group, 0.0) + seconds
-            if coll.phase == "forward" and coll.group == "tp":
-                recompute_comm += seconds
-        exposed = {}
-        for phase, gemm, attn in (("forward", cost.forward_gemm, cost.forward_attention),
-                                  ("backward", cost.backward_gemm, cost.backward_attention)):
-            tp_exp = _exposed(per_phase[phase]["gemm"], gemm, config.tp_comm_overlap, stage.tp, hidden_share)
-            cp_exp = max(0.0, per_phase[phase]["attention"] - attn)
-            out.comm_kind["tp"] = out.comm_kind.get("tp", 0.0) + tp_exp
-            out.comm_kind["cp"] = out.comm_kind.get("cp", 0.0) + cp_exp
-            exposed[phase] = tp_exp + cp_exp + plain[phase]
-        out.fwd_comm.append(exposed["forward"])
-        out.bwd_comm.append(exposed["backward"])
-        out.recompute_comm.append(_exposed(recompute_comm, cost.forward_gemm, config.tp_comm_overlap, stage.tp,
-                                           hidden_share))
+        key = id(prof)  # blocks sharing a profile share their communication (memo is per stage)
+        comm = memo.get(key)
+        if comm is None:
+            comm = memo[key] = _block_comm(prof, cost, stage, pricer, config, share)
+        fwd, bwd, rc, kinds = comm
+        out.fwd_comm.append(fwd)
+        out.bwd_comm.append(bwd)
+        out.recompute_comm.append(rc)
+        for kind, sec in kinds.items():
+            out.comm_kind[kind] = out.comm_kind.get(kind, 0.0) + sec
     return out
 
 
@@ -327,7 +351,7 @@ def _recompute_modes(chunk: _Chunk, layers: list[int], mode: str) -> list[str]:
 
 
 def _chunk_times(chunk: _Chunk, modes: list[str], fsdp: list[tuple[float, float]] | None,
-                 zero2_rs: list[float] | None) -> tuple[float, float, float, float]:
+                 zero2_rs: list[float] | None, share: float = 1.0) -> tuple[float, float, float, float]:
     """(forward, backward, compute per microbatch, exposed FSDP/ZeRO-2 seconds per microbatch)."""
     f = [c.forward + x for c, x in zip(chunk.costs, chunk.fwd_comm)]
     b = [c.backward + x + c.recompute(m) + (rc if m == "full" else 0.0)
@@ -338,16 +362,17 @@ def _chunk_times(chunk: _Chunk, modes: list[str], fsdp: list[tuple[float, float]
         return plain_f, plain_b, compute, 0.0
     ag = [x[0] for x in fsdp] if fsdp else [0.0] * len(f)
     rs = [x[1] for x in fsdp] if fsdp else list(zero2_rs)
-    fwd = _two_streams(f, ag, [0.0] * len(f)) if fsdp else plain_f
-    bwd = _two_streams(b[::-1], ag[::-1] if fsdp else [0.0] * len(b), rs[::-1])
+    fwd = _two_streams(f, ag, [0.0] * len(f), share) if fsdp else plain_f
+    bwd = _two_streams(b[::-1], ag[::-1] if fsdp else [0.0] * len(b), rs[::-1], share)
     return fwd, bwd, compute, (fwd - plain_f) + (bwd - plain_b)
 
 
-def _two_streams(compute: list[float], before: list[float], after: list[float]) -> float:
+def _two_streams(compute: list[float], before: list[float], after: list[float], share: float = 1.0) -> float:
     """When blocks end with their collectives on a second stream: block k's ``before`` collective
     (a parameter gather) is issued as block k-1 starts (one block of prefetch) and must end before
     block k starts; its ``after`` collective (a gradient reduce-scatter) is issued when block k ends.
-    The stream runs collectives in the order they were issued."""
+    The stream runs collectives in the order they were issued. Of the communication hidden behind
+    compute, ``1 - share`` still costs compute time."""
     comp_free = comm_free = 0.0
     issue = 0.0  # when the next block's gather is issued
     pending = None  # (issued at, seconds) of the previous block's after-collective
@@ -362,19 +387,38 @@ def _two_streams(compute: list[float], before: list[float], after: list[float]) 
         pending = (comp_free, post) if post > 0 else None
     if pending is not None:
         comm_free = max(comm_free, pending[0]) + pending[1]
-    return max(comp_free, comm_free)
+    end = max(comp_free, comm_free)
+    if share < 1.0:
+        hidden = max(0.0, sum(before) + sum(after) - (end - sum(compute)))
+        end += (1.0 - share) * hidden
+    return end
 
 
-def _peak_activations(sequence, per_chunk: list[float]) -> tuple[float, tuple[int, ...]]:
-    live = [0] * len(per_chunk)
-    peak = 0.0
-    at = tuple(live)
-    for phase, c, _ in sequence:
-        live[c] += 1 if phase == 0 else -1
-        total = sum(n * a for n, a in zip(live, per_chunk))
-        if total > peak:
-            peak, at = total, tuple(live)
-    return peak, at
+_FRONTIERS: dict[tuple, tuple[tuple[int, ...], ...]] = {}
+
+
+def _live_frontier(schedule: str, stages: int, chunks: int, microbatches: int, stage: int):
+    """The per-chunk in-flight counts a stage passes through that no other state dominates (cached):
+    the activation peak for any per-chunk sizes is reached at one of them."""
+    key = (schedule, stages, chunks, microbatches, stage)
+    found = _FRONTIERS.get(key)
+    if found is None:
+        live = [0] * chunks
+        states = set()
+        for phase, c, _ in actions(schedule, stages, chunks, microbatches)[stage]:
+            live[c] += 1 if phase == 0 else -1
+            states.add(tuple(live))
+        kept: list[tuple[int, ...]] = []
+        for x in sorted(states, key=sum, reverse=True):
+            if not any(all(a >= b for a, b in zip(y, x)) for y in kept):
+                kept.append(x)
+        found = _FRONTIERS[key] = tuple(kept)
+    return found
+
+
+def _peak_activations(frontier, per_chunk: list[float]) -> tuple[float, tuple[int, ...]]:
+    best = max(frontier, key=lambda state: sum(n * a for n, a in zip(state, per_chunk)))
+    return sum(n * a for n, a in zip(best, per_chunk)), best
 
 
 def step_model(blocks: ModelBlocks, stages: Sequence[Stage], rack, config: StepConfig, *,
@@ -385,19 +429,19 @@ def step_model(blocks: ModelBlocks, stages: Sequence[Stage], rack, config: StepC
     ``pricer``: a :class:`CommPricer` for that rack to share between calls.
     """
     spec = rack if hasattr(rack, "domains") else devices.parse_rack(rack)
-    pricer = pricer or CommPricer(spec)
+    pricer = pricer or pricer_for(spec)
     _validate(blocks, stages, config)
     execution = Execution(dtype=config.dtype, calibrated=config.calibrated)
     grad_bytes = GRAD_DTYPES[config.grad_dtype]
     p, v, m = len(stages), len(stages[0].chunks), config.microbatches
-    sequences = actions(config.schedule, p, v, m)
 
     prepared = []
     for s, stage in enumerate(stages):
         mb = config.global_batch // (m * stage.dp)
         shard = Shard(microbatch=mb, seq_len=config.seq_len, tp=stage.tp, cp=stage.cp, ep=stage.ep,
                       sequence_parallel=config.sequence_parallel)
-        chunks = [_chunk(blocks, stage, c, shard, execution, pricer, config) for c in stage.chunks]
+        memo: dict = {}
+        chunks = [_chunk(blocks, stage, c, shard, execution, pricer, config, memo) for c in stage.chunks]
         fsdp = zero2 = None
         if config.zero == 3 and stage.dp > 1:
             dp_group = stage.group("dp")
@@ -415,27 +459,42 @@ def step_model(blocks: ModelBlocks, stages: Sequence[Stage], rack, config: StepC
     for s, (stage, mb, shard, chunks, fsdp, zero2) in enumerate(prepared):
         asked = stage.recompute or config.recompute
         layer_pos = [_layer_positions(blocks, c) for c in stage.chunks]
-        candidates = [asked] if asked != "auto" else (
-            ["none", "selective"] + [f"full:{k}" for k in range(1, max(map(len, layer_pos), default=0) + 1)])
-        chosen = None
-        for mode in candidates:
+        frontier = _live_frontier(config.schedule, p, v, m, s)
+
+        def attempt(mode):
             modes = [_recompute_modes(ch, lp, mode) for ch, lp in zip(chunks, layer_pos)]
-            memory, inflight = _memory(stage, chunks, modes, sequences[s], config, grad_bytes, fsdp is not None,
-                                       spec, receives=s > 0 or len(stage.chunks) > 1)
-            chosen = (mode, modes, memory, inflight)
-            if memory.fits:
-                break
-        if asked == "auto" and not chosen[2].fits:
-            mode = "full"
-            modes = [_recompute_modes(ch, lp, mode) for ch, lp in zip(chunks, layer_pos)]
-            memory, inflight = _memory(stage, chunks, modes, sequences[s], config, grad_bytes, fsdp is not None, spec,
+            memory, inflight = _memory(stage, chunks, modes, frontier, config, grad_bytes, fsdp is not None, spec,
                                        receives=s > 0 or len(stage.chunks) > 1)
-            chosen = (mode, modes, memory, inflight)
+            return mode, modes, memory, inflight
+
+        if asked != "auto":
+            chosen = attempt(asked)
+        else:
+            # Cheapest first: no recompute, selective, then whole layers (memory falls as K grows:
+            # bisect for the fewest that fit); if even every layer does not fit, "full" and fits=False.
+            chosen = attempt("none")
+            if not chosen[2].fits:
+                chosen = attempt("selective")
+            most = max(map(len, layer_pos), default=0)
+            if not chosen[2].fits and most:
+                full = attempt("full")
+                if full[2].fits:
+                    lo, hi = 1, most
+                    while lo < hi:
+                        mid = (lo + hi) // 2
+                        if attempt(f"full:{mid}")[2].fits:
+                            hi = mid
+                        else:
+                            lo = mid + 1
+                    chosen = attempt(f"full:{lo}") if lo < most else full
+                else:
+                    chosen = full
         plans.append(chosen)
 
     forward, backward, compute_mb, fsdp_mb = [], [], [], []
     for (stage, mb, shard, chunks, fsdp, zero2), (mode, modes, _, _) in zip(prepared, plans):
-        times = [_chunk_times(ch, md, fsdp[c] if fsdp else None, zero2[c] if zero2 else None)
+        share = _overlap_share(stage.kind, execution)
+        times = [_chunk_times(ch, md, fsdp[c] if fsdp else None, zero2[c] if zero2 else None, share)
                  for c, (ch, md) in enumerate(zip(chunks, modes))]
         forward.append([t[0] for t in times])
         backward.append([t[1] for t in times])
@@ -458,7 +517,7 @@ def step_model(blocks: ModelBlocks, stages: Sequence[Stage], rack, config: StepC
     for s, ((stage, mb, shard, chunks, fsdp, zero2), (mode, modes, memory, inflight)) in enumerate(
             zip(prepared, plans)):
         dp_tail, param_gather = _data_parallel(stage, chunks, sim.last_backward[s], sim.finish[s], forward[s],
-                                               pricer, config, grad_bytes)
+                                               pricer, config, grad_bytes, _overlap_share(stage.kind, execution))
         opt = _optimizer_seconds(stage, chunks, config)
         end = max(sim.finish[s], dp_tail) + param_gather + opt
         ends.append(end)
@@ -544,7 +603,19 @@ def _simulate(forward, backward, m: int, schedule: str, hops, record: bool):
                    first_forward=a.first_forward, events=())
 
 
-def _memory(stage: Stage, chunks: list[_Chunk], modes: list[list[str]], sequence, config: StepConfig,
+_SAVED: dict[tuple[int, str], tuple[BlockProfile, int]] = {}
+
+
+def _saved(profile: BlockProfile, mode: str) -> int:
+    """``profile.saved_bytes(mode)``, cached (the auto-recompute search asks many times)."""
+    key = (id(profile), mode)
+    hit = _SAVED.get(key)
+    if hit is None or hit[0] is not profile:
+        hit = _SAVED[key] = (profile, profile.saved_bytes(mode))
+    return hit[1]
+
+
+def _memory(stage: Stage, chunks: list[_Chunk], modes: list[list[str]], frontier, config: StepConfig,
             grad_bytes: int, fsdp: bool, spec, receives: bool = False) -> tuple[Memory, tuple[int, ...]]:
     dp, ep = stage.dp, stage.ep
     dense = sum(pr.params - pr.expert_params for ch in chunks for pr in ch.profiles)
@@ -564,14 +635,14 @@ def _memory(stage: Stage, chunks: list[_Chunk], modes: list[list[str]], sequence
     weights = per_param * (shard_w(dense, dp) + shard_w(expert, edp))
     grads = grad_bytes * (shard_g(dense, dp) + shard_g(expert, edp))
     opt = (master + state) * (shard_o(dense, dp) + shard_o(expert, edp))
-    per_chunk = [sum(pr.saved_bytes(md) for pr, md in zip(ch.profiles, cm)) for ch, cm in zip(chunks, modes)]
-    peak, at = _peak_activations(sequence, per_chunk)
+    per_chunk = [sum(_saved(pr, md) for pr, md in zip(ch.profiles, cm)) for ch, cm in zip(chunks, modes)]
+    peak, at = _peak_activations(frontier, per_chunk)
     transient = 0.0
     for ch, cm in zip(chunks, modes):
         for pr, md in zip(ch.profiles, cm):
             transient = max(transient, pr.workspace)  # the running block's temporaries, where measured
             if md != "none":  # a recomputed block's activations exist again during its backward
-                transient = max(transient, pr.saved_bytes("none") - pr.saved_bytes(md))
+                transient = max(transient, _saved(pr, "none") - _saved(pr, md))
     if receives:  # the gradient of the stage's input, held until the previous stage takes it (a send buffer)
         transient += max(ch.profiles[0].input_bytes for ch in chunks)
     if fsdp:  # the gathered parameters (and gradients) of the block running and the one prefetched
@@ -582,7 +653,8 @@ def _memory(stage: Stage, chunks: list[_Chunk], modes: list[list[str]], sequence
 
 
 def _data_parallel(stage: Stage, chunks: list[_Chunk], last_backward, finish: float, forward: list[float],
-                   pricer: CommPricer, config: StepConfig, grad_bytes: int) -> tuple[float, float]:
+                   pricer: CommPricer, config: StepConfig, grad_bytes: int,
+                   share: float = 1.0) -> tuple[float, float]:
     """(when the gradient reduction ends, exposed seconds of the ZeRO parameter gather)."""
     if stage.dp == 1 or config.zero == 3:
         return finish, 0.0
@@ -604,12 +676,14 @@ def _data_parallel(stage: Stage, chunks: list[_Chunk], last_backward, finish: fl
     for ready, seconds in sorted(buckets):
         comm = max(comm, ready) + seconds
     tail = max(finish, comm)
+    hidden = max(0.0, sum(sec for _, sec in buckets) - (tail - finish))
+    tail += (1.0 - share) * hidden
     gather = 0.0
     if config.zero in (1, 2):
         per_block = [pricer.seconds("all_gather", pr.param_bytes, dp_group) for ch in chunks for pr in ch.profiles]
         if config.overlap_param_gather:
             f_blocks = [c.forward for ch in chunks for c in ch.costs]
-            gather = _two_streams(f_blocks, per_block, [0.0] * len(per_block)) - sum(f_blocks)
+            gather = _two_streams(f_blocks, per_block, [0.0] * len(per_block), share) - sum(f_blocks)
         else:
             gather = sum(per_block)
     return tail, gather

@@ -14,9 +14,9 @@ from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 import devices
-from interop.planning.block_cost import DTYPES
+from interop.planning.block_pricing import DTYPES
 from interop.planning.blocks import ModelBlocks
-from interop.planning.comm import CommPricer
+from interop.planning.comm import CommPricer, pricer_for
 from interop.planning.model_presets import model_blocks, model_presets
 from interop.planning.parallel import Parallel, uniform_stages
 from interop.planning.stage import check_recompute
@@ -139,7 +139,7 @@ def estimate_from_result(result: StepResult, spec, parallel: dict[str, Any], *, 
         joules_per_token=power * result.seconds / result.tokens if have_power else None,
         usd_per_million_tokens=price / 3600 * result.seconds / result.tokens * 1e6 if have_price else None,
         breakdown=result.breakdown, parallel=parallel, projected=result.projected)
-    return _attach(est, result=result, model=model, rack=spec.name)
+    return _attach(est, result=result, model=model, rack=spec.name, rack_counts=spec.counts())
 
 
 def _check(global_batch: int, seq_len: int, dtype: str, recompute: str, optimizer: str) -> None:
@@ -156,7 +156,24 @@ def _check(global_batch: int, seq_len: int, dtype: str, recompute: str, optimize
 def run_config(blocks: ModelBlocks, spec, par: Parallel, *, global_batch: int, seq_len: int, dtype: str,
                recompute: str, optimizer: str, pricer: CommPricer | None = None,
                record: bool = False) -> tuple[StepResult, dict[str, Any]]:
-    """The step model for one homogeneous configuration: (result, the configuration as a dict)."""
+    """The step model for one configuration: (result, the configuration as a dict).
+
+    Without ``par.dp``, dp is the most replicas the chips left over allow that also split the global batch
+    into whole microbatches (the remaining chips idle, reported as ``idle_chips``). On a rack mixing chip
+    kinds, one stage per kind (:func:`~interop.planning.parallel.kind_stages`)."""
+    if len(spec.counts()) > 1:
+        return _run_mixed(blocks, spec, par, global_batch=global_batch, seq_len=seq_len, dtype=dtype,
+                          recompute=recompute, optimizer=optimizer, pricer=pricer, record=record)
+    if par.dp is None:
+        cell = par.tp * par.cp * par.pp
+        most = len(spec) // cell
+        if global_batch % par.microbatch:
+            raise ValueError(f"global_batch: {global_batch} samples do not split into microbatches of "
+                             f"{par.microbatch}")
+        samples = global_batch // par.microbatch
+        dp = max((d for d in range(min(most, samples), 0, -1) if samples % d == 0), default=0)
+        if dp:
+            par = replace(par, dp=dp)
     stages, par, idle = uniform_stages(blocks, spec, par)
     per_step = par.microbatch * par.dp
     if global_batch % per_step:
@@ -175,6 +192,32 @@ def run_config(blocks: ModelBlocks, spec, par: Parallel, *, global_batch: int, s
     return result, used
 
 
+def _run_mixed(blocks: ModelBlocks, spec, par: Parallel, *, global_batch: int, seq_len: int, dtype: str,
+               recompute: str, optimizer: str, pricer, record: bool) -> tuple[StepResult, dict[str, Any]]:
+    from interop.planning.parallel import kind_stages
+
+    if par.pp != 1 or par.vp != 1 or par.dp is not None or par.ep != 1:
+        raise ValueError("parallel: on a rack mixing chip kinds the what-if makes one pipeline stage per kind; "
+                         "pp, vp, dp and ep are not accepted there (give tp, cp, fsdp, zero, microbatch)")
+    stages = kind_stages(blocks, spec, par, seq_len=seq_len, dtype=dtype)
+    dps = [s.dp for s in stages]
+    microbatches = next((m for m in range(global_batch, 0, -1)
+                         if all(global_batch % (m * d) == 0 and global_batch // (m * d) >= par.microbatch
+                                for d in dps)), None)
+    if microbatches is None:
+        raise ValueError(f"global_batch: {global_batch} samples do not split evenly over the stages' data-parallel "
+                         f"replicas {dps}")
+    config = StepConfig(global_batch=global_batch, seq_len=seq_len, microbatches=microbatches, schedule="1f1b",
+                        dtype=dtype, recompute=recompute, optimizer=optimizer, zero=par.zero_stage, record=record)
+    result = step_model(blocks, stages, spec, config, pricer=pricer)
+    used = par.as_dict()
+    used.update(pp=len(stages), dp=dps, zero=par.zero_stage, schedule="1f1b", microbatches=microbatches,
+                recompute=sorted({s.recompute for s in result.stages}),
+                stages=[f"{s.kind}: blocks {s.chunks[0].start}-{s.chunks[0].stop - 1}" for s in stages],
+                idle_chips=len(spec) - sum(len(s.slots) for s in stages))
+    return result, used
+
+
 def whatif(model, rack, *, parallel=None, global_batch: int, seq_len: int, dtype: str = "bfloat16",
            recompute: str = "auto", optimizer: str = "adamw") -> StepEstimate:
     """Model one training step of ``model`` on ``rack`` (shape-only: nothing runs, nothing is allocated).
@@ -185,8 +228,9 @@ def whatif(model, rack, *, parallel=None, global_batch: int, seq_len: int, dtype
     (``"h100:1024"``, ``"trn3-ultraserver*64"``) or a :class:`devices.RackSpec`.
     ``parallel``: a dict with keys ``tp``, ``pp``, ``cp``, ``ep``, ``vp``,
     ``dp`` (default: the chips left over), ``fsdp``, ``zero``, ``microbatch``,
-    ``order``; None for pure data parallelism; or ``"search"`` for the fastest
-    configuration that fits. ``global_batch``: samples per step; ``seq_len``:
+    ``order``; ``"search"`` for the fastest configuration that fits; None for
+    the least model parallelism whose weights and optimizer state fit with room
+    for activations (:func:`interop.planning.search.default_parallel`). ``global_batch``: samples per step; ``seq_len``:
     tokens per sample; ``dtype``: ``"bfloat16"`` or ``"fp8"``; ``recompute``:
     ``"none"``, ``"selective"``, ``"full"`` or ``"auto"``; ``optimizer``:
     ``"adamw"``, ``"adam"`` or ``"sgd"``.
@@ -194,7 +238,7 @@ def whatif(model, rack, *, parallel=None, global_batch: int, seq_len: int, dtype
     _check(global_batch, seq_len, dtype, recompute, optimizer)
     blocks = model_blocks(model)
     spec = rack if hasattr(rack, "domains") else devices.parse_rack(rack)
-    pricer = CommPricer(spec)
+    pricer = pricer_for(spec)
     if isinstance(parallel, str):
         if parallel != "search":
             raise ValueError(f"parallel: expected a dict or 'search', got {parallel!r}")
@@ -205,10 +249,18 @@ def whatif(model, rack, *, parallel=None, global_batch: int, seq_len: int, dtype
         if found.best is None:
             raise ValueError(found.message())
         return found.best
-    par = Parallel.from_mapping(parallel)
+    if parallel is None and len(spec.counts()) > 1:
+        par = Parallel()
+    elif parallel is None:
+        from interop.planning.search import default_parallel
+
+        par = default_parallel(blocks, spec, global_batch=global_batch, seq_len=seq_len, optimizer=optimizer)
+    else:
+        par = Parallel.from_mapping(parallel)
     result, used = run_config(blocks, spec, par, global_batch=global_batch, seq_len=seq_len, dtype=dtype,
                               recompute=recompute, optimizer=optimizer, pricer=pricer)
     est = estimate_from_result(result, spec, used, dtype=dtype, model=blocks.name)
+    _attach(est, blocks=blocks, spec=spec, parallel_obj=par, recompute=recompute)
     if not est.fits:
         from interop.planning.search import advice
 
