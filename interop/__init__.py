@@ -18,8 +18,9 @@ from __future__ import annotations
 from interop._backend import DEVICE_TYPE, register
 from interop.rack import Rack, RackDevice, current_rack, presets, set_rack
 from interop.report import RunReport, report
-from interop.timelines import TimelineRecord, reset_timeline, set_recording, timeline
-from interop.trace import export_trace, gantt
+from interop.session import reset_timeline, set_recording, timeline
+from interop.timeline_export import export_trace, gantt
+from interop.timelines import TimelineRecord
 from interop import numerics
 from interop.numerics import set_numerics
 from interop.planning import StepEstimate, whatif

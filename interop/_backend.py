@@ -46,7 +46,7 @@ def register() -> bool:
         sys.modules["interop._C"] = interop._C = MissingExtension(error)
         return False
     from interop import hybrid as module
-    from interop import timelines as timeline
+    from interop import session
 
     if torch._C._get_privateuse1_backend_name() != DEVICE_TYPE:
         torch.utils.rename_privateuse1_backend(DEVICE_TYPE)
@@ -55,22 +55,52 @@ def register() -> bool:
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
     )
-    _C._set_elapsed_hook(timeline._elapsed_hook)
+    _C._set_elapsed_hook(session.elapsed_hook)
+    _print_from_host_copies()
     _register_collective_hooks()
     _register_distributed_backend()
     _registered = True
     return True
 
 
+def _print_from_host_copies() -> None:
+    """Print hybrid tensors from a host copy of their bytes, as torch prints xla, lazy and mtia tensors.
+
+    torch formats a tensor by running a dozen ops on it (abs, isfinite, masked_select, ...). On a slot
+    those would land on the modelled timeline as if the program had run them, and a tensor of a retired
+    rack may not run ops at all, though it must still print. One copy to the host serves both: the
+    formatting runs on the CPU, on the same values, and prints exactly what the CPU tensor would (the
+    device suffix is torch's own).
+    """
+    import torch._tensor_str as tensor_str
+
+    original = tensor_str._str_intern
+    if getattr(original, "__hybrid__", False):
+        return
+
+    def _str_intern(inp, *, tensor_contents=None):
+        if (tensor_contents is None and isinstance(inp, torch.Tensor) and inp.device.type == DEVICE_TYPE
+                and inp.layout == torch.strided and not inp.is_nested and inp.numel() > 0
+                and not torch._C._functorch.is_functorch_wrapped_tensor(inp)):
+            plain = type(inp) is torch.Tensor or type(inp) is torch.nn.Parameter
+            prefix = "tensor(" if plain else f"{type(inp).__name__}("
+            primal, _ = torch.autograd.forward_ad.unpack_dual(inp)
+            tensor_contents = tensor_str._tensor_str(primal.detach().to("cpu"), len(prefix))
+        return original(inp, tensor_contents=tensor_contents)
+
+    _str_intern.__hybrid__ = True
+    tensor_str._str_intern = _str_intern
+
+
 def _register_collective_hooks() -> None:
     """Give the collective layer what it needs from the device layer (it may not import us)."""
     import collectives.device_hooks
     from interop import _C
-    from interop import timelines
+    from interop import session
     from interop.rack import current_rack
 
     def place(name, slots, seconds, nbytes, algorithm, sources, link):
-        return timelines.current().place_collective(name, slots, seconds, nbytes, algorithm, sources, link)
+        return session.current_timeline().place_collective(name, slots, seconds, nbytes, algorithm, sources, link)
 
     collectives.device_hooks.register(collectives.device_hooks.DeviceHooks(alias=_C._execution_alias,
                                                                            rack=current_rack, place=place))

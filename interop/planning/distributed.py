@@ -230,7 +230,7 @@ class DistributedPlanRunner:
         on rank 0, None elsewhere). Each rank's records sit on its own slot; times are each rank's modelled
         clock."""
         import interop
-        from interop.trace import trace_events
+        from interop.timeline_export import trace_events
 
         records = interop.timeline()
         parts = [None] * self.world

@@ -273,7 +273,7 @@ class Plan:
 
         if not self.live:
             raise RuntimeError(f"the plan is for rack {self.rack.name!r} ({len(self.rack)} slots), which cannot be "
-                               f"installed in this process (a live rack has at most 127 slots); it is plan-only")
+                               f"installed in this process (more slots than a live rack holds); it is plan-only")
         if self.rack_object is not None and interop.current_rack() is not self.rack_object:
             interop.set_rack(self.rack_object)
         return PlanRunner(self.layout, self.blocks, model, optimizer or default_optimizer(self.optimizer))
@@ -432,7 +432,7 @@ def _seq_len(args) -> int:
 
 def _resolve_rack(rack):
     import interop
-    from interop.rack import MAX_LIVE_SLOTS
+    from interop import _C  # the runtime owns the slot limit
 
     if rack is None:
         current = interop.current_rack()
@@ -443,7 +443,7 @@ def _resolve_rack(rack):
     current = interop.current_rack()
     if current is not None and (current.name == spec.name or current.spec == spec):
         return current, current.spec, True
-    if len(spec) > MAX_LIVE_SLOTS:
+    if len(spec) > _C.MAX_SLOTS:
         return None, spec, False
     return interop.Rack(spec), spec, True
 

@@ -208,7 +208,8 @@ class PlanRunner:
         """One training step over the plan's global batch: forward and backward of every microbatch in the
         schedule's order, gradient reduction, optimizer step. Returns the loss (a CPU scalar tensor: the
         mean over microbatches of ``loss_fn(outputs, targets)``)."""
-        from interop.timelines import PS, current
+        from interop.session import current_timeline as current
+        from interop.timelines import PS
 
         layout = self.layout
         flat = pytree.tree_flatten(inputs if isinstance(inputs, tuple) else (inputs,))[0]
@@ -276,7 +277,7 @@ class PlanRunner:
 
     def _barrier(self, slots) -> int:
         """Every stream the step uses starts at the latest clock among the plan's slots."""
-        from interop.timelines import current
+        from interop.session import current_timeline as current
 
         timeline = current()
         timeline.ingest()

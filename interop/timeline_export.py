@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 import os
 
-from interop.timelines import PS, TimelineRecord, current
+from interop import session
+from interop.timelines import PS, TimelineRecord
 
 # Process ids: one per slot (its index), links after them.
 LINK_PID_BASE = 1000
@@ -65,8 +66,7 @@ def export_trace(path: str | os.PathLike) -> str:
     """Write the current modelled timeline as Chrome trace JSON; returns the path."""
     from interop.numerics.mode import slot_label
 
-    t = current()
-    t.ingest()
+    t = session.current_timeline()
     doc = {
         "traceEvents": trace_events(t.records, t.rack),
         "displayTimeUnit": "ns",
@@ -85,6 +85,5 @@ def gantt(path: str | os.PathLike, *, title: str | None = None) -> str:
     op class, dense rows drawn as time bins (see :mod:`interop.charts`)."""
     from interop.charts import timeline_gantt
 
-    t = current()
-    t.ingest()
+    t = session.current_timeline()
     return timeline_gantt(t.records, t.rack, path, title=title)
