@@ -75,6 +75,14 @@ def run(repeats: int = 7, write: bool = True) -> Section:
         times.append(time.perf_counter() - start)
     section.add("`hybrid bench ops` sweep (modelled, no plot)", f"{median(times) * 1e3:.0f} ms", "", None,
                 f"{points} modelled points, estimate cache cleared before each run; median of {len(times)} runs")
+    import timeit
+
+    shapes = [(8192, 8192), (8192, 8192)]
+    devices.cost.estimate("h200", "aten::mm", shapes, "bfloat16")
+    cached = [min(timeit.repeat(lambda: devices.cost.estimate("h200", "aten::mm", shapes, "bfloat16"),
+                                number=2000, repeat=3)) / 2000 * 1e6 for _ in range(repeats)]
+    section.add("one cached `devices.estimate` call (a repeated op shape)", f"{median(cached):.2f} us", "<= 5 us",
+                median(cached) <= 5.0, f"median of {repeats} x best of 3 x 2000 calls")
     section.notes.append("Recording costs one compact C++ record per op (about a microsecond); a difference within "
                          "a few per cent either way is this machine's run-to-run noise (see the spreads).")
     interop.reset_timeline()

@@ -331,24 +331,11 @@ def op_class(op: str) -> str:
 
 @lru_cache(maxsize=1)
 def _load() -> Mapping[str, Capabilities]:
-    import importlib
-    import pkgutil
-
+    # Discovered once, on first use, so `import devices` stays cheap.
     import devices.capability_tables as package
+    from devices.file_registry import load_records
 
-    found: dict[str, Capabilities] = {}
-    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
-        if info.name.startswith("_") or info.ispkg:
-            continue
-        module = importlib.import_module(f"{package.__name__}.{info.name}")
-        record = getattr(module, "CAPABILITIES", None)
-        if not isinstance(record, Capabilities):
-            raise ValueError(f"devices/capability_tables/{info.name}.py: must define CAPABILITIES = Capabilities(...)")
-        if record.kind != info.name:
-            raise ValueError(f"devices/capability_tables/{info.name}.py: CAPABILITIES.kind is {record.kind!r}; "
-                             f"the file name is the kind, so it must be {info.name!r}")
-        found[info.name] = record
-    return MappingProxyType(found)
+    return load_records(package, "CAPABILITIES", Capabilities)  # type: ignore[return-value]
 
 
 def capability_kinds() -> list[str]:

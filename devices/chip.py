@@ -171,24 +171,10 @@ class Chip:
 @lru_cache(maxsize=1)
 def _load() -> Mapping[str, Chip]:
     # Discovered once, on first use, so `import devices` stays cheap.
-    import importlib
-    import pkgutil
-
     import devices.chips as package
+    from devices.file_registry import load_records
 
-    found: dict[str, Chip] = {}
-    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
-        if info.name.startswith("_") or info.ispkg:
-            continue
-        module = importlib.import_module(f"{package.__name__}.{info.name}")
-        chip_record = getattr(module, "CHIP", None)
-        if not isinstance(chip_record, Chip):
-            raise ValueError(f"devices/chips/{info.name}.py: must define CHIP = Chip(...)")
-        if chip_record.kind != info.name:
-            raise ValueError(f"devices/chips/{info.name}.py: CHIP.kind is {chip_record.kind!r}; "
-                             f"the file name is the kind, so it must be {info.name!r}")
-        found[info.name] = chip_record
-    return MappingProxyType(found)
+    return load_records(package, "CHIP", Chip)  # type: ignore[return-value]
 
 
 def kinds() -> list[str]:

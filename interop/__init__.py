@@ -9,7 +9,8 @@ modelled time goes to the rack's timeline.
 Public names: :class:`Rack`, :func:`set_rack`, :func:`current_rack`,
 :func:`presets`; the modelled timeline: :func:`timeline`, :func:`reset_timeline`,
 :func:`report`, :func:`export_trace`, :func:`gantt`, :func:`set_recording`; numerics:
-:mod:`interop.numerics` (formats, :func:`set_numerics`).
+:mod:`interop.numerics` (formats, :func:`set_numerics`); planning: :func:`plan` (partition a model
+across the rack, run it) and :func:`whatif`.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from interop.timelines import TimelineRecord
 from interop import numerics
 from interop.numerics import set_numerics
 from interop.planning import StepEstimate, whatif
+from interop.planning.plan import Plan, plan
 
 __version__ = "0.1.0"
 
@@ -34,7 +36,7 @@ if register():
         set_rack(Rack.preset("fusion-default"))
 
 __all__ = [
-    "DEVICE_TYPE", "Rack", "RackDevice", "RunReport", "StepEstimate", "TimelineRecord", "__version__", "current_rack",
-    "export_trace", "gantt", "numerics", "presets", "report", "reset_timeline", "set_numerics", "set_rack",
-    "set_recording", "timeline", "whatif",
+    "DEVICE_TYPE", "Plan", "Rack", "RackDevice", "RunReport", "StepEstimate", "TimelineRecord", "__version__",
+    "current_rack", "export_trace", "gantt", "numerics", "plan", "presets", "report", "reset_timeline", "set_numerics",
+    "set_rack", "set_recording", "timeline", "whatif",
 ]

@@ -83,38 +83,9 @@ def export_trace(path: str | os.PathLike) -> str:
 
 
 def gantt(path: str | os.PathLike, *, title: str | None = None) -> str:
-    """A PNG Gantt chart of the current timeline: a row per slot and stream, and per link."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    """A PNG Gantt chart of the current timeline: a row per slot and stream, and per link; bars coloured by
+    op class, dense rows drawn as time bins (see :mod:`interop.charts`)."""
+    from interop.charts import timeline_gantt
 
     t = session.current_timeline()
-    rows: dict[str, list[tuple[float, float, str]]] = {}
-    for r in t.records:
-        slots = r.participants or tuple(s for s in (r.slot, r.peer) if s is not None and s >= 0)
-        for s in slots:
-            rows.setdefault(f"hybrid:{s} {t.rack.devices[s].kind} s{r.stream}", []).append(
-                (r.start_ps / PS * 1e3, r.duration_ps / PS * 1e3, r.kind))
-        if r.link:
-            rows.setdefault(f"link {r.link}", []).append((r.start_ps / PS * 1e3, r.duration_ps / PS * 1e3, "link"))
-    colors = {"op": "tab:blue", "kernel": "tab:purple", "copy": "tab:orange", "collective": "tab:red",
-              "link": "tab:green"}
-    names = sorted(rows, key=lambda n: (n.startswith("link"), n))
-    fig, ax = plt.subplots(figsize=(12, 1 + 0.4 * max(1, len(names))))
-    for y, name in enumerate(names):
-        for kind in colors:
-            bars = [(start, dur) for start, dur, k in rows[name] if k == kind]
-            if bars:
-                ax.broken_barh(bars, (y - 0.4, 0.8), facecolors=colors[kind], edgecolor="white", linewidth=0.2)
-    ax.set_yticks(range(len(names)), labels=names)
-    ax.invert_yaxis()
-    ax.set_xlabel("modelled time (ms)")
-    ax.set_title(title or f"modelled timeline, rack {t.rack.name}")
-    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in colors.values()]
-    ax.legend(handles, list(colors), loc="lower right", fontsize="small")
-    fig.tight_layout()
-    path = os.fspath(path)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return timeline_gantt(t.records, t.rack, path, title=title)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import timeit
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -293,17 +292,20 @@ def test_every_figure_used_is_sourced(kind):
         assert p.memory_efficiency.status == "calibrated" and "4.3 TB/s" in p.memory_efficiency.source
 
 
-def test_estimates_are_frozen_and_cached_calls_are_fast():
+def test_estimates_are_frozen_and_repeated_calls_hit_the_cache():
+    # The speed of a cached call is a benchmark's business (python -m benchmarks); here: it is cached.
+    from devices.cost.model import _estimate
+
     shapes = [(8192, 8192), (8192, 8192)]
     e = estimate("h200", "aten::mm", shapes, "bfloat16")
     with pytest.raises(dataclasses.FrozenInstanceError):
         e.seconds = 0.0  # type: ignore[misc]
     args = {"is_causal": True}
-    estimate("h200", SDPA, QKV, "bfloat16", args=args)
-    for call in (lambda: estimate("h200", "aten::mm", shapes, "bfloat16"),
-                 lambda: estimate("h200", SDPA, QKV, "bfloat16", args=args)):
-        per_call = min(timeit.repeat(call, number=2000, repeat=5)) / 2000
-        assert per_call < 5e-6, f"cached call took {per_call * 1e6:.2f} us"
+    first = estimate("h200", SDPA, QKV, "bfloat16", args=args)
+    hits = _estimate.cache_info().hits
+    assert estimate("h200", "aten::mm", [list(s) for s in shapes], "bfloat16") is e
+    assert estimate("h200", SDPA, QKV, "bfloat16", args=dict(args)) is first
+    assert _estimate.cache_info().hits == hits + 2
 
 
 # ---------------------------------------------------------- tracing on meta

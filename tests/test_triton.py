@@ -248,3 +248,23 @@ def test_import_loads_no_compiler_and_interpreter_mode_launches_copy_nothing():
     assert lines[-3] == "[]"
     assert lines[-2] == "[('kernel', 'triton:add_kernel')]"
     assert lines[-1] == "True"
+
+
+def test_kernel_records_are_compiled_kernels_in_the_gantt_and_carry_their_grid_in_the_trace():
+    import dataclasses
+
+    from interop.charts import record_class
+    from interop.timeline_export import trace_events
+
+    x = torch.randn(300, device=f"hybrid:{TRN}")
+    interop.reset_timeline()
+    K.add(x, x)
+    (record,) = interop.timeline()
+    rack = interop.current_rack()
+    kinds = [d.kind for d in rack.devices]
+    assert record_class(record, kinds) == "compiled kernel"
+    # An ATen kernel a compiled graph called keeps its op's family.
+    called = dataclasses.replace(record, op="inductor:aten::mm.out", in_shapes=((8, 8), (8, 8)))
+    assert record_class(called, kinds) == "matmul / conv"
+    (event,) = [e for e in trace_events([record], rack) if e["ph"] == "X"]
+    assert event["cat"] == "kernel" and event["args"]["grid"] == [2, 1, 1]

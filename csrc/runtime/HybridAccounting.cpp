@@ -88,32 +88,34 @@ int64_t SlotAccount::allocated_bytes() const {
   return stats_.allocated_bytes[kAll].current;
 }
 
-void SlotAccount::reset_peak() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  auto& s = stats_;
+namespace {
+
+// Every c10 Stat of a DeviceStats, so that a reset cannot miss one.
+template <typename Fn>
+void for_each_stat(c10::CachingDeviceAllocator::DeviceStats& s, Fn fn) {
   for (const auto type : c10::irange(static_cast<size_t>(StatType::NUM_TYPES))) {
     for (StatArray* array : {&s.allocation, &s.segment, &s.active, &s.inactive_split, &s.allocated_bytes,
                              &s.reserved_bytes, &s.active_bytes, &s.inactive_split_bytes,
                              &s.requested_bytes}) {
-      (*array)[type].reset_peak();
+      fn((*array)[type]);
     }
   }
-  s.oversize_allocations.reset_peak();
-  s.oversize_segments.reset_peak();
+  fn(s.oversize_allocations);
+  fn(s.oversize_segments);
+}
+
+} // namespace
+
+void SlotAccount::reset_peak() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto& s = stats_;
+  for_each_stat(s, [](Stat& stat) { stat.reset_peak(); });
 }
 
 void SlotAccount::reset_accumulated() {
   std::lock_guard<std::mutex> lock(mutex_);
   auto& s = stats_;
-  for (const auto type : c10::irange(static_cast<size_t>(StatType::NUM_TYPES))) {
-    for (StatArray* array : {&s.allocation, &s.segment, &s.active, &s.inactive_split, &s.allocated_bytes,
-                             &s.reserved_bytes, &s.active_bytes, &s.inactive_split_bytes,
-                             &s.requested_bytes}) {
-      (*array)[type].reset_accumulated();
-    }
-  }
-  s.oversize_allocations.reset_accumulated();
-  s.oversize_segments.reset_accumulated();
+  for_each_stat(s, [](Stat& stat) { stat.reset_accumulated(); });
   s.num_alloc_retries = 0;
   s.num_ooms = 0;
   s.num_sync_all_streams = 0;
