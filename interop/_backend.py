@@ -59,6 +59,7 @@ def register() -> bool:
     _print_from_host_copies()
     _register_collective_hooks()
     _register_distributed_backend()
+    _register_compilers()
     _registered = True
     return True
 
@@ -111,3 +112,10 @@ def _register_distributed_backend() -> None:
     import collectives.distributed
 
     collectives.distributed.register()
+
+
+def _register_compilers() -> None:
+    """torch.compile (Dynamo, Inductor) and Triton on the slots; each waits for its module's import."""
+    from interop.compile import install
+
+    install()

@@ -4,8 +4,9 @@
 Timeline bars are coloured by what the slot was doing, by the cost model's op family
 (``devices.estimate(...).category``): matrix work, attention, normalisation and
 softmax, elementwise, memory (on-chip copies and dtype casts, gathers, index ops),
-optimizer kernels; transfers between slots or to the host and collectives are
-communication. A copy that stays on its slot (an autocast cast, a ``.contiguous()``)
+optimizer kernels; a kernel a compiled graph generated or a Triton launch is a
+compiled kernel (an ATen kernel a compiled graph calls keeps its op's family);
+transfers between slots or to the host and collectives are communication. A copy that stays on its slot (an autocast cast, a ``.contiguous()``)
 is on-chip memory work, not a transfer.
 
 Past a density (``DENSE_PX``: when a row's bars would average under that many pixels),
@@ -28,6 +29,7 @@ CLASSES = {
     "elementwise": ("#aec7e8", ("elementwise", "reduction", "creation", "pool", "pool_backward")),
     "memory (copy, cast, index)": ("#8c8c8c", ("copy", "embedding", "index", "unknown")),
     "optimizer": ("#bcbd22", ("multi_tensor",)),
+    "compiled kernel": ("#e377c2", ()),
     "transfer": ("#ff7f0e", ()),
     "collective": ("#d62728", ()),
 }
@@ -52,7 +54,14 @@ def record_class(record, kinds) -> str:
     if record.kind == "copy":
         on_chip = record.link is None or record.peer == record.slot
         return "memory (copy, cast, index)" if on_chip else "transfer"
-    return _BY_CATEGORY.get(_category(kinds[record.slot], record.op, record.in_shapes, record.dtype), "elementwise")
+    op = record.op
+    if record.kind == "kernel":
+        from interop.compile.records import INDUCTOR_PREFIX
+
+        op = op.removeprefix(INDUCTOR_PREFIX)  # inductor:aten::mm.out: an ATen kernel a graph called
+        if not op.startswith("aten::"):
+            return "compiled kernel"  # a generated (fused) kernel or a Triton launch
+    return _BY_CATEGORY.get(_category(kinds[record.slot], op, record.in_shapes, record.dtype), "elementwise")
 
 
 _categories: dict[str, str] = {}

@@ -40,6 +40,12 @@ class Coster:
         return devices.cost.estimate(self.kinds[slot], name, in_shapes, dtype or "float32",
                                      out_shapes=out_shapes, args=args)
 
+    def kernel(self, slot: int, launch) -> devices.cost.Estimate:
+        """A kernel launch (:class:`interop.timelines.KernelLaunch`) from its own bytes and FLOPs."""
+        return devices.cost.estimate_kernel(self.kinds[slot], launch.dtype, bytes=launch.bytes, flops=launch.flops,
+                                            matmul_flops=launch.matmul_flops, matmul_outputs=launch.matmul_outputs,
+                                            name=launch.name)
+
     def copy(self, src: int, dst: int, nbytes: int) -> CopyCost:
         if src == dst:
             est = devices.cost.estimate(self.kinds[src], "aten::copy_", [(nbytes,), (nbytes,)], "uint8",

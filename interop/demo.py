@@ -38,6 +38,8 @@ class DemoConfig:
     """The GPT-style model's shape."""
     seed: int = 0
     """Seed for weights and data."""
+    compile: bool = False
+    """Also take the training step compiled (torch.compile) on each kind of slot: eager vs compiled modelled time."""
 
 
 @dataclass(slots=True)
@@ -93,11 +95,16 @@ class DemoResult:
     memory: list[dict]
     comparison: list[RackComparison] = field(default_factory=list)
     data_parallel: "DataParallelResult | None" = None
+    compiled: list = field(default_factory=list)
+    """Eager vs compiled steps (interop.demo_compile.CompiledStep), with --compile."""
 
     @property
     def ok(self) -> bool:
+        from interop.demo_compile import LOSS_TOLERANCE
+
         dp_ok = self.data_parallel is None or self.data_parallel.ok
-        return all(r.ok for r in self.runs) and dp_ok
+        compiled_ok = all(c.loss_diff < LOSS_TOLERANCE for c in self.compiled)
+        return all(r.ok for r in self.runs) and dp_ok and compiled_ok
 
 
 def _train(model: GPT, batches, device: torch.device | str, steps: int):
@@ -196,6 +203,10 @@ def run(cfg: DemoConfig | None = None, *, echo=print) -> DemoResult:
                 for m in memory], align="llrrrrr"))
     result = DemoResult(rack, cpu_losses, runs, memory)
     result.data_parallel = data_parallel_step(cfg, reference, rack, echo)
+    if cfg.compile:
+        from interop.demo_compile import compile_comparison
+
+        result.compiled = compile_comparison(reference, batches[0], slots, echo)
     result.comparison = compare_racks(cfg, reference, batches, echo)
     set_rack(rack)
     exact = all(r.exact for r in result.runs)

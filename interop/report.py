@@ -37,10 +37,15 @@ class SlotReport:
     cost_usd: float | None
     """price per hour x makespan; None where no price is set."""
     ops: int
+    """Eager ATen ops run on the slot."""
     estimated_by_default: int
     """Ops the cost model did not know (bytes-only estimate)."""
     numerics: str = "exact"
     """The slot's numerics mode: ``exact`` (the CPU's results) or what ``device`` mode rounds (interop.numerics)."""
+    kernels: int = 0
+    """Kernels launched by compiled graphs and Triton (``inductor:...``, ``triton:...`` records)."""
+    kernel_s: float = 0.0
+    """Modelled time of those kernels (part of busy_s)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,11 +74,13 @@ class RunReport:
                 f"hybrid:{s.slot}", s.kind + (" (projected)" if s.projected else ""), f"{s.busy_s * 1e3:.3f}",
                 f"{100 * s.utilisation:.1f} %", f"{s.achieved_flops / 1e12:.1f}", f"{s.peak_flops / 1e12:.0f} {s.peak_dtype}",
                 format_bytes(s.peak_memory), "-" if s.energy_j is None else f"{s.energy_j:.3f}",
-                "unset" if s.cost_usd is None else f"{s.cost_usd:.6f}", s.ops, s.estimated_by_default, s.numerics,
+                "unset" if s.cost_usd is None else f"{s.cost_usd:.6f}", s.ops, s.kernels,
+                f"{s.kernel_s * 1e3:.3f}", s.estimated_by_default, s.numerics,
             ])
         out = [f"modelled run on {self.rack}: makespan {self.makespan_s * 1e3:.3f} ms",
                table(["slot", "kind", "busy ms", "util", "TFLOP/s", "peak TFLOP/s", "peak mem", "energy J",
-                      "cost USD", "ops", "est. by default", "numerics"], rows, align="llrrrrrrrrrl")]
+                      "cost USD", "eager ops", "kernels", "kernel ms", "est. by default", "numerics"], rows,
+                     align="llrrrrrrrrrrrl")]
         if self.links:
             out.append(table(["link", "bytes", "busy ms"],
                              [[link.link, format_bytes(link.bytes), f"{link.busy_s * 1e3:.3f}"] for link in self.links],
@@ -89,17 +96,23 @@ def build_report(records: list[TimelineRecord], rack, peak_memory: dict[int, int
     flops: dict[int, float] = defaultdict(float)
     flops_by_dtype: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     ops: dict[int, int] = defaultdict(int)
+    kernels: dict[int, int] = defaultdict(int)
+    kernel_ps: dict[int, int] = defaultdict(int)
     by_default: dict[int, int] = defaultdict(int)
     links: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
     for r in records:
         involved = set(r.participants) if r.participants else {s for s in (r.slot, r.peer) if s is not None and s >= 0}
         for s in involved:
             busy[s] += r.duration_ps
-        if r.kind == "op":
+        if r.kind in ("op", "kernel"):
             flops[r.slot] += r.flops
             flops_by_dtype[r.slot][r.dtype] += r.flops
-            ops[r.slot] += 1
             by_default[r.slot] += int(r.estimated_by_default)
+            if r.kind == "op":
+                ops[r.slot] += 1
+            else:
+                kernels[r.slot] += 1
+                kernel_ps[r.slot] += r.duration_ps
         if r.link:
             links[r.link][0] += r.bytes
             links[r.link][1] += r.duration
@@ -119,7 +132,7 @@ def build_report(records: list[TimelineRecord], rack, peak_memory: dict[int, int
         slots.append(SlotReport(
             d.index, d.kind, chip.projected, busy_s, busy_s / makespan_s if makespan_s else 0.0, flops[d.index],
             flops[d.index] / busy_s if busy_s else 0.0, peak, dtype, peak_memory.get(d.index, 0), energy, cost,
-            ops[d.index], by_default[d.index], slot_label(rack, d.index)))
+            ops[d.index], by_default[d.index], slot_label(rack, d.index), kernels[d.index], kernel_ps[d.index] / PS))
     return RunReport(rack.name, makespan_s, slots, [LinkReport(k, v[0], v[1]) for k, v in sorted(links.items())])
 
 

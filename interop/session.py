@@ -13,15 +13,21 @@ as ever, and are usable again once their rack is current again.
 
 from __future__ import annotations
 
+import itertools
 import weakref
 
-from interop.timelines import Timeline, TimelineRecord
+from interop.timelines import KERNEL, KernelLaunch, Timeline, TimelineRecord
 
 _current = None
 """The installed rack (an interop.Rack), or None before the first install."""
 
 _live: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 """Every rack that has been installed and is still alive, by its slot table's generation."""
+
+_launches: dict[int, KernelLaunch] = {}
+"""Kernel launches whose record the runtime holds (its ``value`` is the key), until it is drained."""
+
+_launch_ids = itertools.count(1)
 
 
 def current():
@@ -48,6 +54,34 @@ def timeline_of(rack) -> Timeline:
     return Timeline(rack, drain)
 
 
+def record_kernel(slot: int, launch: KernelLaunch) -> None:
+    """Queue one kernel launch (a compiled graph's kernel, a Triton launch) on ``slot``'s current stream,
+    in order with the ops around it, for the rack it runs on.
+
+    Called while the launch runs inside ``_C._call_on_slot``, which names its rack. Nothing is queued
+    while recording is off (:func:`set_recording`).
+    """
+    from interop import _C
+
+    # The description is stored before its record exists: a drain in between
+    # (another thread) leaves it here for the drain that takes the record.
+    ident = next(_launch_ids)
+    _launches[ident] = launch
+    try:
+        queued = _C._record_kernel(slot, ident)
+    except BaseException:
+        del _launches[ident]
+        raise
+    if not queued:
+        del _launches[ident]
+
+
+def _take_launches(cols: dict) -> dict[int, KernelLaunch]:
+    """The descriptions of the kernel records in a drained batch, taken out of the queue."""
+    values = cols["value"]
+    return {values[i]: _launches.pop(values[i]) for i, kind in enumerate(cols["kind"]) if kind == KERNEL}
+
+
 def drain() -> None:
     """Cost and place everything recorded so far, each record on its own rack's timeline."""
     from interop import _C
@@ -56,9 +90,10 @@ def drain() -> None:
     racks = cols["rack"]
     if not racks:
         return
+    launches = _take_launches(cols) if _launches else {}
     current = _current
     if current is not None and racks.count(current._table.generation) == len(racks):
-        current.timeline.place(cols, arena, range(len(racks)))
+        current.timeline.place(cols, arena, range(len(racks)), launches)
         return
     # Records of a retired rack (its tensors copied to the host): to its own
     # timeline; a rack nobody holds any more has no timeline to read.
@@ -68,7 +103,7 @@ def drain() -> None:
     for generation, indices in by_rack.items():
         rack = _live.get(generation)
         if rack is not None:
-            rack.timeline.place(cols, arena, indices)
+            rack.timeline.place(cols, arena, indices, launches)
 
 
 def current_timeline() -> Timeline:

@@ -42,6 +42,8 @@ def trace_events(records: list[TimelineRecord], rack) -> list[dict]:
         args = {"modelled": True, "flops": r.flops, "bytes": r.bytes, "bound": r.bound, "dtype": r.dtype,
                 "in_shapes": [list(s) for s in r.in_shapes], "out_shapes": [list(s) for s in r.out_shapes],
                 "projected": r.projected, "estimated_by_default": r.estimated_by_default, "source": r.source}
+        if r.grid:
+            args["grid"] = list(r.grid)
         ts, dur = r.start_ps / 1e6, r.duration_ps / 1e6
         slots = r.participants or tuple(s for s in (r.slot, r.peer) if s is not None and s >= 0)
         for s in slots:

@@ -1,5 +1,5 @@
-"""The modelled timeline of one rack: every op, copy, wait and collective on
-it, placed on per-slot, per-stream modelled clocks.
+"""The modelled timeline of one rack: every op, kernel launch, copy, wait and
+collective on it, placed on per-slot, per-stream modelled clocks.
 
 The C++ dispatch only appends compact records, each naming the rack it ran on;
 the session (:mod:`interop.session`) drains them in batches when a clock is
@@ -21,7 +21,7 @@ from interop.costing import Coster
 PS = 10**12  # picoseconds per second
 
 # Record kinds as the C++ side numbers them (csrc/runtime/HybridTimeline.h).
-OP, COPY, MARKER, WAIT = range(4)
+OP, COPY, MARKER, WAIT, KERNEL = range(5)
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,9 +32,10 @@ class TimelineRecord:
     """Executing slot (for a copy: the source; -1 for the host)."""
     stream: int
     kind: str
-    """``op``, ``copy`` or ``collective``."""
+    """``op``, ``copy``, ``collective`` or ``kernel`` (a compiled graph's kernel or a Triton launch)."""
     op: str
-    """ATen op name (``aten::mm``), ``copy`` or the collective's name."""
+    """ATen op name (``aten::mm``), ``copy``, the collective's name, or the kernel's
+    (``triton:add_kernel``, ``inductor:cpp_fused_add_relu_0``)."""
     in_shapes: tuple
     out_shapes: tuple
     dtype: str
@@ -58,6 +59,8 @@ class TimelineRecord:
     """Every slot a collective ran on."""
     measured_s: float | None = None
     """On a cuda-backed slot: the op's CUDA-event time (measured); the placed duration is this one."""
+    grid: tuple = ()
+    """A Triton launch's grid (programs per axis); () for everything else."""
 
     @property
     def source(self) -> str:
@@ -80,6 +83,34 @@ class TimelineRecord:
 
     def involves(self, slot: int) -> bool:
         return self.slot == slot or self.peer == slot or slot in self.participants
+
+
+@dataclass(frozen=True, slots=True)
+class KernelLaunch:
+    """What one kernel launch did, as its launcher counted it: the timeline prices it
+    (:meth:`interop.costing.Coster.kernel`) when the records are placed."""
+
+    name: str
+    """``triton:<kernel>`` or ``inductor:<kernel>``."""
+    dtype: str
+    """The dtype its data is in (the chip's peak is read for it)."""
+    bytes: float
+    """Bytes its loads and stores moved."""
+    flops: float = 0.0
+    """Vector (non-matmul) FLOPs."""
+    matmul_flops: float = 0.0
+    """FLOPs of its matrix products (``tl.dot``, a GEMM template)."""
+    matmul_outputs: float = 0.0
+    """Output elements of those matrix products (sets the equivalent GEMM's size)."""
+    grid: tuple = ()
+    """Programs per grid axis (Triton)."""
+    method: str = ""
+    """How bytes and FLOPs were obtained, as one line (kept in the record's sources)."""
+    aten: str = ""
+    """Set when a compiled graph called an ATen kernel (``aten::mm``): priced as that op, from its shapes."""
+    in_shapes: tuple = ()
+    out_shapes: tuple = ()
+    causal: bool = False
 
 
 def _decode_shapes(arena, pos: int, count: int) -> tuple[tuple, int]:
@@ -128,20 +159,21 @@ class Timeline:
         """Cost and place everything recorded so far (on this rack and every other live one)."""
         self._drain()
 
-    def place(self, cols: dict, arena, indices) -> None:
-        """Cost and place the records ``indices`` of a drained batch (``_C._drain_timeline()``)."""
+    def place(self, cols: dict, arena, indices, launches: dict[int, KernelLaunch] | None = None) -> None:
+        """Cost and place the records ``indices`` of a drained batch (``_C._drain_timeline()``);
+        ``launches`` maps the id a kernel record carries to its :class:`KernelLaunch`."""
         # Placing allocates a few objects per record; with a training graph
         # alive, letting the cyclic collector scan it every few hundred records
         # would cost more than the placing itself.
         collecting = gc.isenabled()
         gc.disable()
         try:
-            self._place(cols, arena, indices)
+            self._place(cols, arena, indices, launches)
         finally:
             if collecting:
                 gc.enable()
 
-    def _place(self, cols, arena, indices) -> None:
+    def _place(self, cols, arena, indices, launches) -> None:
         kinds = cols["kind"]
         for i in indices:
             kind = kinds[i]
@@ -156,6 +188,8 @@ class Timeline:
             elif kind == COPY:
                 self._place_copy(slot, stream, cols["peer"][i], cols["peer_stream"][i], cols["value"][i],
                                  cols["dtype"][i])
+            elif kind == KERNEL:
+                self._place_kernel(slot, stream, launches[cols["value"][i]])
             elif kind == MARKER:
                 self.markers[cols["value"][i]] = (slot, stream, self.clocks.get((slot, stream), 0))
             elif kind == WAIT:
@@ -179,6 +213,18 @@ class Timeline:
         self.records.append(TimelineRecord(
             slot, stream, "op", name, ins, outs, est.dtype, start, duration, est.flops, est.bytes, est.bound,
             est.estimated_by_default, est.projected, sources, measured_s=measured_s))
+
+    def _place_kernel(self, slot: int, stream: int, launch: KernelLaunch) -> None:
+        if launch.aten:
+            est = self.coster.op(slot, launch.aten, launch.in_shapes, launch.out_shapes, launch.dtype, launch.causal)
+        else:
+            est = self.coster.kernel(slot, launch)
+        duration = round(est.seconds * PS)
+        start = self._advance([(slot, stream)], duration)
+        sources = est.sources + ((launch.method,) if launch.method else ())
+        self.records.append(TimelineRecord(
+            slot, stream, "kernel", launch.name, launch.in_shapes, launch.out_shapes, est.dtype, start, duration,
+            est.flops, est.bytes, est.bound, est.estimated_by_default, est.projected, sources, grid=launch.grid))
 
     def _place_copy(self, src, src_stream, dst, dst_stream, nbytes, dtype) -> None:
         cost = self.coster.copy(src, dst, nbytes)

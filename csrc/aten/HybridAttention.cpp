@@ -6,7 +6,8 @@
 // The CPU's chooser also reads requires_grad: it does not pick the fused
 // kernel when the mask requires grad, since that kernel cannot differentiate
 // with respect to it. The fallback's plain aliases carry no autograd state, so
-// the op gets its own kernel that gives the chooser aliases which do.
+// the op (called directly by user code) gets its own kernel that gives the
+// chooser aliases which do; the composite's stub hands it the slot's tensors.
 
 #include "aten/HybridAlias.h"
 #include "runtime/HybridSlots.h"
@@ -33,8 +34,13 @@ int64_t choose_sdp_backend(const at::Tensor& query, const at::Tensor& key, const
     // composite's CUDA-only branches; the math path runs the same on any device.
     return static_cast<int64_t>(at::SDPBackend::math);
   }
-  // The op (not the stub) reaches the CPU's choice through the fallback.
-  return at::_fused_sdp_choice(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa);
+  // The CPU's own chooser, reached past every dispatch key above the backend:
+  // it reads only the tensors' metadata and requires_grad, which the slot's
+  // tensors (and a tracer's fake ones) carry. Dispatching the op normally would
+  // record it as a graph node when torch.compile traces attention, and the
+  // partitioner refuses an int-valued node.
+  return at::_ops::_fused_sdp_choice::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), query, key, value,
+                                                 attn_mask, dropout_p, is_causal, scale, enable_gqa);
 }
 
 // aten::_fused_sdp_choice on a slot: the execution device's chooser, on

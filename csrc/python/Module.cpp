@@ -3,6 +3,7 @@
 
 #include "aten/HybridAlias.h"
 #include "aten/native/Memory.h"
+#include "python/HybridGraphCall.h"
 #include "runtime/HybridAccounting.h"
 #include "runtime/HybridAllocator.h"
 #include "runtime/HybridCpuRouting.h"
@@ -129,11 +130,12 @@ py::tuple drain_timeline() {
   return py::make_tuple(columns, batch.shapes);
 }
 
-at::Tensor execution_alias(const at::Tensor& t) {
+// `op` says what the alias is for, in the error for a tensor of a retired rack.
+at::Tensor execution_alias(const at::Tensor& t, const std::string& op) {
   TORCH_CHECK(t.is_privateuseone(), "expected a hybrid tensor, got one on ", t.device());
   const SlotTablePtr& rack = current_table();
-  check_rack(t, *rack, "a collective");
-  AliasSet aliases(rack, t.device().index(), "a collective");
+  check_rack(t, *rack, op);
+  AliasSet aliases(rack, t.device().index(), op);
   return aliases.alias(t, false);
 }
 
@@ -201,13 +203,22 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         THPGenerator_initDefaultGenerator(default_generator(static_cast<c10::DeviceIndex>(i))));
   });
 
-  m.def("_execution_alias", &execution_alias,
+  m.def("_execution_alias", &execution_alias, py::arg("tensor"), py::arg("op") = "a collective",
         "A tensor on the slot's execution device (CPU for emulated) over the same bytes.");
 
   m.def("_timeline_enabled", &timeline::enabled);
   m.def("_set_timeline_enabled", &timeline::set_enabled);
   m.def("_drain_timeline", &drain_timeline);
   m.def("_op_name", &timeline::name_of);
+  m.def("_call_on_slot", [](int slot, const py::function& fn, py::list args, const std::vector<bool>& outputs,
+                            const std::string& op) {
+    return call_on_slot(static_cast<c10::DeviceIndex>(slot), fn, std::move(args), outputs, op);
+  }, py::arg("slot"), py::arg("fn"), py::arg("args"), py::arg("slot_outputs"), py::arg("op"),
+  "Call a graph compiled for the slot's execution device on aliases of the slot's tensors (current rack).");
+  m.def("_record_kernel", [](int slot, int64_t launch) {
+    return record_kernel(static_cast<c10::DeviceIndex>(slot), launch);
+  }, "Queue a kernel record, inside _call_on_slot, on its rack and the slot's current stream; `launch` "
+     "identifies its description.");
   m.def("_set_elapsed_hook", [](py::function fn) {
     // Kept for the life of the process: destroying a Python object during
     // interpreter shutdown, from a static destructor, would crash.

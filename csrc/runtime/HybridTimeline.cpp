@@ -136,6 +136,14 @@ void record_wait(uint64_t rack, c10::DeviceIndex slot, c10::StreamId stream, int
   append(r);
 }
 
+bool record_kernel(uint64_t rack, c10::DeviceIndex slot, int64_t launch) {
+  if (!enabled()) return false;
+  Record r = blank(RecordKind::Kernel, rack, slot);
+  r.value = launch;
+  append(r);
+  return true;
+}
+
 Batch drain() {
   Log& l = log();
   Batch out;

@@ -22,6 +22,8 @@ enum class RecordKind : uint8_t {
   Copy = 1,        // bytes moved from `slot` to `peer` (-1: host memory)
   Marker = 2,      // an event recorded on (slot, stream); `value` is its id
   Wait = 3,        // (slot, stream) waits for marker `value`
+  Kernel = 4,      // a compiled (Inductor) or Triton kernel launched on `slot`; `value`
+                   // identifies the launch's description queued by interop.session
   // Collectives are placed by the Python collective layer directly (they are
   // costed from their schedule, not from a record).
 };
@@ -73,6 +75,9 @@ void record_copy(uint64_t rack, c10::DeviceIndex src, c10::DeviceIndex dst, int6
                  c10::ScalarType dtype);
 int64_t record_marker(uint64_t rack, c10::DeviceIndex slot, c10::StreamId stream);
 void record_wait(uint64_t rack, c10::DeviceIndex slot, c10::StreamId stream, int64_t marker);
+// Appends a kernel record on the slot's current stream, in order with the ops
+// around it. Returns false (nothing appended) while recording is off.
+bool record_kernel(uint64_t rack, c10::DeviceIndex slot, int64_t launch);
 
 // Hands over everything recorded since the last drain.
 struct Batch {

@@ -10,6 +10,8 @@
 - :func:`trace_ops` -> ``list[OpRecord]``: the aten ops a function runs, gathered on
   the meta device (torch imported lazily).
 - :func:`estimate_ops` -> :class:`Summary`: totals, MFU and a per-op breakdown.
+- :func:`estimate_kernel` -> :class:`Estimate`: one kernel that is not an ATen op (a compiled
+  graph's fused kernel, a Triton launch), from its own bytes and FLOPs (:mod:`.kernel`).
 - :func:`classify` -> ``(category, base name)``: the op family the cost model prices an op by.
 
 Modules: :mod:`.op_families` (classification), :mod:`.work` (the counted
@@ -19,10 +21,19 @@ unit and byte helpers), :mod:`.flops` and :mod:`.traffic` (counting),
 :mod:`.summary`.  Dtype names are :mod:`devices.dtypes`'s.
 """
 
-from devices.cost.model import BOUNDS, Estimate, cache_clear, estimate
+from devices.cost import kernel as _kernel
+from devices.cost import model as _model
+from devices.cost.kernel import estimate_kernel
+from devices.cost.model import BOUNDS, Estimate, estimate
 from devices.cost.op_families import classify
 from devices.cost.summary import OpTotal, Summary, estimate_ops
 from devices.cost.meta_trace import OpRecord, trace_ops
 
 __all__ = ["BOUNDS", "Estimate", "OpRecord", "OpTotal", "Summary", "cache_clear", "classify", "estimate",
-           "estimate_ops", "trace_ops"]
+           "estimate_kernel", "estimate_ops", "trace_ops"]
+
+
+def cache_clear() -> None:
+    """Forget cached estimates (ops and kernels) and parameters (after editing the catalogue in a test)."""
+    _model.cache_clear()
+    _kernel.cache_clear()

@@ -12,6 +12,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--compile", action="store_true",
+                        help="also compare the modelled step time eager vs torch.compile on each kind of slot")
 
 
 def main(args) -> int:
@@ -19,5 +21,6 @@ def main(args) -> int:
     from interop.demo import DemoConfig, run
 
     _ = interop
-    result = run(DemoConfig(rack=args.rack, steps=args.steps, batch=args.batch, seed=args.seed))
+    result = run(DemoConfig(rack=args.rack, steps=args.steps, batch=args.batch, seed=args.seed,
+                            compile=args.compile))
     return 0 if result.ok else 1
