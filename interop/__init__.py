@@ -8,12 +8,16 @@ modelled time goes to the rack's timeline.
 
 Public names: :class:`Rack`, :func:`set_rack`, :func:`current_rack`,
 :func:`presets`; the modelled timeline: :func:`timeline`, :func:`reset_timeline`,
-:func:`report`, :func:`export_trace`, :func:`gantt`, :func:`set_recording`.
+:func:`report`, :func:`export_trace`, :func:`gantt`, :func:`set_recording`; the op
+ledger :func:`ledger`; device fidelity :func:`set_strict`, :func:`divergences`.
+CUDA code: ``import interop.cuda`` (or ``hybrid run SCRIPT``) maps ``cuda:N`` onto slots.
 """
 
 from __future__ import annotations
 
 from interop._backend import DEVICE_TYPE, register
+from interop.fidelity import Divergence, FidelityWarning, divergences, set_strict
+from interop.op_ledger import Ledger, ledger, reset_ledger
 from interop.rack import Rack, RackDevice, current_rack, presets, set_rack
 from interop.report import RunReport, report
 from interop.timelines import TimelineRecord, reset_timeline, set_recording, timeline
@@ -26,6 +30,7 @@ if current_rack() is None:
     set_rack(Rack.preset("fusion-default"))
 
 __all__ = [
+    "Divergence", "FidelityWarning", "Ledger", "divergences", "ledger", "reset_ledger", "set_strict",
     "DEVICE_TYPE", "Rack", "RackDevice", "RunReport", "TimelineRecord", "__version__", "current_rack", "export_trace",
     "gantt", "presets", "report", "reset_timeline", "set_rack", "set_recording", "timeline",
 ]

@@ -185,6 +185,9 @@ def set_rack(rack: Rack | str) -> Rack:
     if _current is not None:
         timeline.current().ingest()  # what ran on the old rack is costed on the old rack
     _C._install_slots(rack._slot_rows())
+    from interop import fidelity
+
+    fidelity.apply(rack)
     _current = rack
     timeline.on_rack_change(rack)
     return rack

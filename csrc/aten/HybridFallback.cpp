@@ -6,6 +6,8 @@
 
 #include "aten/HybridAlias.h"
 #include "aten/HybridFallback.h"
+#include "aten/HybridFidelity.h"
+#include "runtime/HybridLedger.h"
 #include "runtime/HybridAllocator.h"
 #include "runtime/HybridGenerator.h"
 #include "runtime/HybridGuard.h"
@@ -134,6 +136,8 @@ void run_on_slot(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const c10::DeviceIndex slot = placement.slot;
   const bool emulated = is_emulated(slot);
   const c10::Device exec = execution_device(slot);
+  fidelity::check(op, slot, placement.dtype);
+  ledger::count_fallback(op, slot, emulated);
 
   const bool recording = timeline::enabled();
   c10::SmallVector<c10::IValue, 8> inputs_for_record;

@@ -17,6 +17,7 @@ namespace py = pybind11;
 namespace hybrid {
 void register_hooks();
 int register_cpu_parity();
+void bind_layer(pybind11::module& m);
 
 namespace {
 
@@ -114,6 +115,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   install_cpu_routing();
   const int parity_ops = register_cpu_parity();
   m.attr("_cpu_parity_ops") = parity_ops;
+
+  bind_layer(m);
 
   m.def("_install_slots", [](const std::vector<std::tuple<std::string, int64_t, std::string>>& rows) {
     install_slots(parse_slots(rows));

@@ -1,0 +1,45 @@
+// interop._C bindings of the CUDA layer's runtime parts: the op ledger and
+// device fidelity (the capability checks' hook and masks).
+
+#include "aten/HybridFidelity.h"
+#include "runtime/HybridLedger.h"
+
+#include <torch/extension.h>
+
+namespace py = pybind11;
+
+namespace hybrid {
+
+void bind_layer(py::module& m) {
+  m.def("_ledger", []() {
+    py::list rows;
+    for (const auto& r : ledger::snapshot()) rows.append(py::make_tuple(r.op, r.slot, r.path, r.count));
+    return rows;
+  }, "(op, slot, path, count) for every op that ran on a slot; path: 0 dedicated, 1 CPU kernel, "
+     "2 CPU composite, 3 CUDA.");
+  m.def("_ledger_reset", &ledger::reset);
+
+  m.def("_fidelity_set_mask", [](int slot, const std::vector<at::ScalarType>& dtypes) {
+    fidelity::set_mask(static_cast<c10::DeviceIndex>(slot), dtypes);
+  }, "The dtypes whose ops the slot's capability table must be asked about.");
+  m.def("_fidelity_set_hook", [](py::function fn) {
+    // Kept for the life of the process: destroying a Python object during
+    // interpreter shutdown, from a static destructor, would crash.
+    auto* held = new py::function(std::move(fn));
+    fidelity::set_hook([held](const std::string& op, c10::DeviceIndex slot, c10::ScalarType dtype) {
+      py::gil_scoped_acquire gil;
+      py::tuple verdict = (*held)(op, static_cast<int>(slot), dtype);
+      return std::make_pair(static_cast<fidelity::Decision>(verdict[0].cast<int>()),
+                            verdict[1].cast<std::string>());
+    });
+  });
+  m.def("_fidelity_reset", &fidelity::reset_decisions, "Forget every cached decision.");
+  m.def("_fidelity_counts", []() {
+    py::list rows;
+    for (const auto& [op, slot, dtype, n] : fidelity::counts()) rows.append(py::make_tuple(op, slot, dtype, n));
+    return rows;
+  }, "(op, slot, c10 dtype name, count) of every divergence met.");
+  m.def("_fidelity_reset_counts", &fidelity::reset_counts);
+}
+
+} // namespace hybrid
