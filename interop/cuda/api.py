@@ -531,14 +531,23 @@ class UnsupportedCudaAPI(RuntimeError):
     """A CUDA API the rack cannot serve; the message names it, the call site and what to use instead."""
 
 
-def unsupported(api: str, instead: str):
-    """A stand-in for ``api`` that records the use and raises :class:`UnsupportedCudaAPI`."""
+def unsupported(api: str, instead: str, original=None):
+    """A stand-in for ``api`` that records the use and raises :class:`UnsupportedCudaAPI`.
+
+    A class stays a class (code annotates with ``torch.cuda.CUDAGraph | None`` and calls ``isinstance``):
+    constructing it raises.
+    """
     def refuse(*args, **kwargs):
-        from interop.cuda.usage import call_site
+        from interop.callsite import call_site
 
         touch(api, "unsupported", f"instead: {instead}")
         raise UnsupportedCudaAPI(f"{api} is not supported by the CUDA layer (called at {call_site(2)}); "
                                  f"instead: {instead}")
+    if isinstance(original, type):
+        def __new__(cls, *args, **kwargs):
+            refuse()
+        return type(original.__name__, (), {"__new__": __new__, "__hybrid_api__": api, "__module__": "torch.cuda",
+                                            "__doc__": f"Unsupported on the rack: {instead}"})
     refuse.__name__ = api.rsplit(".", 1)[1]
     refuse.__qualname__ = refuse.__name__
     refuse.__doc__ = f"Unsupported on the rack: {instead}"

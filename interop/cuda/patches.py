@@ -280,7 +280,7 @@ def _patch_torch_cuda() -> None:
             if owner is None:
                 break
         if owner is not None and hasattr(owner, short):
-            PATCHES.set(owner, short, api.unsupported(api_name, instead))
+            PATCHES.set(owner, short, api.unsupported(api_name, instead, getattr(owner, short)))
     # Public functions of torch.cuda that nothing above answers: refused by name, never half-working.
     for name, value in list(vars(cuda).items()):
         if name.startswith("_") or name in _KEEP or f"torch.cuda.{name}" in api.SERVED:
