@@ -2,6 +2,7 @@
 // device fidelity (the capability checks' hook and masks).
 
 #include "aten/HybridFidelity.h"
+#include "runtime/HybridHostAllocator.h"
 #include "runtime/HybridLedger.h"
 
 #include <torch/extension.h>
@@ -40,6 +41,16 @@ void bind_layer(py::module& m) {
     return rows;
   }, "(op, slot, c10 dtype name, count) of every divergence met.");
   m.def("_fidelity_reset_counts", &fidelity::reset_counts);
+
+  m.def("_pinned_stats", []() {
+    const pinned::Stats s = pinned::stats();
+    py::dict d;
+    d["live_bytes"] = s.live_bytes;
+    d["peak_bytes"] = s.peak_bytes;
+    d["allocations"] = s.allocations;
+    return d;
+  }, "Pinned host memory handed out by the hybrid device's pinned allocator.");
+  m.def("_is_pinned_ptr", [](uintptr_t ptr) { return pinned::contains(reinterpret_cast<const void*>(ptr)); });
 }
 
 } // namespace hybrid
