@@ -15,6 +15,7 @@ CUDA code: ``import interop.cuda`` (or ``hybrid run SCRIPT``) maps ``cuda:N`` on
 
 from __future__ import annotations
 
+from interop import native_cuda  # noqa: F401  (captures torch.cuda before the CUDA layer can patch it)
 from interop._backend import DEVICE_TYPE, register
 from interop.fidelity import Divergence, FidelityWarning, divergences, set_strict
 from interop.op_ledger import Ledger, ledger, reset_ledger

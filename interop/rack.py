@@ -64,7 +64,9 @@ def _resolve_backing(requested: str, chip: devices.Chip, gpu_ordinal: int, cuda_
 def _cuda_count() -> int:
     import torch
 
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+    from interop import native_cuda  # torch's own answer: the CUDA layer answers torch.cuda for slots
+
+    return native_cuda.count()
 
 
 class Rack:

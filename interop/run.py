@@ -58,17 +58,17 @@ def _target(args) -> tuple[str, str, list[str]]:
 
 def _install(args):
     import interop
-    import interop.cuda
 
+    # The rack first: which slots real GPUs back is torch's own answer, before the layer answers for slots.
     if args.rack:
         try:
-            rack = interop.Rack.from_spec(args.rack)
+            interop.set_rack(interop.Rack.from_spec(args.rack))
         except ValueError as e:
             raise UsageError(f"--rack {args.rack!r}: {e}") from None
-    else:
-        rack = None
+    import interop.cuda
+
     try:
-        return interop.cuda.configure(rack=rack, map=args.device_map, strict=args.strict)
+        return interop.cuda.configure(map=args.device_map, strict=args.strict)
     except interop.cuda.MapError as e:
         raise UsageError(str(e)) from None
 

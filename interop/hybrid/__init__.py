@@ -116,7 +116,9 @@ def synchronize(device=None) -> None:
     timeline.current().ingest()
     rack = current_rack()
     if rack is not None and rack.devices[index].backing.startswith("cuda:"):
-        torch.cuda.synchronize(rack.devices[index].backing)
+        from interop import native_cuda  # torch's own: the CUDA layer answers torch.cuda for slots
+
+        native_cuda.synchronize(rack.devices[index].backing)
 
 
 @dataclass(frozen=True)
