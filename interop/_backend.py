@@ -28,9 +28,10 @@ def register() -> None:
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
     )
     _C._set_elapsed_hook(timeline._elapsed_hook)
-    from interop import fidelity
+    from interop import fidelity, profiling
 
     fidelity.install()
+    profiling.install()
     _register_collective_hooks()
     _register_distributed_backend()
     _registered = True

@@ -58,12 +58,31 @@ def trace_events(records: list[TimelineRecord], rack) -> list[dict]:
     return events
 
 
+RANGE_TID_BASE = 100_000  # named-range tracks sit below a slot's stream tracks
+
+
+def range_events(ranges) -> list[dict]:
+    """Named ranges (torch.cuda.nvtx / torch.hybrid.nvtx) as complete events, a track per nesting depth."""
+    events: list[dict] = []
+    tracks: set[tuple[int, int]] = set()
+    for r in ranges:
+        tid = RANGE_TID_BASE + r.depth
+        if (r.slot, tid) not in tracks:
+            tracks.add((r.slot, tid))
+            events.append({"ph": "M", "name": "thread_name", "pid": r.slot, "tid": tid,
+                           "args": {"name": f"ranges (depth {r.depth})"}})
+        events.append({"ph": "X", "name": r.name, "cat": "range", "pid": r.slot, "tid": tid,
+                       "ts": r.start_ps / 1e6, "dur": (r.end_ps - r.start_ps) / 1e6,
+                       "args": {"modelled": True, "stream": r.stream}})
+    return events
+
+
 def export_trace(path: str | os.PathLike) -> str:
     """Write the current modelled timeline as Chrome trace JSON; returns the path."""
     t = current()
     t.ingest()
     doc = {
-        "traceEvents": trace_events(t.records, t.rack),
+        "traceEvents": trace_events(t.records, t.rack) + range_events(_ranges()),
         "displayTimeUnit": "ns",
         "otherData": {"rack": t.rack.name, "source": t.rack.spec.source,
                       "note": "every duration is modelled by hybrid-interop's cost model, not measured"},
@@ -72,6 +91,12 @@ def export_trace(path: str | os.PathLike) -> str:
     with open(path, "w") as f:
         json.dump(doc, f)
     return path
+
+
+def _ranges():
+    from interop.hybrid.nvtx import ranges
+
+    return ranges()
 
 
 def gantt(path: str | os.PathLike, *, title: str | None = None) -> str:
