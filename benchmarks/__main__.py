@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 
-ALL = ["device", "timeline", "collectives", "scale"]
+ALL = ["device", "timeline", "collectives", "scale", "cuda_layer"]
 
 
 def main() -> None:

@@ -24,7 +24,7 @@ import torch
 
 import interop
 from interop.cuda import mapping, patches
-from interop.cuda.api import UnsupportedCudaAPI
+from interop.cuda.refusals import UnsupportedCudaAPI
 from interop.cuda.mapping import DeviceMap, MapError, parse_map
 from interop.cuda.usage import LOG
 

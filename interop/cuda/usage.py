@@ -25,6 +25,7 @@ SITES_KEPT = 3
 """Distinct call sites kept per API (the first ones met)."""
 _SITE_LOOKUPS = 16  # calls of one API whose call site is looked up
 
+
 @dataclass
 class ApiUse:
     """One CUDA API as the script used it."""
