@@ -112,7 +112,10 @@ class CudaReport:
         ops = sum(r.count for r in self.ledger)
         refused = [d for d in self.divergences if d.level == "unsupported"]
         converted = [d for d in self.divergences if d.level != "unsupported"]
-        lines = [f"hybrid run: {self.script} on {self.rack} ({self.device_map})",
+        lines = [f"hybrid run: {self.script} on {self.rack} ({self.device_map})"]
+        if self.map_note:
+            lines.append(f"  note: {self.map_note}")
+        lines += [
                  f"  CUDA APIs: {len(self.apis)} touched, {calls} calls ({parts or 'none'})",
                  f"  ops on slots: {ops} ({len({r.op for r in self.ledger})} distinct); "
                  f"default cost estimates: {len(self.default_estimated)} op(s)"]
