@@ -11,7 +11,7 @@ import functools
 import torch
 
 from interop.cuda import mapping
-from interop.cuda.patching import PATCHES, device_kwarg
+from interop.cuda.patching import PATCHES, device_kwarg, when_imported
 from interop.cuda.usage import touch
 
 
@@ -141,18 +141,12 @@ def _patch_distributed() -> None:
         original_ddp(self, module, device_ids, output_device, *args, **kwargs)
     PATCHES.set(DDP, "__init__", ddp_init)
 
-    try:
-        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
-    except ImportError:
-        FSDP = None
-    if FSDP is not None:
-        PATCHES.set(FSDP, "__init__", device_kwarg(FSDP.__init__, "FullyShardedDataParallel(device_id=...)",
-                                                   kwarg="device_id"))
-    try:
-        import torch.distributed.device_mesh as dm
-    except ImportError:
-        dm = None
-    if dm is not None:
+    def patch_fsdp(fsdp) -> None:
+        cls = fsdp.FullyShardedDataParallel
+        PATCHES.set(cls, "__init__", device_kwarg(cls.__init__, "FullyShardedDataParallel(device_id=...)",
+                                                  kwarg="device_id"))
+
+    def patch_mesh(dm) -> None:
         original_mesh = dm.init_device_mesh
 
         @functools.wraps(original_mesh)
@@ -164,6 +158,10 @@ def _patch_distributed() -> None:
         PATCHES.set(dm, "init_device_mesh", init_device_mesh)
         if hasattr(dist, "init_device_mesh"):
             PATCHES.set(dist, "init_device_mesh", init_device_mesh)
+
+    # FSDP and DeviceMesh cost seconds to import: patched when the script imports them.
+    when_imported("torch.distributed.fsdp", patch_fsdp)
+    when_imported("torch.distributed.device_mesh", patch_mesh)
 
 
 def install() -> None:

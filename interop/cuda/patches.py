@@ -10,7 +10,7 @@ on the per-op path (an op on a hybrid tensor never reaches Python because of the
 from __future__ import annotations
 
 from interop.cuda import cuda_module, device_args, distributed, settings
-from interop.cuda.patching import ORIGINAL, PATCHES
+from interop.cuda.patching import ORIGINAL, PATCHES, forget_pending_imports
 from interop.cuda.settings import NUMERICS_FLAGS
 
 
@@ -27,6 +27,7 @@ def install_patches() -> None:
 def uninstall_patches() -> None:
     """Restore every patched attribute."""
     PATCHES.undo()
+    forget_pending_imports()
     distributed.clear()
 
 

@@ -7,6 +7,8 @@ them all; :data:`ORIGINAL` keeps the originals the layer itself calls.
 from __future__ import annotations
 
 import functools
+import importlib.abc
+import sys
 
 import torch
 
@@ -97,3 +99,52 @@ def device_kwarg_positional(fn, api_name: str, index: int = 0):
             kwargs["device"] = mapping.to_hybrid(kwargs["device"])
         return fn(*args, **kwargs)
     return wrapper
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Runs a patch right after a module is first imported (heavy modules are not imported just to patch them)."""
+
+    def __init__(self) -> None:
+        self.pending: dict[str, object] = {}
+
+    def find_spec(self, name, path, target=None):
+        patch = self.pending.get(name)
+        if patch is None:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None and spec.loader is not None:
+                break
+        else:
+            return None
+        exec_module = spec.loader.exec_module
+
+        def exec_then_patch(module):
+            exec_module(module)
+            if self.pending.pop(name, None) is not None:
+                patch(module)
+        spec.loader.exec_module = exec_then_patch
+        return spec
+
+
+_AFTER_IMPORT = _AfterImport()
+
+
+def when_imported(name: str, patch) -> None:
+    """``patch(module)`` now if ``name`` is imported, else right after its first import."""
+    module = sys.modules.get(name)
+    if module is not None:
+        patch(module)
+        return
+    _AFTER_IMPORT.pending[name] = patch
+    if _AFTER_IMPORT not in sys.meta_path:
+        sys.meta_path.insert(0, _AFTER_IMPORT)
+
+
+def forget_pending_imports() -> None:
+    """Drop the patches still waiting for an import (uninstall)."""
+    _AFTER_IMPORT.pending.clear()
+    if _AFTER_IMPORT in sys.meta_path:
+        sys.meta_path.remove(_AFTER_IMPORT)
