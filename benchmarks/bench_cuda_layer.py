@@ -48,6 +48,31 @@ def _install_time(repeats: int) -> list[float]:
     return [_run(["-c", code])["install_s"] for _ in range(repeats)]
 
 
+_CALLS = r"""
+import json, statistics, time, torch, interop, interop.cuda
+from interop.cuda.patching import ORIGINAL
+zeros = torch.zeros.__wrapped__
+to = ORIGINAL["Tensor.to"]
+x = torch.ones(8)
+slot = torch.device("hybrid", 4)
+def t(fn, n=2000):
+    start = time.perf_counter()
+    for _ in range(n):
+        fn()
+    return (time.perf_counter() - start) / n
+pairs = {"factory": (lambda: torch.zeros(8, device="cuda"), lambda: zeros(8, device=slot)),
+         "to": (lambda: x.to("cuda"), lambda: to(x, slot))}
+out = {}
+for name, (layer, plain) in pairs.items():
+    t(layer, 200), t(plain, 200)
+    diffs = []
+    for _ in range(%d):
+        diffs.append(t(layer) - t(plain))
+    out[name] = statistics.median(diffs)
+print(json.dumps(out))
+"""
+
+
 def run(repeats: int = 7, write: bool = True) -> Section:
     section = Section("cuda_layer", "the CUDA layer's overhead: migrated script vs hand-ported (measured)", COMMAND)
     with open(WORKLOAD) as f:
@@ -76,6 +101,13 @@ def run(repeats: int = 7, write: bool = True) -> Section:
         f"GPT 2x128, batch 8x64, AdamW, bf16 autocast, {steps} timed steps after 2 warm-up; "
         f"final losses equal across runs: {len(losses) == 1}",
     )
+    calls = _run(["-c", _CALLS % repeats])
+    section.add("device-argument translation, torch.zeros(8, device='cuda') vs the same on hybrid:4",
+                f"{calls['factory'] * 1e6:.2f} us", "", None,
+                f"median of {repeats} interleaved batches of 2000 calls, one process (the wrapper's own cost: "
+                "paid per factory / .to call, never per op)")
+    section.add("device-argument translation, x.to('cuda') vs x.to(hybrid:4)", f"{calls['to'] * 1e6:.2f} us", "",
+                None, f"median of {repeats} interleaved batches of 2000 calls, one process")
     installs = _install_time(repeats)
     section.add("installing the layer (import interop.cuda, once per process)", f"{median(installs) * 1e3:.0f} ms", "",
                 None, f"median of {repeats} fresh processes ({spread([s * 1e3 for s in installs])} ms)")
