@@ -19,7 +19,7 @@ import torch
 from benchmarks.harness import Section, median, spread, write_section
 
 import interop  # noqa: F401  (registers the hybrid device)
-from collectives import hybrid as hc
+from collectives import in_process as hc
 
 COMMAND = "python -m benchmarks collectives"
 NBYTES = 64 << 20

@@ -32,7 +32,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import devices  # noqa: E402
 from interop.models import GPT, GPTConfig, token_batch  # noqa: E402
 
-KINDS_BY_NAME = (("H200", "h200"), ("H100", "h100"), ("B200", "b200"), ("GB300", "gb300"))
+# GB200 before B200: "NVIDIA GB200" contains "B200".
+KINDS_BY_NAME = (("H200", "h200"), ("H100", "h100"), ("A100", "a100"), ("GB200", "gb200"), ("B200", "b200"),
+                 ("GB300", "gb300"))
 SKIP = {"aten::detach", "aten::view", "aten::_unsafe_view", "aten::t", "aten::transpose.int", "aten::expand",
         "aten::split.Tensor", "aten::slice.Tensor", "aten::unsqueeze", "aten::select.int", "aten::as_strided",
         "aten::permute", "aten::_reshape_alias", "aten::alias", "aten::lift_fresh"}

@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from collectives.calibration import Protocol
+from collectives.tuning import Protocol
 from collectives.topology import Layout, Topology
 
 

@@ -11,15 +11,20 @@ Numerics:
   float32 and round to the output dtype once at the end (CPU torch has no float8
   arithmetic, and one rounding keeps results independent of the algorithm).
   float32, float64 and integers reduce in their own dtype (integers wrap).
-* ``avg`` divides the sum by p once at the end (floating dtypes only);
-  ``premul_sum`` multiplies the sum by ``factor`` once at the end, which equals
-  NCCL's multiply-then-sum in exact arithmetic with fewer roundings.
+* Which reduce op takes which dtype is the one rule of ``collectives.ops``
+  (:data:`~collectives.ops.REDUCE_RULES`, NCCL's where NCCL defines it).
+* ``avg`` divides the sum by p once at the end (integers: truncated toward
+  zero, as NCCL's ``FuncSumPostDiv``); ``premul_sum`` multiplies the sum by
+  ``factor`` once at the end, which equals NCCL's multiply-then-sum in exact
+  arithmetic with fewer roundings (integers wrap the same way either way).
+* bool sum and prod are logical or and and; complex tensors take sum, avg and
+  premul_sum.
 * Ops that only move data (all_gather, broadcast, all_to_all, gather, scatter,
   send/recv) copy bytes in the native dtype: any dtype, bit-exact.
 
 Everything is validated before anything is written: lengths, shapes, dtypes,
-devices, contiguity, buffers that overlap (a tensor passed twice), and whether
-the reduce op supports the dtype.  In-place use follows NCCL: input and output
+devices, contiguity, buffers that overlap (a tensor passed twice), whether
+the reduce op is defined on the dtype, and premul_sum's factor.  In-place use follows NCCL: input and output
 the same tensor for all_reduce, broadcast and reduce; the input being rank i's
 slice of the output for all_gather (and the output rank i's slice of the input
 for reduce_scatter).
@@ -33,23 +38,22 @@ from typing import Sequence
 import torch
 
 from collectives import algorithms
-from collectives.ops import REDUCING, check_op, check_reduce_op
+from collectives.ops import REDUCING, check_op, check_reduce, parse_reduce_op, premul_factor
 from collectives.schedule import CollectiveSpec, Schedule, inplace_safe, io_sizes
 
 FLOATS = (torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2)
 """Floating dtypes reductions accept."""
 INTEGERS = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)
 """Integer dtypes reductions accept."""
+COMPLEX = (torch.complex64, torch.complex128)
+"""Complex dtypes reductions accept (sum, avg, premul_sum: ``collectives.ops.REDUCE_RULES``)."""
+REDUCIBLE = FLOATS + INTEGERS + COMPLEX + (torch.bool,)
+"""Every dtype this executor reduces; which reduce op takes which is ``collectives.ops.REDUCE_RULES``."""
 WIDENED = (torch.float16, torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2)
 """Dtypes reduced in float32 and rounded once at the end."""
 TILE_BYTES = 2 << 20
 """Large aligned schedules run one tile of this many bytes at a time (measured best on a 2-core, 1 MiB-L2 host)."""
 
-_ACCEPTS = {
-    "sum": FLOATS + INTEGERS, "prod": FLOATS + INTEGERS, "premul_sum": FLOATS + INTEGERS,
-    "min": FLOATS + INTEGERS + (torch.bool,), "max": FLOATS + INTEGERS + (torch.bool,),
-    "avg": FLOATS, "band": INTEGERS + (torch.bool,), "bor": INTEGERS + (torch.bool,), "bxor": INTEGERS + (torch.bool,),
-}
 
 
 def _binary(op: str, dtype: torch.dtype):
@@ -91,12 +95,15 @@ def _inplace_offset(op: str, i: int, t_in: torch.Tensor, t_out: torch.Tensor, co
 
 
 def validate(schedule: Schedule, inputs: Sequence, outputs: Sequence, reduce_op: str = "sum",
-             factor: float | int | None = None) -> list[tuple[int, int] | None]:
-    """Check tensors against the schedule before anything is written; returns the in-place layout per rank.
+             factor=None) -> tuple[list[tuple[int, int] | None], int | float | None]:
+    """Check tensors against the schedule before anything is written.
 
-    Raises ValueError for wrong lengths, sizes, devices, layouts, overlapping
-    buffers and a missing premul factor; TypeError for non-tensors, mixed
-    dtypes and a dtype the reduce op does not support.
+    Returns the in-place layout per rank and premul_sum's factor as a number
+    of the tensors' dtype class (None for other ops).  Raises ValueError for
+    wrong lengths, sizes, devices, layouts, overlapping buffers and a bad
+    factor value; TypeError for non-tensors, mixed dtypes, a reduce op the
+    dtype does not take (``collectives.ops.REDUCE_RULES``) and a factor that
+    is not a real number or one-element tensor.
     """
     spec, p = schedule.spec, schedule.participants
     op = spec.op
@@ -116,14 +123,16 @@ def validate(schedule: Schedule, inputs: Sequence, outputs: Sequence, reduce_op:
             if not t.is_contiguous():
                 raise ValueError(f"{op}: {kind}put of participant {i} must be contiguous")
             tensors.append((kind, i, t))
+    if factor is not None and (op not in REDUCING or reduce_op != "premul_sum"):
+        raise ValueError(f"{op}: factor: only the premul_sum reduce op takes a factor (op is {reduce_op!r})")
     if not tensors:
-        return [None] * p
+        return [None] * p, None
     if spec.splits is None:  # equal sizes everywhere: the shapes must agree too
         for kind in ("in", "out"):
             shapes = {tuple(t.shape) for k, _, t in tensors if k == kind}
             if len(shapes) > 1:
                 raise ValueError(f"{op}: {kind}put shapes differ between participants: {sorted(shapes)}")
-        if op in ("all_reduce", "broadcast", "reduce"):
+        if op in ("all_reduce", "broadcast", "reduce", "send_recv"):
             shapes = {tuple(t.shape) for _, _, t in tensors}
             if len(shapes) > 1:
                 raise ValueError(f"{op}: input and output shapes differ: {sorted(shapes)}")
@@ -134,14 +143,14 @@ def validate(schedule: Schedule, inputs: Sequence, outputs: Sequence, reduce_op:
     if len(devices) > 1:
         raise ValueError(f"{op}: all tensors must be on one device, got {sorted(str(d) for d in devices)}")
     dtype = dtypes.pop()
+    scale = None
     if op in REDUCING:
-        if dtype not in _ACCEPTS[reduce_op]:
-            raise TypeError(f"{op}: reduce op {reduce_op!r} does not support {dtype}; "
-                            f"supported: {', '.join(str(d).replace('torch.', '') for d in _ACCEPTS[reduce_op])}")
-        if reduce_op == "premul_sum" and factor is None:
-            raise ValueError(f"{op}: premul_sum needs a factor")
-        if reduce_op == "premul_sum" and not dtype.is_floating_point and not float(factor).is_integer():
-            raise TypeError(f"{op}: premul_sum on {dtype} needs an integer factor, got {factor!r}")
+        check_reduce(reduce_op, dtype, where=f"{op}: op")
+        if dtype not in REDUCIBLE:
+            raise TypeError(f"{op}: this executor does not reduce {dtype}; it reduces "
+                            f"{', '.join(str(d).removeprefix('torch.') for d in REDUCIBLE)}")
+        if reduce_op == "premul_sum":
+            scale = premul_factor(factor, dtype, where=f"{op}: factor")
     alias: list[tuple[int, int] | None] = [None] * p
     spans = sorted((_span(t) + (kind, i, t) for kind, i, t in tensors if t.numel()), key=lambda x: x[0])
     for k, (b0, b1, kb, ib, tb) in enumerate(spans):
@@ -156,7 +165,7 @@ def validate(schedule: Schedule, inputs: Sequence, outputs: Sequence, reduce_op:
                     continue
             raise ValueError(f"{op}: the {ka}put of participant {ia} and the {kb}put of participant {ib} share "
                              f"memory (the same tensor twice?); only NCCL-style in-place use is allowed")
-    return alias
+    return alias, scale
 
 
 def run(schedule: Schedule, inputs: Sequence, outputs: Sequence, reduce_op: str = "sum",
@@ -164,12 +173,13 @@ def run(schedule: Schedule, inputs: Sequence, outputs: Sequence, reduce_op: str 
     """Execute ``schedule``: read ``inputs[i]``, write ``outputs[i]`` for every participant i.
 
     ``reduce_op`` is one of :data:`collectives.ops.REDUCE_OPS`; ``factor`` is
-    premul_sum's scalar.  See the module docstring for numerics and in-place use.
+    premul_sum's scalar (a number or a one-element tensor).  See the module
+    docstring for numerics and in-place use.
     """
-    reduce_op = check_reduce_op(reduce_op)
+    reduce_op, factor = reduce_with_factor(reduce_op, factor)
     spec, p = schedule.spec, schedule.participants
     inputs, outputs = _unused_dropped(schedule, inputs, outputs)
-    alias = validate(schedule, inputs, outputs, reduce_op, factor)
+    alias, factor = validate(schedule, inputs, outputs, reduce_op, factor)
     ins = [_flat(t) for t in inputs]
     outs = [_flat(t) for t in outputs]
     present = [t for t in ins + outs if t is not None]
@@ -208,19 +218,30 @@ def run(schedule: Schedule, inputs: Sequence, outputs: Sequence, reduce_op: str 
         for rnd in schedule.rounds:
             for t in rnd:
                 _apply(t, bufs, fn, fn_)
-    if reducing:
-        scale = {"avg": p, "premul_sum": factor}.get(reduce_op)
+    if reducing and reduce_op in ("avg", "premul_sum"):
         for t in outs:
-            if t is None or scale is None:
+            if t is None:
                 continue
-            if reduce_op == "avg":
-                t.div_(scale)
+            if reduce_op == "premul_sum":
+                t.mul_(factor)
+            elif t.is_floating_point() or t.is_complex():
+                t.div_(p)
             else:
-                t.mul_(scale if t.is_floating_point() else int(scale))
+                t.div_(p, rounding_mode="trunc")
     if final is not None:
         for dst, src in zip(final, outs):
             if dst is not None:
                 dst.copy_(src)
+
+
+def reduce_with_factor(reduce_op, factor=None) -> tuple[str, object]:
+    """(reduce op name, factor): a premul_sum ReduceOp built by torch.distributed carries its own factor."""
+    name, carried = parse_reduce_op(reduce_op)
+    if carried is not None:
+        if factor is not None:
+            raise ValueError(f"factor: given twice, in the reduce op ({carried!r}) and as factor ({factor!r})")
+        factor = carried
+    return name, factor
 
 
 def _unused_dropped(schedule: Schedule, inputs: Sequence, outputs: Sequence) -> tuple[list, list]:

@@ -24,7 +24,8 @@ Pure Python: importing this module never imports torch.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+import numbers
+from dataclasses import dataclass, fields
 from typing import Iterable, Mapping, Sequence
 
 from collectives.ops import ROOTED, check_op
@@ -77,16 +78,63 @@ class CollectiveSpec:
         if self.splits is not None:
             if self.op != "all_to_all":
                 raise ValueError(f"splits: only all_to_all takes splits, not {self.op}")
-            rows = tuple(tuple(int(x) for x in row) for row in self.splits)
-            if len(rows) != self.participants or any(len(r) != self.participants for r in rows):
-                raise ValueError(f"splits: expected a {self.participants}x{self.participants} matrix")
-            if any(x < 0 for r in rows for x in r):
-                raise ValueError("splits: element counts must be non-negative")
-            object.__setattr__(self, "splits", rows)
+            object.__setattr__(self, "splits", check_splits(self.splits, self.participants))
+
+    def derive(self, **changes) -> CollectiveSpec:
+        """A copy with ``changes`` applied, without validating again.
+
+        For the closed forms' own sub-problems (a pipeline depth, the
+        across-domain part of a hierarchical all_reduce), which are priced
+        thousands of times per million-chip estimate: the changes must keep the
+        spec valid (positive counts, participants matching the other fields).
+        """
+        new = object.__new__(CollectiveSpec)
+        for name in _SPEC_FIELDS:
+            object.__setattr__(new, name, changes.pop(name) if name in changes else getattr(self, name))
+        if changes:
+            raise TypeError(f"derive: unknown CollectiveSpec fields {sorted(changes)}")
+        return new
 
     def sends(self, i: int, j: int) -> int:
         """all_to_all: elements rank ``i`` sends to rank ``j``."""
         return self.count if self.splits is None else self.splits[i][j]
+
+
+def check_splits(splits, participants: int) -> tuple[tuple[int, ...], ...]:
+    """all_to_all's split matrix (``splits[i][j]``: elements rank i sends to rank j) as tuples of ints.
+
+    Rows and entries are checked, never truncated: an entry must be a whole
+    number of elements (``2`` or ``2.0``, not ``2.7`` or ``True``) and
+    non-negative, and the matrix ``participants`` x ``participants``.
+    TypeError / ValueError naming the entry otherwise.
+    """
+    p = participants
+    shape = f"expected a {p}x{p} matrix (splits[i][j]: elements rank i sends to rank j)"
+    if hasattr(splits, "tolist") and not isinstance(splits, (list, tuple)):
+        splits = splits.tolist()  # a tensor or an array
+    if not isinstance(splits, (list, tuple)) or len(splits) != p:
+        raise ValueError(f"splits: {shape}, got {splits!r}")
+    rows = []
+    for i, row in enumerate(splits):
+        if hasattr(row, "tolist") and not isinstance(row, (list, tuple)):
+            row = row.tolist()
+        if not isinstance(row, (list, tuple)) or len(row) != p:
+            raise ValueError(f"splits[{i}]: {shape}, got row {row!r}")
+        out = []
+        for j, x in enumerate(row):
+            if isinstance(x, bool) or not isinstance(x, numbers.Real):
+                raise TypeError(f"splits[{i}][{j}]: expected a whole number of elements, got "
+                                f"{type(x).__name__} {x!r}")
+            if not isinstance(x, numbers.Integral) and not (math.isfinite(x) and float(x).is_integer()):
+                raise TypeError(f"splits[{i}][{j}]: expected a whole number of elements, got {x!r}")
+            if x < 0:
+                raise ValueError(f"splits[{i}][{j}]: element counts must be non-negative, got {x!r}")
+            out.append(int(x))
+        rows.append(tuple(out))
+    return tuple(rows)
+
+
+_SPEC_FIELDS = tuple(f.name for f in fields(CollectiveSpec))
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +175,7 @@ class Schedule:
     buffers: Mapping[str, tuple[int, ...]]
     """Buffer name -> elements per participant (0: the participant has none)."""
     latency_class: str = "ring"
-    """Which per-collective base latency applies (``ring``, ``tree``, ``nvls``; see ``collectives.calibration``)."""
+    """Which per-collective base latency applies (``ring``, ``tree``, ``nvls``; see ``collectives.tuning``)."""
 
     @property
     def participants(self) -> int:

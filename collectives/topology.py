@@ -1,9 +1,12 @@
 """The fabric of a rack: domains, links, routes, per-direction bandwidths and hop latencies.
 
-Built from a :class:`devices.RackSpec` without an object per slot: a domain is
-one :class:`DomainModel` shared by every replica of the rack, links are small
-tuples made on demand, and a route is computed from two slot numbers.  A
-million-chip rack (``"trn3-ultraserver*7282"``) is a handful of objects.
+Built from a :class:`devices.RackSpec` without an object per slot or per
+domain: a :class:`DomainModel` stands for a run of identical consecutive
+domains and serves every replica of the rack, links are small tuples made on
+demand, and a route is computed from two slot numbers.  A million-chip rack is
+a handful of objects whether it is written as replicas
+(``"trn3-ultraserver*7282"``) or flat (``"trn3:1048608"``, 7,282 identical
+switch domains: one model).
 
 Links (one direction each; ``bandwidth(link)`` gives bytes/s):
 
@@ -15,9 +18,13 @@ Links (one direction each; ``bandwidth(link)`` gives bytes/s):
   dimension-ordered shortest-path routing, one hop per link.
 * ``("ntx", s)`` / ``("nrx", s)``: slot s's share of the scale-out network (EFA,
   InfiniBand), a full-bisection network: route ``ntx(a), nrx(b)``, one hop.
+* ``("h2d", s)`` / ``("d2h", s)``: slot s's own PCIe link to the host, into and
+  out of the slot.  The host is the endpoint :data:`HOST`: ``route(HOST, s)`` is
+  ``h2d(s)``, one hop, so a host copy is priced on the topology like any other
+  transfer (:mod:`collectives.transfer`).
 
 Concurrent transfers crossing one link share its bandwidth (``collectives.cost``).
-Bandwidths already include the fabric efficiency of ``collectives.calibration``;
+Bandwidths already include the fabric efficiency of ``collectives.tuning``;
 hop latencies are the LL-protocol figures devices gives, which the protocols scale.
 
 Pure Python: importing this module never imports torch.
@@ -27,10 +34,9 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Sequence
 
-from collectives import calibration as cal
+from collectives import tuning
 from devices.figure import Figure
 
 
@@ -39,13 +45,13 @@ class DomainModel:
     """One switch or torus domain of a rack (the same object serves every replica)."""
 
     name: str
-    """The rack spec's domain name."""
+    """The rack spec's domain name (of the run's first domain when :attr:`repeat` > 1)."""
     fabric: str
     """``nvlink-fusion``, ``nvlink``, ``neuronlink-torus``, ``neuronswitch``, ``pcie`` or ``ideal``."""
     first: int
-    """First slot within a replica."""
+    """First slot within a replica (of the run's first domain)."""
     count: int
-    """Slots in the domain."""
+    """Slots in the domain (in each domain of the run)."""
     shape: tuple[int, ...] | None
     """Torus dimensions (None: a switch)."""
     bandwidth: float
@@ -66,6 +72,28 @@ class DomainModel:
     """Seconds per byte a member takes to reduce (slowest member)."""
     reduce_source: str
     """Where :attr:`reduce_g` comes from."""
+    repeat: int = 1
+    """Identical domains side by side: domain k of the run holds slots ``first + k * count ..`` (a flat
+    million-chip spec is thousands of equal switch domains, one model)."""
+    numbering: tuple[str, int] | None = None
+    """(prefix, number of the first) when the run's domain names are ``prefix0, prefix1, ...``."""
+
+    @property
+    def stop(self) -> int:
+        """One past the run's last slot within a replica."""
+        return self.first + self.count * self.repeat
+
+    def instance_name(self, k: int) -> str:
+        """The name of domain ``k`` of the run."""
+        if self.numbering is None:
+            return self.name
+        prefix, start = self.numbering
+        return f"{prefix}{start + k}"
+
+    @property
+    def label(self) -> str:
+        """The run's name for listings: ``switch0`` or ``switch0..switch7281``."""
+        return self.name if self.repeat == 1 else f"{self.name}..{self.instance_name(self.repeat - 1)}"
 
     @property
     def is_torus(self) -> bool:
@@ -141,6 +169,26 @@ class NetworkModel:
 
 
 @dataclass(frozen=True, slots=True)
+class HostLinkModel:
+    """Each slot's own link to the host (PCIe): what a copy to or from CPU memory crosses."""
+
+    fabric: str
+    """``pcie``."""
+    bandwidth: float
+    """Bytes/s per direction per slot, efficiency applied."""
+    raw_bandwidth: Figure
+    """The devices figure (the ``pcie`` fabric's bandwidth)."""
+    efficiency: Figure
+    """Fraction of the signalled rate delivered (NCCL's PCIe figure, as for PCIe domains)."""
+    hop_latency: Figure
+    """Seconds per hop, LL protocol (the ``pcie`` fabric's latency)."""
+
+
+HOST = -1
+"""The host (CPU memory) as a transfer endpoint: every slot reaches it over its own PCIe link."""
+
+
+@dataclass(frozen=True, slots=True)
 class Route:
     """The links a transfer crosses, and its latency at LL (scaled per protocol by ``hw``)."""
 
@@ -148,9 +196,12 @@ class Route:
     hops: int
     latency: float
     hw: str
+    """Hop-latency class (``nvlink``, ``pci``, ``net``)."""
+    fabric: str = ""
+    """The fabric crossed: a domain's (``nvlink-fusion``...), the network's (``efa``...) or ``pcie`` (host)."""
 
 
-_LOCAL = Route((), 0, 0.0, "nvlink")
+_LOCAL = Route((), 0, 0.0, "nvlink", "local")
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,19 +220,25 @@ class Layout:
     """The in-switch-reduction domain holding every rank, if there is one."""
     torus: tuple[int, ...] | None = None
     """The shape when the ranks are exactly one torus domain, rank i at its i-th member."""
+    ranks: tuple[tuple[int, ...], ...] | None = None
+    """Participant indices grouped by (replica, domain) (:meth:`Topology.group_ranks`); None for a whole
+    rack, which is described symbolically."""
 
 
 class Topology:
-    """Links, switches, domains and routes of a rack (build with :meth:`from_rack` or :meth:`ideal`)."""
+    """Links, switches, domains and routes of a rack (build with :func:`collectives.rack_topology.from_rack` or :meth:`ideal`)."""
 
     def __init__(self, name: str, width: int, replicas: int, domains: tuple[DomainModel, ...],
-                 network: NetworkModel | None, protocols: tuple[cal.Protocol, ...], overlap_reduce: bool,
-                 source: str) -> None:
+                 network: NetworkModel | None, protocols: tuple[tuning.Protocol, ...], overlap_reduce: bool,
+                 source: str, host: HostLinkModel | None = None) -> None:
         self.name = name
         self.width = width
         self.replicas = replicas
         self.domains = domains
+        """Runs of identical domains (:class:`DomainModel`), in slot order within a replica."""
         self.network = network
+        self.host = host
+        """Each slot's link to the host (None: the topology has no host, e.g. an ideal one)."""
         self.protocols = protocols
         self.overlap_reduce = overlap_reduce
         """True: a reduce overlaps the transfer feeding it (NCCL fuses them); False: alpha-beta's additive g."""
@@ -192,18 +249,14 @@ class Topology:
         return self.width * self.replicas
 
     def __repr__(self) -> str:
-        return f"Topology({self.name!r}, {len(self)} slots, {len(self.domains)} domains x {self.replicas})"
+        return f"Topology({self.name!r}, {len(self)} slots, {self.domain_count} domains x {self.replicas})"
+
+    @property
+    def domain_count(self) -> int:
+        """Domains in one replica (a run counts each of its domains)."""
+        return sum(d.repeat for d in self.domains)
 
     # -- construction --------------------------------------------------------
-
-    @classmethod
-    def from_rack(cls, rack) -> Topology:
-        """The topology of a rack: a :class:`devices.RackSpec`, a preset name or a spec string."""
-        if not hasattr(rack, "domains"):
-            import devices
-
-            rack = devices.parse_rack(rack)
-        return _from_rack(rack)
 
     @classmethod
     def ideal(cls, participants: int, alpha: float, beta: float, gamma: float = 0.0,
@@ -224,38 +277,55 @@ class Topology:
         bw = Figure(links / beta if beta > 0 else 1e30, "B/s", src, "published", "1/beta per link")
         dom = DomainModel("ideal", "ideal", 0, participants, shape, bw.value, bw, one,
                           Figure(alpha, "s", src, "published", "alpha"), "nvlink", shape is None, one, gamma, src)
-        return cls(f"ideal({participants})", participants, 1, (dom,), None, (cal.IDEAL,), False, src)
+        return cls(f"ideal({participants})", participants, 1, (dom,), None, (tuning.IDEAL,), False, src)
 
     # -- lookup --------------------------------------------------------------
 
     def domain_of(self, slot: int) -> tuple[int, DomainModel]:
-        """(replica, domain model) of a slot."""
+        """(first slot of the domain holding ``slot``, its model): the first slot names the domain uniquely."""
         if not 0 <= slot < len(self):
             raise IndexError(f"slot {slot} out of range: the rack has {len(self)} slots")
         replica, local = divmod(slot, self.width)
-        return replica, self.domains[bisect_right(self._firsts, local) - 1]
+        dom = self.domains[bisect_right(self._firsts, local) - 1]
+        k = (local - dom.first) // dom.count
+        return replica * self.width + dom.first + k * dom.count, dom
+
+    def domain_name(self, slot: int) -> str:
+        """The rack spec's name of the domain holding ``slot`` (``@replica`` appended when replicated)."""
+        first, dom = self.domain_of(slot)
+        replica, local = divmod(first, self.width)
+        name = dom.instance_name((local - dom.first) // dom.count)
+        return name if self.replicas == 1 else f"{name}@{replica}"
 
     def route(self, a: int, b: int) -> Route:
-        """The links from slot ``a`` to slot ``b`` (empty for a == b)."""
+        """The links from slot ``a`` to slot ``b`` (empty for a == b); either may be :data:`HOST`."""
         if a == b:
             return _LOCAL
-        ra, da = self.domain_of(a)
-        rb, db = self.domain_of(b)
-        if ra == rb and da is db:
+        if a == HOST or b == HOST:
+            if self.host is None:
+                raise ValueError(f"{self.name}: this topology has no host link")
+            h = self.host
+            link = ("h2d", b) if a == HOST else ("d2h", a)
+            self.domain_of(link[1])  # range check
+            return Route((link,), 1, h.hop_latency.value, "pci", h.fabric)
+        fa, da = self.domain_of(a)
+        fb, db = self.domain_of(b)
+        if fa == fb:
             if da.is_torus:
-                base = ra * self.width + da.first
-                links = tuple(da.torus_links(a - base, b - base, base))
-                return Route(links, len(links), len(links) * da.hop_latency.value, da.hw)
-            return Route((("tx", a), ("rx", b)), 1, da.hop_latency.value, da.hw)
+                links = tuple(da.torus_links(a - fa, b - fa, fa))
+                return Route(links, len(links), len(links) * da.hop_latency.value, da.hw, da.fabric)
+            return Route((("tx", a), ("rx", b)), 1, da.hop_latency.value, da.hw, da.fabric)
         if self.network is None:
             raise ValueError(f"slots {a} and {b} are in different domains and the rack has no network")
-        return Route((("ntx", a), ("nrx", b)), 1, self.network.hop_latency.value, "net")
+        return Route((("ntx", a), ("nrx", b)), 1, self.network.hop_latency.value, "net", self.network.fabric)
 
     def bandwidth(self, link: tuple) -> float:
         """Bytes/s of one directed link (efficiency applied, protocol not)."""
         kind = link[0]
         if kind in ("ntx", "nrx"):
             return self.network.bandwidth
+        if kind in ("h2d", "d2h"):
+            return self.host.bandwidth
         _, dom = self.domain_of(link[1])
         return dom.link_bandwidth if kind == "t" else dom.bandwidth
 
@@ -265,41 +335,45 @@ class Topology:
 
     def switch_domain(self, slots: Sequence[int]) -> DomainModel | None:
         """The in-switch-reduction domain holding every slot in ``slots``, or None."""
-        if not len(slots):
+        if not len(slots) or HOST in _ends(slots):
             return None
-        replica, dom = self.domain_of(slots[0])
+        first, dom = self.domain_of(slots[0])
         if not dom.in_switch or dom.is_torus:
             return None
-        return dom if _all_in(self, slots, (replica, dom)) else None
+        return dom if _all_in(slots, first, dom.count) else None
 
     def group_ranks(self, slots: Sequence[int]) -> tuple[tuple[int, ...], ...]:
-        """Participant indices grouped by (replica, domain), in order of first appearance."""
-        groups: dict[tuple[int, str], list[int]] = {}
+        """Participant indices grouped by domain (replicas apart), in order of first appearance.
+
+        The host (:data:`HOST`) is in no domain: a participant there is a group of its own.
+        """
+        groups: dict[int, list[int]] = {}
         for rank, s in enumerate(slots):
-            r, d = self.domain_of(s)
-            groups.setdefault((r, d.name), []).append(rank)
+            key = HOST if s == HOST else self.domain_of(s)[0]
+            groups.setdefault(key, []).append(rank)
         return tuple(tuple(g) for g in groups.values())
 
     def layout(self, slots: Sequence[int] | None = None) -> Layout:
         """Where ``slots`` (None: every slot) sit; symbolic when they cover the whole rack."""
         if slots is None or (isinstance(slots, range) and slots == range(len(self))):
             sizes = {d.count for d in self.domains}
-            one = len(self.domains) == 1 and self.replicas == 1
-            switch = self.domains[0] if one and self.domains[0].in_switch and not self.domains[0].is_torus else None
-            return Layout(len(self), len(self.domains) * self.replicas, sizes.pop() if len(sizes) == 1 else None,
-                          self.domains, switch, self.domains[0].shape if one else None)
+            first = self.domains[0]
+            one = len(self.domains) == 1 and first.repeat == 1 and self.replicas == 1
+            switch = first if one and first.in_switch and not first.is_torus else None
+            return Layout(len(self), self.domain_count * self.replicas, sizes.pop() if len(sizes) == 1 else None,
+                          self.domains, switch, first.shape if one else None)
         groups = self.group_ranks(slots)
         sizes = {len(g) for g in groups}
-        doms = {id(self.domain_of(s)[1]): self.domain_of(s)[1] for s in (slots[g[0]] for g in groups)}
+        heads = [slots[g[0]] for g in groups if slots[g[0]] != HOST]
+        doms = {id(d): d for d in (self.domain_of(s)[1] for s in heads)}
         return Layout(len(slots), len(groups), sizes.pop() if len(sizes) == 1 else None, tuple(doms.values()),
-                      self.switch_domain(slots), self.torus_shape(slots))
+                      self.switch_domain(slots), self.torus_shape(slots), groups)
 
     def torus_shape(self, slots: Sequence[int]) -> tuple[int, ...] | None:
         """The torus shape when ``slots`` are exactly one torus domain's members in order, else None."""
-        if not len(slots):
+        if not len(slots) or HOST in _ends(slots):
             return None
-        replica, dom = self.domain_of(slots[0])
-        first = replica * self.width + dom.first
+        first, dom = self.domain_of(slots[0])
         if not dom.is_torus or len(slots) != dom.count or slots[0] != first:
             return None
         if isinstance(slots, range):
@@ -310,60 +384,59 @@ class Topology:
         """Citations of every figure the topology uses."""
         out = []
         for d in self.domains:
-            out += [f"{d.name} bandwidth: {d.raw_bandwidth.source}",
-                    f"{d.name} efficiency {d.efficiency.value:.3f}: {d.efficiency.source}",
-                    f"{d.name} hop latency: {d.hop_latency.source}",
-                    f"{d.name} reduce rate: {d.reduce_source}"]
-            if d.switch_efficiency is not None:
-                out.append(f"{d.name} in-switch efficiency {d.switch_efficiency.value}: {d.switch_efficiency.source}")
+            out += _domain_sources(d)
         if self.network is not None:
-            n = self.network
-            out += [f"network bandwidth: {n.raw_bandwidth.source}",
-                    f"network efficiency {n.efficiency.value:.3f}: {n.efficiency.source}",
-                    f"network hop latency: {n.hop_latency.source}"]
-        if self.protocols != (cal.IDEAL,):
-            out.append(f"protocols and base latencies: {cal.HOP_LATENCY_SOURCE}")
+            out += _network_sources(self.network)
+        if self.host is not None:
+            out += _host_sources(self.host)
+        if self.protocols != (tuning.IDEAL,):
+            out.append(f"protocols and base latencies: {tuning.HOP_LATENCY_SOURCE}")
+        return out
+
+    def route_sources(self, a: int, b: int) -> list[str]:
+        """Citations of the figures a transfer from ``a`` to ``b`` uses (its route's links, the protocols)."""
+        route = self.route(a, b)
+        if not route.links:
+            return []
+        kind = route.links[0][0]
+        if kind in ("h2d", "d2h"):
+            out = _host_sources(self.host)
+        elif kind in ("ntx", "nrx"):
+            out = _network_sources(self.network)
+        else:
+            out = _domain_sources(self.domain_of(a)[1], reduce=False)
+        if self.protocols != (tuning.IDEAL,):
+            out.append(f"protocols and base latencies: {tuning.HOP_LATENCY_SOURCE}")
         return out
 
 
-def _all_in(topo: Topology, slots: Sequence[int], where: tuple[int, DomainModel]) -> bool:
-    replica, dom = where
-    lo = replica * topo.width + dom.first
-    if isinstance(slots, range):
-        return all(lo <= s < lo + dom.count for s in (slots[0], slots[-1]))
-    return all(lo <= s < lo + dom.count for s in slots)
+def _domain_sources(d: DomainModel, reduce: bool = True) -> list[str]:
+    name = d.label
+    out = [f"{name} bandwidth: {d.raw_bandwidth.source}",
+           f"{name} efficiency {d.efficiency.value:.3f}: {d.efficiency.source}",
+           f"{name} hop latency: {d.hop_latency.source}"]
+    if reduce:
+        out.append(f"{name} reduce rate: {d.reduce_source}")
+        if d.switch_efficiency is not None:
+            out.append(f"{name} in-switch efficiency {d.switch_efficiency.value}: {d.switch_efficiency.source}")
+    return out
 
 
-@lru_cache(maxsize=64)
-def _from_rack(rack) -> Topology:
-    from devices import chip
+def _network_sources(n: NetworkModel) -> list[str]:
+    return [f"network bandwidth: {n.raw_bandwidth.source}",
+            f"network efficiency {n.efficiency.value:.3f}: {n.efficiency.source}",
+            f"network hop latency: {n.hop_latency.source}"]
 
-    models = []
-    for d in rack.domains:
-        kinds = sorted({g.kind for g in rack.groups if g.first < d.stop and g.stop > d.first})
-        chips = [chip(k) for k in kinds]
-        if d.fabric == "pcie":
-            eff = cal.link_efficiency("pcie")
-            hw = "pci"
-        else:
-            eff = min((cal.link_efficiency(c.scale_up_fabric) for c in chips), key=lambda f: f.value)
-            hw = "nvlink"
-        raw = rack.link_bandwidth_figure(d)
-        slow = min(chips, key=lambda c: c.hbm_bandwidth.value)
-        g = cal.REDUCE_PASSES / slow.hbm_bandwidth.value
-        switch_eff = None
-        if d.in_switch_reduction:
-            switch_eff = min((cal.nvls_efficiency(c.scale_up_fabric) for c in chips), key=lambda f: f.value)
-        models.append(DomainModel(
-            d.name, d.fabric, d.first, d.count, d.shape, raw.value * eff.value, raw, eff, rack.latency_figure(d), hw,
-            d.in_switch_reduction, switch_eff, g,
-            f"{cal.REDUCE_PASSES:g} HBM passes per reduced byte at {slow.kind} HBM bandwidth: "
-            f"{slow.hbm_bandwidth.source}"))
-    network = None
-    if rack.network is not None:
-        figs = rack.network_figures()
-        eff = cal.NETWORK_EFFICIENCY
-        network = NetworkModel(rack.network.fabric, figs["bandwidth"].value * eff.value, figs["bandwidth"], eff,
-                               figs["latency"])
-    return Topology(rack.name, rack.slots_per_replica, rack.replicas, tuple(models), network,
-                    cal.NCCL_PROTOCOLS, True, rack.source)
+
+def _host_sources(h: HostLinkModel) -> list[str]:
+    return [f"host link ({h.fabric}) bandwidth: {h.raw_bandwidth.source}",
+            f"host link efficiency {h.efficiency.value:.3f}: {h.efficiency.source}",
+            f"host link hop latency: {h.hop_latency.source}"]
+
+
+def _ends(slots: Sequence[int]) -> tuple[int, ...]:
+    return (slots[0], slots[-1]) if isinstance(slots, range) else tuple(slots)
+
+
+def _all_in(slots: Sequence[int], lo: int, count: int) -> bool:
+    return all(lo <= s < lo + count for s in _ends(slots))

@@ -3,11 +3,16 @@
 * :func:`chip`, :func:`kinds`, :func:`catalogue`: chip records, one file per
   kind under ``devices/chips/``, every figure a sourced :class:`Figure`.
 * :func:`parse_rack`, :func:`presets`, :class:`RackSpec`: racks from
-  ``"kind:count+kind:count"`` strings, presets, TOML files, and ``*N`` replicas.
+  ``"kind:count+kind:count"`` strings, presets, TOML files, and ``*N`` replicas;
+  :func:`load_preset`, :func:`load_rack`, :func:`loads_rack`, :func:`dumps_rack`
+  for one form in particular.
 * :func:`capabilities`: what each kind computes in, per op class and dtype,
   one table per kind under ``devices/capability_tables/`` (:mod:`devices.capability`).
 * :func:`parse_size` and friends: the units rack specs are written in.
-* :func:`catalogue_rows`, :func:`presets_rows`: rows for listings.
+* :func:`dtype_name`, :data:`DTYPE_NAMES`, :func:`itemsize`: the one dtype
+  vocabulary (torch's names: ``float32``, ``bfloat16``, ``float8_e4m3fn``...).
+* :func:`catalogue_rows`, :func:`fabric_rows`, :func:`presets_rows`: rows for
+  listings, every figure with its source (the documents: ``devices/SOURCES.md``).
 
 Nothing here reads the environment or imports torch; importing the package
 loads no chip until one is asked for.  ``devices.chip`` is the lookup function
@@ -22,13 +27,18 @@ import os
 from devices.capability import (
     LEVELS, OP_CLASSES, Capabilities, CudaIdentity, Rule, Support, capabilities, capability_kinds, op_class,
 )
-from devices.catalogue_table import catalogue_rows, format_table, presets_rows
-from devices.chip import DTYPE_NAMES, Chip, catalogue, chip, kinds
+from devices.catalogue_table import catalogue_rows, fabric_rows, format_table, presets_rows
+from devices.chip import Chip, catalogue, chip, kinds
+from devices.dtypes import DTYPE_NAMES, dtype_name, itemsize
 from devices.fabrics import DOMAIN_FABRICS, NETWORK_FABRICS, Fabric, fabric, network_bandwidth
 from devices.figure import STATUSES, UNITS, Figure
-from devices.rack import BACKINGS, DomainSpec, NetworkSpec, RackSpec, Slot, SlotGroup
-from devices.rack_parse import DEFAULT_PRESET, default_domains, default_network
+from devices.domain_table import DomainRun, DomainTable
+from devices.rack import BACKINGS, INT64_MAX, DomainSpec, NetworkSpec, Slot, SlotGroup
+from devices.rack_layout import default_domains, default_network
+from devices.rack_parse import DEFAULT_PRESET, load_preset
 from devices.rack_parse import presets as _presets
+from devices.rack_spec import RackSpec
+from devices.rack_toml import dumps as _dumps, load as load_rack, loads as _loads
 from devices.units import format_value, parse_bandwidth, parse_duration, parse_size
 
 
@@ -42,11 +52,22 @@ def estimate(kind, op, shapes, dtype, **kwargs):
 def parse_rack(spec: str | os.PathLike | RackSpec) -> RackSpec:
     """A rack from a preset name, ``"kind:count+kind:count"``, a ``.toml`` path, or any of them with ``*N``.
 
-    Every malformed spec raises ValueError naming the field and the accepted values.
+    Every malformed spec raises ValueError naming the field and the accepted values.  Parsing costs the
+    same for ``"trn2:100000000"`` as for ``"trn2:16"``: nothing is built per slot or per domain.
     """
     from devices.rack_parse import parse
 
     return parse(spec)
+
+
+def loads_rack(text: str, source: str = "toml text") -> RackSpec:
+    """A rack from the text of a TOML rack file (``source`` names it in errors; format: :mod:`devices.rack_toml`)."""
+    return _loads(text, source=source)
+
+
+def dumps_rack(rack: RackSpec, description: str = "") -> str:
+    """A TOML rack file for ``rack`` that :func:`loads_rack` reads back to an equal spec."""
+    return _dumps(rack, description)
 
 
 def presets() -> dict[str, str]:
@@ -57,9 +78,10 @@ def presets() -> dict[str, str]:
 __all__ = [
     "LEVELS", "OP_CLASSES", "Capabilities", "CudaIdentity", "Rule", "Support", "capabilities", "capability_kinds",
     "op_class",
-    "BACKINGS", "DEFAULT_PRESET", "DOMAIN_FABRICS", "DTYPE_NAMES", "NETWORK_FABRICS", "STATUSES", "UNITS",
-    "Chip", "DomainSpec", "Fabric", "Figure", "NetworkSpec", "RackSpec", "Slot", "SlotGroup",
-    "catalogue", "catalogue_rows", "chip", "estimate", "default_domains", "default_network", "fabric",
-    "format_table", "format_value", "kinds", "network_bandwidth", "parse_bandwidth", "parse_duration",
-    "parse_rack", "parse_size", "presets", "presets_rows",
+    "BACKINGS", "DEFAULT_PRESET", "DOMAIN_FABRICS", "DTYPE_NAMES", "INT64_MAX", "NETWORK_FABRICS", "STATUSES",
+    "UNITS", "Chip", "DomainRun", "DomainSpec", "DomainTable", "Fabric", "Figure", "NetworkSpec", "RackSpec", "Slot",
+    "SlotGroup", "catalogue", "catalogue_rows", "chip", "estimate", "default_domains", "default_network",
+    "dtype_name", "dumps_rack", "fabric", "fabric_rows", "format_table", "format_value", "itemsize", "kinds", "load_preset",
+    "load_rack", "loads_rack", "network_bandwidth", "parse_bandwidth", "parse_duration", "parse_rack", "parse_size",
+    "presets", "presets_rows",
 ]

@@ -69,7 +69,7 @@ DTYPES: tuple[str, ...] = (
     "complex128", "complex64", "complex32",
 )
 """Dtypes the table covers: every torch dtype a strided tensor on a slot can
-have (the cost model's vocabulary, devices.cost.dtypes, less quantized types,
+have (the one dtype vocabulary, devices.dtypes, less quantized types,
 which have their own layouts and never live on a slot)."""
 
 ANY = "*"
@@ -263,7 +263,7 @@ def dtype_name(dtype: object) -> str:
 
     The cost model's normaliser (one dtype vocabulary), narrowed to :data:`DTYPES`.
     """
-    from devices.cost.dtypes import dtype_name as canonical
+    from devices.dtypes import dtype_name as canonical
 
     try:
         name = canonical(dtype)
@@ -284,7 +284,7 @@ def _support(kind: str, op_cls: str, dtype: str) -> Support:
                    rule.instead)
 
 
-# Cost-model categories (devices.cost.ops.classify) -> op classes.
+# Cost-model categories (devices.cost.op_families.classify) -> op classes.
 _CLASS_OF_CATEGORY: Mapping[str, str] = MappingProxyType({
     "matmul": "matmul", "conv": "conv", "conv_backward": "conv",
     "attention": "attention", "attention_backward": "attention", "attention_math": "attention",
@@ -306,7 +306,7 @@ def op_class(op: str) -> str:
     Ops the cost model does not know are ``elementwise`` (the class whose
     dtype rules are the widest, so an unknown op is never refused for its class).
     """
-    from devices.cost.ops import classify
+    from devices.cost.op_families import classify
 
     category, base = classify(op)
     if base in SCALED_MATMUL_OPS:

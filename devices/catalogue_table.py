@@ -1,4 +1,4 @@
-"""Rows for listings (``hybrid racks``): every catalogue figure with its unit, source and status, and the presets.
+"""Rows for listings (``hybrid racks``): every catalogue and fabric figure with its unit, source and status, and the presets.
 
 Rows are plain dicts of strings (plus the raw value), so a CLI, a test or a
 notebook can print them without knowing the dataclasses.
@@ -6,12 +6,17 @@ notebook can print them without knowing the dataclasses.
 
 from __future__ import annotations
 
-from devices.chip import catalogue
+from devices import fabrics
+from devices.chip import catalogue, chip
+from devices.figure import Figure
 from devices.rack_parse import load_preset, presets
 from devices.units import format_value
 
 CATALOGUE_COLUMNS: tuple[str, ...] = ("kind", "name", "figure", "value", "unit", "display", "status", "source", "note")
 """Keys of each :func:`catalogue_rows` row, in display order."""
+
+FABRIC_COLUMNS: tuple[str, ...] = ("subject", "figure", "value", "unit", "display", "status", "source", "note")
+"""Keys of each :func:`fabric_rows` row, in display order."""
 
 PRESET_COLUMNS: tuple[str, ...] = ("name", "slots", "kinds", "domains", "network", "description")
 """Keys of each :func:`presets_rows` row, in display order."""
@@ -30,11 +35,7 @@ def catalogue_rows(kinds: list[str] | None = None) -> list[dict]:
     chips = catalogue()
     rows: list[dict] = []
     for kind in (sorted(chips) if kinds is None else kinds):
-        member = chips[kind] if kind in chips else None
-        if member is None:
-            from devices.chip import chip
-
-            member = chip(kind)  # raises listing the accepted kinds
+        member = chips[kind] if kind in chips else chip(kind)  # chip() raises listing the accepted kinds
         for field_name, fig in member.figures().items():
             if fig is None:
                 rows.append({"kind": member.kind, "name": member.name, "figure": field_name, "value": None,
@@ -44,6 +45,33 @@ def catalogue_rows(kinds: list[str] | None = None) -> list[dict]:
             rows.append({"kind": member.kind, "name": member.name, "figure": field_name, "value": fig.value,
                          "unit": fig.unit, "display": format_value(fig.value, fig.unit), "status": fig.status,
                          "source": fig.source, "note": fig.note})
+    return rows
+
+
+def _figure_row(subject: str, name: str, fig: Figure) -> dict:
+    return {"subject": subject, "figure": name, "value": fig.value, "unit": fig.unit,
+            "display": format_value(fig.value, fig.unit) if fig.unit else f"{fig.value:g}", "status": fig.status,
+            "source": fig.source, "note": fig.note}
+
+
+def fabric_rows(kinds: list[str] | None = None) -> list[dict]:
+    """One row per fabric figure: subject, figure, value, unit, display, status, source, note.
+
+    The fabrics' hop latencies and bandwidths, the sizes the default layout
+    builds domains of, and each kind's scale-out share of its instance's
+    network (only ``kinds``' shares when given).
+    """
+    rows = []
+    for name, spec in fabrics.fabrics().items():
+        rows.append(_figure_row(f"fabric {name}", "latency", spec.latency))
+        if spec.bandwidth is not None:
+            rows.append(_figure_row(f"fabric {name}", "bandwidth", spec.bandwidth))
+    rows.append(_figure_row("fabric nvlink", "nvls_base_latency", fabrics.NVLS_BASE_LATENCY))
+    for name in ("NVLINK_MAX_DOMAIN", "NVLINK3_MAX_DOMAIN", "TRN1_INSTANCE_CHIPS", "TRN2_INSTANCE_CHIPS",
+                 "TRN3_ULTRASERVER_CHIPS", "TRN2_INSTANCE_LINK"):
+        rows.append(_figure_row("default layout", name.lower(), getattr(fabrics, name)))
+    for kind in (sorted(catalogue()) if kinds is None else [chip(k).kind for k in kinds]):
+        rows.append(_figure_row(f"network {kind}", "bandwidth_per_slot", fabrics.network_bandwidth(kind)))
     return rows
 
 

@@ -12,6 +12,7 @@ from functools import lru_cache
 from types import MappingProxyType
 from typing import Mapping
 
+from devices.dtypes import dtype_name
 from devices.figure import Figure
 
 VENDORS: tuple[str, ...] = ("nvidia", "aws")
@@ -21,40 +22,47 @@ FAMILIES: tuple[str, ...] = ("gpu", "trainium")
 """Accepted values of :attr:`Chip.family`."""
 
 SCALE_UP_FABRICS: tuple[str, ...] = (
-    "nvlink4", "nvlink5", "nvlink-fusion", "neuronlink-v2", "neuronlink-v3", "neuronlink-v4",
+    "nvlink3", "nvlink4", "nvlink5", "nvlink-fusion", "neuronlink-v2", "neuronlink-v3", "neuronlink-v4",
 )
 """Accepted values of :attr:`Chip.scale_up_fabric` (the chip's own link generation)."""
 
-PEAK_KEYS: tuple[str, ...] = ("bfloat16", "float16", "float8", "float4", "float32", "float64", "int8")
-"""Keys a chip's :attr:`Chip.peak` may hold (torch dtype names; float8/float4 cover their variants)."""
+PEAK_KEYS: tuple[str, ...] = ("bfloat16", "float16", "tf32", "float8", "float4", "float32", "float64", "int8")
+"""Keys a chip's :attr:`Chip.peak` may hold: torch dtype names; float8/float4 cover their variants, and
+``tf32`` is the TF32 tensor-core rate float32 matmuls get under ``torch.backends.cuda.matmul.allow_tf32``."""
 
 # Which catalogue keys answer a dtype, in order of preference.  The first key
-# the chip has wins; a key other than the first is a fallback and is recorded
-# in the returned figure's note.  Why each fallback:
+# is the dtype's own family (float8_e4m3fn -> float8); a later key is a
+# fallback and is recorded in the returned figure's note.  Why each fallback:
 #   float16 -> bfloat16: every catalogued chip runs FP16 and BF16 at one rate
 #                        (vendors list them together, "BF16/FP16").
 #   float4  -> float8:   a chip without an FP4 path (H100, H200, Trn2) computes
 #                        FP4 data at best at its FP8 rate after upcasting.
+#   float8  -> bfloat16: likewise a chip without an FP8 path (A100) computes
+#                        FP8 data at best at its BF16 rate.
+#   tf32    -> float32:  a chip without a TF32 figure is bounded by its FP32 rate.
 #   int8    -> float8:   NVIDIA lists dense INT8 at the FP8 rate through Hopper
-#                        and Blackwell; the exception (GB300) carries its own.
+#                        and Blackwell; the exceptions (A100, GB300) carry their own.
+#                        Quantized types (qint8...) run on the integer path.
 #   float64 -> float32:  Trainium has no FP64 units; the float32 figure is an
 #                        optimistic upper bound, marked as such in the note.
 #   other integers, bool, complex64 -> float32; complex128 -> float64 chain:
 #                        no tensor-engine path; such ops are memory-bound in
 #                        practice, so the compute rate is only a bound.
-_FLOAT8 = ("float8",)
-_DTYPE_RULES: dict[str, tuple[str, ...]] = {
+_FLOAT8 = ("float8", "bfloat16")
+_FLOAT4 = ("float4", "float8", "bfloat16")
+_INT8 = ("int8", "float8", "bfloat16")
+_PEAK_RULES: dict[str, tuple[str, ...]] = {
     "bfloat16": ("bfloat16",),
     "float16": ("float16", "bfloat16"),
+    "tf32": ("tf32", "float32"),
     "float32": ("float32",),
     "float64": ("float64", "float32"),
     "float8": _FLOAT8,
     "float8_e4m3fn": _FLOAT8, "float8_e5m2": _FLOAT8, "float8_e4m3fnuz": _FLOAT8,
     "float8_e5m2fnuz": _FLOAT8, "float8_e8m0fnu": _FLOAT8,
-    "float4": ("float4", "float8"),
-    "float4_e2m1fn_x2": ("float4", "float8"),
-    "int8": ("int8", "float8"),
-    "uint8": ("int8", "float8"),
+    "float4": _FLOAT4, "float4_e2m1fn_x2": _FLOAT4,
+    "int8": _INT8, "uint8": _INT8,
+    "qint8": _INT8, "quint8": _INT8, "qint32": _INT8, "quint4x2": _INT8, "quint2x4": _INT8,
     "int16": ("float32",), "int32": ("float32",), "int64": ("float32",),
     "uint16": ("float32",), "uint32": ("float32",), "uint64": ("float32",),
     "bool": ("float32",),
@@ -62,20 +70,6 @@ _DTYPE_RULES: dict[str, tuple[str, ...]] = {
     "complex64": ("float32",),
     "complex128": ("float64", "float32"),
 }
-_DTYPE_ALIASES = {"half": "float16", "float": "float32", "double": "float64", "chalf": "complex32",
-                  "cfloat": "complex64", "cdouble": "complex128", "long": "int64", "int": "int32",
-                  "short": "int16"}
-
-DTYPE_NAMES: tuple[str, ...] = tuple(_DTYPE_RULES)
-"""Dtype names :meth:`Chip.peak_for` accepts (plus torch aliases and ``torch.``-prefixed forms)."""
-
-
-def _dtype_name(dtype: object) -> str:
-    # str(torch.bfloat16) == "torch.bfloat16": accept torch dtypes without importing torch.
-    name = str(dtype).strip()
-    if name.startswith("torch."):
-        name = name[len("torch."):]
-    return _DTYPE_ALIASES.get(name, name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,27 +146,25 @@ class Chip:
         return out
 
     def peak_for(self, dtype: object) -> Figure:
-        """Dense peak FLOP/s for a dtype (a name such as ``"float16"`` or a ``torch.dtype``).
+        """Dense peak FLOP/s for a dtype (any spelling of :func:`devices.dtype_name`, or a catalogue key).
 
-        The chip's own figure when it has one; otherwise the documented
-        fallback (float16 -> bfloat16, float8 variants -> float8, float4 ->
-        float8, int8/uint8 -> float8, float64 -> float32 as an optimistic
-        bound, other integers/bool/complex64 -> float32), with the rule
-        appended to the returned figure's note.  Unknown dtypes raise
-        ValueError listing the accepted names.
+        The chip's figure for the dtype's family (``float8_e4m3fn`` ->
+        ``float8``) when it has one; otherwise the documented fallback
+        (float16 -> bfloat16, float8 -> bfloat16, float4 -> float8 -> bfloat16,
+        tf32 -> float32, int8/uint8/quantized -> float8 -> bfloat16, float64 ->
+        float32 as an optimistic bound, other integers/bool/complex64 ->
+        float32), with the rule appended to the returned figure's note.
+        Unknown dtypes raise ValueError listing the accepted names.
         """
-        name = _dtype_name(dtype)
-        rule = _DTYPE_RULES.get(name)
-        if rule is None:
-            raise ValueError(f"dtype: unknown dtype {name!r}; accepted: {', '.join(DTYPE_NAMES)}")
+        name = dtype if type(dtype) is str and dtype in _PEAK_RULES else dtype_name(dtype)
+        rule = _PEAK_RULES[name]
         for position, key in enumerate(rule):
             fig = self.peak.get(key)
             if fig is None:
                 continue
-            if position == 0 and key == name:
+            if position == 0:
                 return fig
-            return fig.with_note(f"{name} uses the {key} figure (fallback rule: no {name} figure for {self.kind})"
-                                 if key != name else f"{name} uses the {key} figure")
+            return fig.with_note(f"{name} uses the {key} figure (fallback rule: no {rule[0]} figure for {self.kind})")
         raise ValueError(f"dtype: {self.kind} has no figure for {name!r} nor its fallbacks {', '.join(rule)}")
 
 

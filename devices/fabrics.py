@@ -15,6 +15,9 @@ from typing import Iterable, Mapping
 
 from devices.chip import Chip, chip
 from devices.figure import Figure
+from devices.sources import (A100_PAGE, BCM_NVLINK, DGX_A100_GUIDE, DGX_GB_USER_GUIDE, H100_DATASHEET, HPCTECH_H100,
+                             KLOCKWOOD_B300, NCCL_TESTS_119, NCCL_TUNING, NVLINK_FUSION_PAGE, TRN1_ARCH, TRN2_ARCH,
+                             TRN3_ARCH)
 
 DOMAIN_FABRICS: tuple[str, ...] = ("nvlink-fusion", "nvlink", "neuronlink-torus", "neuronswitch", "pcie")
 """Accepted values of ``DomainSpec.fabric``."""
@@ -22,9 +25,7 @@ DOMAIN_FABRICS: tuple[str, ...] = ("nvlink-fusion", "nvlink", "neuronlink-torus"
 NETWORK_FABRICS: tuple[str, ...] = ("efa", "infiniband")
 """Accepted values of ``NetworkSpec.fabric``."""
 
-_NCCL = "NCCL src/graph/tuning.cc v2.30 hop latencies (collectives.md)"
-_NCCL_OLD = ("NCCL src/graph/tuning.cc, hwLat table, PCI ring LL "
-             "(https://github.com/NVIDIA/nccl/blob/master/src/graph/tuning.cc; older release than v2.30)")
+_NCCL = NCCL_TUNING.cite("hop latencies")
 
 NVLINK_HOP_LATENCY = Figure(
     0.6e-6, "s", _NCCL, "published",
@@ -33,7 +34,7 @@ NVLINK_HOP_LATENCY = Figure(
 NETWORK_HOP_LATENCY = Figure(
     2.7e-6, "s", _NCCL, "published",
     "network hop, ring, LL protocol; LL128 4.0 us, Simple 14 us; NCCL's tuning model, applied to EFA too")
-PCIE_HOP_LATENCY = Figure(1.0e-6, "s", _NCCL_OLD, "published", "PCI hop, ring, LL protocol; LL128 2.5, Simple 5.7 us")
+PCIE_HOP_LATENCY = Figure(1.0e-6, "s", _NCCL, "published", "PCI hop, ring, LL protocol; LL128 2.5, Simple 5.7 us")
 NVLS_BASE_LATENCY = Figure(
     25e-6, "s", _NCCL, "published", "NVLS (in-switch reduction) base latency per collective")
 NEURON_HOP_LATENCY = NVLINK_HOP_LATENCY.derive(
@@ -41,25 +42,31 @@ NEURON_HOP_LATENCY = NVLINK_HOP_LATENCY.derive(
          "stands in for it", source="stand-in (no published figure)")
 FUSION_HOP_LATENCY = NVLINK_HOP_LATENCY.derive(
     1.0, "assumed: NVLink Fusion rides NVLink switches, so the NVLink hop latency is used",
-    source="NVLink Fusion (specs.md)")
+    source=NVLINK_FUSION_PAGE.cite("Trainium4 and NVIDIA GPUs on NVIDIA's NVLink switches"))
 
 PCIE_GEN5_X16 = Figure(
-    64e9, "B/s", "NVIDIA H100 datasheet: PCIe Gen5 128 GB/s (as reproduced by HPC Tech and glennklockwood.com)",
+    64e9, "B/s", f"{H100_DATASHEET.cite('PCIe Gen5 128 GB/s')}; {HPCTECH_H100.cite('PCIe Gen5 x16 128 GB/s')}",
     "secondary", "PCIe Gen5 x16: 128 GB/s is the bidirectional total; per direction = 64 GB/s")
 
 TRN2_INSTANCE_LINK = Figure(
-    512e9, "B/s", "trn2.48xlarge: 16 Trn2 in a 4x4 2D torus, NeuronLink 1,024 GB/s per chip inside the instance "
-                  "(AWS Neuron docs, Trn2 architecture; specs.md)", "published",
+    512e9, "B/s", TRN2_ARCH.cite("trn2.48xlarge: 16 Trainium2 in a 4x4 2D torus, NeuronLink 1,024 GB/s per chip "
+                                 "inside the instance"), "published",
     "1,024 GB/s per chip read as a bidirectional total, as for the chip's 1.28 TB/s; per direction = 512 GB/s; "
     "the remaining 256 GB/s of the chip's 1.28 TB/s are the UltraServer's Z rings")
 
-NVLINK_MAX_DOMAIN = Figure(576, "", "NVLink 5 / NVLink Fusion: NVLink domains up to 576 GPUs (specs.md)", "published")
+NVLINK_MAX_DOMAIN = Figure(576, "", BCM_NVLINK.cite("NVLink 5: up to 576 GPUs in a single NVLink domain"), "published",
+                           "NVLink Fusion rides the same switches")
 """Largest NVLink (or NVLink Fusion) domain the default layout builds before starting another."""
-TRN2_INSTANCE_CHIPS = Figure(16, "", "trn2.48xlarge: 16 Trn2 chips in a 4x4 torus (specs.md)", "published")
+NVLINK3_MAX_DOMAIN = Figure(
+    16, "", A100_PAGE.cite("'up to 16 A100 GPUs can be interconnected at up to 600 GB/s' with NVSwitch"), "secondary",
+    "second-generation NVSwitch (HGX A100 16-GPU); the DGX A100 node holds 8")
+"""Largest NVLink 3 (A100) domain the default layout builds before starting another."""
+TRN2_INSTANCE_CHIPS = Figure(16, "", TRN2_ARCH.cite("trn2.48xlarge: 16 Trainium2 in a 4x4 torus"), "published")
 """Chips per trn2.48xlarge: the default Trn2 torus size."""
-TRN1_INSTANCE_CHIPS = Figure(16, "", "trn1.32xlarge: 16 Trainium chips, 4D hypercube (specs.md)", "published")
+TRN1_INSTANCE_CHIPS = Figure(16, "", TRN1_ARCH.cite("trn1.32xlarge: 16 Trainium devices, 4D hypercube"), "published")
 """Chips per trn1.32xlarge: the default Trn1 hypercube size."""
-TRN3_ULTRASERVER_CHIPS = Figure(144, "", "Trn3 UltraServer (Gen2): 144 chips on NeuronSwitch-v1 (specs.md)", "published")
+TRN3_ULTRASERVER_CHIPS = Figure(144, "", TRN3_ARCH.cite("Trn3 Gen2 UltraServer: 144 Trainium3 on NeuronSwitch-v1"),
+                                "published")
 """Chips per Trn3 UltraServer (Gen2): the default NeuronSwitch domain size."""
 
 
@@ -107,23 +114,28 @@ _FABRICS: Mapping[str, Fabric] = MappingProxyType({
 })
 
 _GBPS = 1e9 / 8  # bits/s -> bytes/s; network line rates are per direction (full duplex)
-_IB_NDR = ("InfiniBand NDR 400 Gb/s, one NIC per GPU as in the DGX/HGX reference designs "
-           "(specs.md: 46-48 GB/s per NIC measured by nccl-tests maintainers)")
+_IB_NDR = (f"InfiniBand NDR 400 Gb/s, one NIC per GPU as in the DGX/HGX reference designs; "
+           f"{NCCL_TESTS_119.cite('24 GB/s peak per 200G NIC, so ~48 GB/s measured per 400G NIC')}")
 _SCALE_OUT: Mapping[str, Figure] = MappingProxyType({
-    "trn1": Figure(800 * _GBPS / 16, "B/s", "AWS Neuron docs, Trn1 architecture: EFA 800 Gbps per trn1.32xlarge "
-                   "(1,600 for trn1n) (specs.md)", "published",
+    "trn1": Figure(800 * _GBPS / 16, "B/s", TRN1_ARCH.cite("EFA 800 Gbps per trn1.32xlarge (1,600 for trn1n)"),
+                   "published",
                    "800 Gb/s per instance of 16 chips -> 100 GB/s / 16 = 6.25 GB/s per chip per direction"),
-    "trn2": Figure(3200 * _GBPS / 16, "B/s", "AWS: trn2.48xlarge EFAv3 3.2 Tbps per instance (specs.md)", "published",
+    "trn2": Figure(3200 * _GBPS / 16, "B/s", TRN2_ARCH.cite("trn2.48xlarge EFAv3 3.2 Tbps per instance"), "published",
                    "3.2 Tb/s per instance of 16 chips -> 400 GB/s / 16 = 25 GB/s per chip per direction"),
-    "trn3": Figure(28800 * _GBPS / 144, "B/s", "AWS: Trn3 UltraServer EFA 28,800 Gbps (Gen2, 144 chips; Gen1 12,800 "
-                   "Gbps for 64) (specs.md)", "published",
+    "trn3": Figure(28800 * _GBPS / 144, "B/s", TRN3_ARCH.cite("Trn3 UltraServer EFA 28,800 Gbps (Gen2, 144 chips; "
+                                                              "Gen1 12,800 Gbps for 64)"), "published",
                    "28.8 Tb/s / 144 chips = 25 GB/s per chip per direction (Gen1: 12.8 Tb/s / 64 = 25 GB/s too)"),
     "h100": Figure(400 * _GBPS, "B/s", _IB_NDR, "secondary", "400 Gb/s = 50 GB/s per direction, nominal"),
     "h200": Figure(400 * _GBPS, "B/s", _IB_NDR, "secondary", "400 Gb/s = 50 GB/s per direction, nominal"),
     "b200": Figure(400 * _GBPS, "B/s", _IB_NDR, "secondary", "400 Gb/s = 50 GB/s per direction, nominal"),
-    "gb300": Figure(800 * _GBPS, "B/s", "GB300 NVL72: one ConnectX-8 SuperNIC at 800 Gb/s per GPU (vendor "
-                    "announcements via vendordeep.com, glennklockwood.com)", "secondary",
-                    "800 Gb/s = 100 GB/s per direction, nominal"),
+    "a100": Figure(200 * _GBPS, "B/s", DGX_A100_GUIDE.cite("eight single-port ConnectX-6 HDR 200 Gb/s InfiniBand "
+                                                        "adapters per DGX A100, one per GPU"),
+                   "secondary", "200 Gb/s = 25 GB/s per direction, nominal"),
+    "gb200": Figure(400 * _GBPS, "B/s", DGX_GB_USER_GUIDE.cite("DGX GB200 compute tray: 4x ConnectX-7 single-port "
+                                                               "400G OSFP NICs per tray of 4 Blackwell GPUs"),
+                    "published", "400 Gb/s per GPU = 50 GB/s per direction, nominal"),
+    "gb300": Figure(800 * _GBPS, "B/s", KLOCKWOOD_B300.cite("GB300 NVL72: one ConnectX-8 SuperNIC at 800 Gb/s per GPU"),
+                    "secondary", "800 Gb/s = 100 GB/s per direction, nominal"),
 })
 
 

@@ -1,36 +1,18 @@
-"""Rack spec strings, presets, and the default layout of domains for a list of chips.
+"""Rack spec strings and presets.
 
-Grammar accepted by :func:`parse` (and ``RackSpec.parse``, ``devices.parse_rack``):
+Grammar accepted by :func:`parse` (``devices.parse_rack``):
 
 * a preset name: ``"fusion-default"``, ``"h100-node"`` ... (see :func:`presets`);
 * kind counts: ``"kind:count+kind:count"``, kinds case-insensitive, counts
-  positive integers, whitespace anywhere between tokens (``" Trn3 : 4 + h100:4 "``);
+  positive integers, whitespace anywhere between tokens (``" Trn3 : 4 + h100:4 "``),
+  laid out by the rules of :mod:`devices.rack_layout`;
 * a path ending in ``.toml`` (see :mod:`devices.rack_toml`);
 * any of the above followed by ``*N``: the rack repeated N times, joined by its
   network (``"trn3-ultraserver*7282"`` is a 1,048,608-chip what-if).
 
-Default layout (:func:`default_domains`), applied to kind counts and to TOML
-files without ``[[domains]]``; slots keep the order they were given in:
-
-1. If any Trainium4 is present, the Trainium4 and every NVIDIA GPU form one
-   ``nvlink-fusion`` domain (Trn4's NVLink Fusion port joins NVIDIA's switch).
-   Those slots must be adjacent, since a domain is a contiguous slot range.
-2. Otherwise each contiguous run of NVIDIA GPUs forms one ``nvlink`` domain,
-   with in-switch reduction on (NVLS exists on every NVSwitch generation of
-   the catalogued GPUs: Hopper and Blackwell).
-3. NVLink and NVLink Fusion domains hold at most 576 GPUs (NVLink's
-   published largest domain); longer runs are split.
-4. Trainium2 (NeuronLink-v3): a 4x4 ``neuronlink-torus`` per 16 chips, one
-   trn2.48xlarge each, at the in-instance 1,024 GB/s per chip (512 GB/s per
-   direction); a remainder r < 16 forms a ring, shape (r,).  The 4x4x4
-   UltraServer torus is the ``trn2-ultraserver`` preset, not a default.
-5. Trainium (Trn1, NeuronLink-v2): a 2x2x2x2 torus (the 4D hypercube of a
-   trn1.32xlarge) per 16 chips; a remainder forms a ring.
-6. Trainium3 (NeuronLink-v4): a ``neuronswitch`` domain per 144 chips (one
-   Gen2 UltraServer); a remainder forms a smaller one.
-7. Domains are joined by the network of :func:`default_network`: EFA when any
-   Trainium is present, InfiniBand otherwise, at the per-slot bandwidth of the
-   slowest chip's scale-out share, with NCCL's network hop latency.
+Parsing does work in proportion to the number of terms, never to the number
+of slots: ``"trn2:100000000"`` is as cheap as ``"trn2:16"``.  A rack holds
+at most 2^63-1 slots.
 """
 
 from __future__ import annotations
@@ -39,20 +21,26 @@ import os
 import re
 from functools import lru_cache
 from importlib import resources
-from typing import Iterable, Sequence
 
-from devices.fabrics import (NVLINK_MAX_DOMAIN, TRN1_INSTANCE_CHIPS, TRN2_INSTANCE_CHIPS, TRN2_INSTANCE_LINK,
-                             TRN3_ULTRASERVER_CHIPS, default_network_fabric, fabric as fabric_defaults,
-                             network_bandwidth)
-from devices.chip import chip, kinds as catalogue_kinds
-from devices.rack import DomainSpec, NetworkSpec, RackSpec, SlotGroup
+from devices.chip import kinds as catalogue_kinds
+from devices.rack import INT64_MAX, check_int64
+from devices.rack_layout import build_groups, default_domains, default_network
+from devices.rack_spec import RackSpec
+from devices.rack_toml import load, loads_with_description
 
 DEFAULT_PRESET = "fusion-default"
 """The preset used when nothing else is asked for (the embedded default rack)."""
 
 _COUNT = re.compile(r"^[0-9]+$")
-_PREFIX = {"nvlink-fusion": "fusion", "nvlink": "nvlink", "neuronlink-torus": "torus",
-           "neuronswitch": "switch", "pcie": "pcie"}
+_DIGITS = len(str(INT64_MAX))
+
+
+def _positive_count(text: str, where: str, what: str) -> int:
+    # Length first: int() of a 5,000-digit string would raise Python's own digit-limit error.
+    if not _COUNT.match(text) or (len(text.lstrip("0")) or 1) > _DIGITS or int(text) == 0:
+        raise ValueError(f"{where}: expected a positive integer for {what} (at most 2^63-1 = {INT64_MAX}), "
+                         f"got {text if len(text) <= 40 else text[:20] + '...' + text[-10:]!r}")
+    return check_int64(int(text), where, what)
 
 
 def parse(spec: str | os.PathLike | RackSpec) -> RackSpec:
@@ -60,8 +48,6 @@ def parse(spec: str | os.PathLike | RackSpec) -> RackSpec:
     if isinstance(spec, RackSpec):
         return spec
     if isinstance(spec, os.PathLike):
-        from devices.rack_toml import load
-
         return load(spec)
     if not isinstance(spec, str):
         raise ValueError(f"spec: expected a rack spec string or a path, got {spec!r}")
@@ -71,13 +57,9 @@ def parse(spec: str | os.PathLike | RackSpec) -> RackSpec:
                          f"'kind:count+kind:count' with kinds {', '.join(catalogue_kinds())}, or a .toml path")
     if "*" in text:
         base, _, times = text.rpartition("*")
-        times = times.strip()
-        if not _COUNT.match(times) or int(times) == 0:
-            raise ValueError(f"replicas: expected a positive integer after '*' in {spec!r}, got {times!r}")
-        return parse(base).with_replicas(int(times))
+        replicas = _positive_count(times.strip(), "replicas", f"the number after '*' in {spec!r}")
+        return parse(base).with_replicas(replicas)
     if text.lower().endswith(".toml"):
-        from devices.rack_toml import load
-
         return load(text)
     if ":" in text:
         return from_kind_counts(text)
@@ -88,6 +70,7 @@ def parse_kind_counts(text: str) -> list[tuple[str, int]]:
     """``"trn3:4+h100:4"`` -> ``[("trn3", 4), ("h100", 4)]``, with ValueError naming the bad field."""
     accepted_kinds = ", ".join(catalogue_kinds())
     out: list[tuple[str, int]] = []
+    total = 0
     for position, term in enumerate(text.split("+"), start=1):
         if ":" not in term:
             raise ValueError(f"spec: term {position} {term.strip()!r} of {text!r} is not 'kind:count'; "
@@ -96,26 +79,10 @@ def parse_kind_counts(text: str) -> list[tuple[str, int]]:
         kind, count = kind.strip().lower(), count.strip()
         if kind not in catalogue_kinds():
             raise ValueError(f"kind: unknown chip kind {kind!r} in {text!r}; accepted kinds: {accepted_kinds}")
-        if not _COUNT.match(count) or int(count) == 0:
-            raise ValueError(f"count: expected a positive integer for {kind} in {text!r}, got {count!r}")
-        out.append((kind, int(count)))
+        n = _positive_count(count, "count", kind)
+        total = check_int64(total + n, "count", f"the slot count up to term {position} ({kind})")
+        out.append((kind, n))
     return out
-
-
-def build_groups(runs: Iterable[tuple[str, int, int | None, str]]) -> tuple[SlotGroup, ...]:
-    """Slot groups from ``(kind, count, capacity, backing)`` runs, merging adjacent identical runs."""
-    merged: list[list] = []
-    for kind, count, capacity, backing in runs:
-        if merged and merged[-1][0] == kind and merged[-1][2] == capacity and merged[-1][3] == backing:
-            merged[-1][1] += count
-        else:
-            merged.append([kind, count, capacity, backing])
-    groups: list[SlotGroup] = []
-    first = 0
-    for kind, count, capacity, backing in merged:
-        groups.append(SlotGroup(kind, count, first, capacity, backing))
-        first += count
-    return tuple(groups)
 
 
 def from_kind_counts(text: str) -> RackSpec:
@@ -125,70 +92,6 @@ def from_kind_counts(text: str) -> RackSpec:
     name = "+".join(f"{kind}:{count}" for kind, count in pairs)
     return RackSpec(name=name, groups=groups, domains=default_domains(groups),
                     network=default_network(g.kind for g in groups), source=f"spec {text.strip()!r}")
-
-
-def _domain_class(kind: str, fusion: bool) -> str:
-    member = chip(kind)
-    if member.scale_up_fabric == "nvlink-fusion" or (fusion and member.vendor == "nvidia"):
-        return "nvlink-fusion"
-    if member.vendor == "nvidia":
-        return "nvlink"
-    return member.scale_up_fabric  # neuronlink-v2 / -v3 / -v4
-
-
-def default_domains(groups: Sequence[SlotGroup]) -> tuple[DomainSpec, ...]:
-    """The documented default layout (module docstring, rules 1-6) for slot groups in index order."""
-    fusion = any(chip(g.kind).scale_up_fabric == "nvlink-fusion" for g in groups)
-    runs: list[list] = []  # [class, first, count]
-    for group in groups:
-        klass = _domain_class(group.kind, fusion)
-        if runs and runs[-1][0] == klass:
-            runs[-1][2] += group.count
-        else:
-            runs.append([klass, group.first, group.count])
-    fusion_runs = [r for r in runs if r[0] == "nvlink-fusion"]
-    if len(fusion_runs) > 1:
-        spans = ", ".join(f"{first}-{first + count - 1}" for _, first, count in fusion_runs)
-        raise ValueError(f"slots: Trainium4 and NVIDIA GPU slots share one nvlink-fusion domain, so they must be "
-                         f"adjacent; they sit at slots {spans}. Reorder the spec (Trainium4 and GPUs together, "
-                         f"e.g. 'trn4:4+b200:4+trn3:4') or give [[domains]] in a TOML file")
-    nvlink_max = int(NVLINK_MAX_DOMAIN.value)
-    layout = {
-        # class: (fabric, chunk, full shape, link bandwidth, in-switch reduction)
-        "nvlink-fusion": ("nvlink-fusion", nvlink_max, None, None, False),
-        "nvlink": ("nvlink", nvlink_max, None, None, True),
-        "neuronlink-v3": ("neuronlink-torus", int(TRN2_INSTANCE_CHIPS.value), (4, 4),
-                          TRN2_INSTANCE_LINK.value, False),
-        "neuronlink-v2": ("neuronlink-torus", int(TRN1_INSTANCE_CHIPS.value), (2, 2, 2, 2), None, False),
-        "neuronlink-v4": ("neuronswitch", int(TRN3_ULTRASERVER_CHIPS.value), None, None, False),
-    }
-    numbering: dict[str, int] = {}
-    domains: list[DomainSpec] = []
-    for klass, first, count in runs:
-        fabric_name, chunk, full_shape, link, reduction = layout[klass]
-        start = first
-        while start < first + count:
-            size = min(chunk, first + count - start)
-            shape = None
-            if fabric_name == "neuronlink-torus":
-                shape = full_shape if size == chunk else (size,)
-            prefix = _PREFIX[fabric_name]
-            number = numbering.get(prefix, 0)
-            numbering[prefix] = number + 1
-            domains.append(DomainSpec(f"{prefix}{number}", fabric_name, start, size, shape=shape,
-                                      link_bandwidth=link, in_switch_reduction=reduction))
-            start += size
-    return tuple(domains)
-
-
-def default_network(kinds: Iterable[str], fabric: str | None = None) -> NetworkSpec:
-    """EFA if any Trainium is present else InfiniBand, at the slowest kind's per-slot scale-out bandwidth."""
-    present = sorted(set(kinds))
-    if not present:
-        raise ValueError("slots: a rack needs at least one slot")
-    chosen = default_network_fabric(present) if fabric is None else fabric
-    bandwidth = min(network_bandwidth(k).value for k in present)
-    return NetworkSpec(chosen, bandwidth, fabric_defaults(chosen).latency.value)
 
 
 def _preset_dir():
@@ -204,10 +107,8 @@ def _preset_names() -> tuple[str, ...]:
 
 @lru_cache(maxsize=None)
 def _load_preset_text(name: str) -> tuple[RackSpec, str]:
-    from devices.rack_toml import loads_with_description
-
     text = (_preset_dir() / f"{name}.toml").read_text(encoding="utf-8")
-    rack, description = loads_with_description(text, source=f"preset {name}")
+    rack, description = loads_with_description(text, source=f"preset {name}", default_name=name)
     return rack, description
 
 
@@ -226,5 +127,4 @@ def presets() -> dict[str, str]:
     return {name: _load_preset_text(name)[1] for name in _preset_names()}
 
 
-__all__ = ["DEFAULT_PRESET", "parse", "parse_kind_counts", "from_kind_counts", "build_groups",
-           "default_domains", "default_network", "load_preset", "presets"]
+__all__ = ["DEFAULT_PRESET", "parse", "parse_kind_counts", "from_kind_counts", "load_preset", "presets"]

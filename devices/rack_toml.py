@@ -13,7 +13,7 @@ Format (every table optional except ``[[slots]]``; unknown keys are errors)::
     capacity = "80GB"             # "2GiB", "80GB" or integer bytes; default: the chip's HBM
     backing = "auto"              # "auto" | "emulated" | "cuda:N"
 
-    [[domains]]                   # default: the layout of devices.rack_parse.default_domains
+    [[domains]]                   # default: the layout of devices.rack_layout.default_domains
     name = "nvlink0"
     fabric = "nvlink"             # nvlink-fusion | nvlink | neuronlink-torus | neuronswitch | pcie
     slots = "0-7"                 # inclusive range, one index, or a list of consecutive indices
@@ -21,8 +21,9 @@ Format (every table optional except ``[[slots]]``; unknown keys are errors)::
     link_bandwidth = "450GB/s"    # bytes/s per direction per slot, or a number
     latency = "0.6us"             # seconds per hop, or a number
     in_switch_reduction = true
+    repeat = 1                    # this domain and repeat - 1 copies right after it, named nvlink0, nvlink1, ...
 
-    [network]                     # default: devices.rack_parse.default_network
+    [network]                     # default: devices.rack_layout.default_network
     fabric = "efa"                # efa | infiniband
     bandwidth = "25GB/s"          # per slot per direction; "3200Gbps" reads bits
     latency = "2.7us"
@@ -31,6 +32,10 @@ Format (every table optional except ``[[slots]]``; unknown keys are errors)::
     slots = "3"                   # same forms as domains.slots
     capacity = "2GiB"
     backing = "cuda:0"
+
+Capacities and slot counts are int64 where they end up, so anything above
+2^63-1 is refused here, naming the key.  A file that is not UTF-8, or nested
+deeper than the TOML reader can follow, is a ValueError naming the file.
 """
 
 from __future__ import annotations
@@ -43,16 +48,18 @@ from pathlib import Path
 from typing import Any
 
 from devices.chip import kinds
-from devices.rack import DomainSpec, NetworkSpec, RackSpec, check_backing
-from devices.rack_parse import build_groups, default_domains, default_network
+from devices.domain_table import DomainRun
 from devices.fabrics import NETWORK_FABRICS
+from devices.rack import DomainSpec, NetworkSpec, check_backing, check_int64
+from devices.rack_layout import build_groups, default_domains, default_network
+from devices.rack_spec import RackSpec
 from devices.units import parse_bandwidth, parse_duration, parse_size
 
 _KEYS: dict[str, tuple[str, ...]] = {
     "": ("rack", "slots", "domains", "network", "overrides"),
     "rack": ("name", "description", "replicas"),
     "slots": ("kind", "count", "capacity", "backing"),
-    "domains": ("name", "fabric", "slots", "shape", "link_bandwidth", "latency", "in_switch_reduction"),
+    "domains": ("name", "fabric", "slots", "shape", "link_bandwidth", "latency", "in_switch_reduction", "repeat"),
     "network": ("fabric", "bandwidth", "latency"),
     "overrides": ("slots", "capacity", "backing"),
 }
@@ -92,6 +99,13 @@ def _str(value: Any, where: str) -> str:
     return value.strip()
 
 
+def _capacity(value: Any, where: str) -> int:
+    capacity = parse_size(value, where)
+    if capacity <= 0:
+        raise ValueError(f"{where}: must be positive, got {value!r}")
+    return check_int64(capacity, where, "the slot capacity in bytes")
+
+
 def _slot_range(value: Any, where: str, width: int) -> tuple[int, int]:
     """``"0-3"`` / ``3`` / ``"3"`` / ``[0, 1, 2, 3]`` -> ``(first, count)``; consecutive and inside the rack."""
     if isinstance(value, bool):
@@ -126,6 +140,7 @@ def _slot_runs(doc: dict) -> list[list]:
     if not entries:
         raise ValueError("slots: a rack file needs at least one [[slots]] entry with kind and count")
     runs: list[list] = []
+    total = 0
     for i, entry in enumerate(entries):
         where = f"slots[{i}]"
         if "kind" not in entry:
@@ -134,11 +149,8 @@ def _slot_runs(doc: dict) -> list[list]:
         if kind not in kinds():
             raise ValueError(f"{where}.kind: unknown chip kind {entry['kind']!r}; accepted kinds: {', '.join(kinds())}")
         count = _int(entry.get("count", 1), f"{where}.count")
-        capacity = None
-        if "capacity" in entry:
-            capacity = parse_size(entry["capacity"], f"{where}.capacity")
-            if capacity <= 0:
-                raise ValueError(f"{where}.capacity: must be positive, got {entry['capacity']!r}")
+        total = check_int64(total + count, f"{where}.count", "the slot count up to this entry")
+        capacity = _capacity(entry["capacity"], f"{where}.capacity") if "capacity" in entry else None
         backing = check_backing(entry.get("backing", "auto"), f"{where}.backing")
         runs.append([kind, count, capacity, backing])
     return runs
@@ -153,9 +165,7 @@ def _apply_overrides(runs: list[list], doc: dict) -> list[list]:
         if "slots" not in entry:
             raise ValueError(f"{where}.slots: missing; accepted: 'a-b', an index, or a list of consecutive indices")
         first, count = _slot_range(entry["slots"], f"{where}.slots", width)
-        capacity = parse_size(entry["capacity"], f"{where}.capacity") if "capacity" in entry else None
-        if capacity is not None and capacity <= 0:
-            raise ValueError(f"{where}.capacity: must be positive, got {entry['capacity']!r}")
+        capacity = _capacity(entry["capacity"], f"{where}.capacity") if "capacity" in entry else None
         backing = check_backing(entry["backing"], f"{where}.backing") if "backing" in entry else None
         split: list[list] = []
         start = 0
@@ -172,7 +182,7 @@ def _apply_overrides(runs: list[list], doc: dict) -> list[list]:
     return runs
 
 
-def _domains(doc: dict, width: int) -> tuple[DomainSpec, ...] | None:
+def _domains(doc: dict, width: int) -> list[DomainRun] | None:
     entries = _array_of_tables(doc, "domains")
     if not entries:
         return None
@@ -183,6 +193,10 @@ def _domains(doc: dict, width: int) -> tuple[DomainSpec, ...] | None:
             if required not in entry:
                 raise ValueError(f"{where}.{required}: missing (a domain needs name, fabric and slots)")
         first, count = _slot_range(entry["slots"], f"{where}.slots", width)
+        repeat = _int(entry.get("repeat", 1), f"{where}.repeat")
+        if first + count * repeat > width:
+            raise ValueError(f"{where}.repeat: {repeat} copies of slots {first}-{first + count - 1} reach slot "
+                             f"{first + count * repeat - 1}, outside the rack's {width} slots (0-{width - 1})")
         shape = entry.get("shape")
         if shape is not None and not isinstance(shape, list):
             raise ValueError(f"{where}.shape: expected a list of positive integers such as [4, 4], got {shape!r}")
@@ -190,7 +204,7 @@ def _domains(doc: dict, width: int) -> tuple[DomainSpec, ...] | None:
         latency = entry.get("latency")
         reduction = entry.get("in_switch_reduction", False)
         try:
-            out.append(DomainSpec(
+            out.append(DomainRun(DomainSpec(
                 name=_str(entry["name"], f"{where}.name"),
                 fabric=_str(entry["fabric"], f"{where}.fabric"),
                 first=first, count=count,
@@ -198,11 +212,11 @@ def _domains(doc: dict, width: int) -> tuple[DomainSpec, ...] | None:
                 link_bandwidth=None if link is None else parse_bandwidth(link, f"{where}.link_bandwidth"),
                 latency=None if latency is None else parse_duration(latency, f"{where}.latency"),
                 in_switch_reduction=reduction,
-            ))
+            ), repeat))
         except ValueError as error:
             message = str(error)
             raise ValueError(message if message.startswith(where) else f"{where}.{message}") from None
-    return tuple(out)
+    return out
 
 
 def _network(doc: dict, kinds: list[str]) -> NetworkSpec:
@@ -216,8 +230,10 @@ def _network(doc: dict, kinds: list[str]) -> NetworkSpec:
             raise ValueError(f"network.fabric: unknown network fabric {table['fabric']!r}; "
                              f"accepted: {', '.join(NETWORK_FABRICS)}")
     base = default_network(kinds, fabric=fabric_name)
-    bandwidth = parse_bandwidth(table["bandwidth"], "network.bandwidth") if "bandwidth" in table else base.bandwidth
-    latency = parse_duration(table["latency"], "network.latency") if "latency" in table else base.latency
+    bandwidth = (parse_bandwidth(table["bandwidth"], "network.bandwidth") if "bandwidth" in table
+                 else base.bandwidth_source or base.bandwidth)
+    latency = (parse_duration(table["latency"], "network.latency") if "latency" in table
+               else base.latency_source or base.latency)
     return NetworkSpec(base.fabric, bandwidth, latency)
 
 
@@ -227,6 +243,9 @@ def loads_with_description(text: str, source: str = "toml text", default_name: s
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise ValueError(f"toml: {source}: {error}") from None
+    except RecursionError:
+        raise ValueError(f"toml: {source}: nested deeper than the TOML reader can follow; a rack file needs "
+                         f"only tables, arrays of tables and flat values") from None
     _check_keys(doc, "", "")
     rack_table = _check_keys(doc.get("rack", {}), "rack", "rack")
     name = _str(rack_table.get("name", default_name), "rack.name")
@@ -237,6 +256,7 @@ def loads_with_description(text: str, source: str = "toml text", default_name: s
     runs = _apply_overrides(_slot_runs(doc), doc)
     groups = build_groups(tuple(r) for r in runs)
     width = groups[-1].stop
+    check_int64(width * replicas, "rack.replicas", f"the slot count ({width} x {replicas} replicas)")
     domains = _domains(doc, width)
     if domains is None:
         domains = default_domains(groups)
@@ -257,6 +277,9 @@ def load(path: str | os.PathLike) -> RackSpec:
         text = file.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ValueError(f"file: rack file {str(file)!r} not found") from None
+    except UnicodeDecodeError as error:
+        raise ValueError(f"file: rack file {str(file)!r} is not UTF-8 (byte 0x{error.object[error.start]:02x} at "
+                         f"offset {error.start}); TOML files are UTF-8, save it as UTF-8") from None
     except OSError as error:
         raise ValueError(f"file: cannot read rack file {str(file)!r}: {error}") from None
     return loads_with_description(text, source=f"file {file.name}", default_name=file.stem)[0]
@@ -285,9 +308,12 @@ def dumps(rack: RackSpec, description: str = "") -> str:
             lines.append(f"capacity = {group.capacity}")
         if group.backing != "auto":
             lines.append(f"backing = {_value(group.backing)}")
-    for domain in rack.domains:
+    for run in rack.domains.runs:
+        domain = run.domain
         lines += ["", "[[domains]]", f"name = {_value(domain.name)}", f"fabric = {_value(domain.fabric)}",
                   f"slots = {_value(f'{domain.first}-{domain.stop - 1}')}"]
+        if run.repeat != 1:
+            lines.append(f"repeat = {run.repeat}")
         if domain.shape is not None:
             lines.append(f"shape = {_value(list(domain.shape))}")
         if domain.link_bandwidth is not None:

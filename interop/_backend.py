@@ -39,7 +39,7 @@ def register() -> None:
 
 def _register_collective_hooks() -> None:
     """Give the collective layer what it needs from the device layer (it may not import us)."""
-    import collectives.device
+    import collectives.device_hooks
     from interop import _C
     from interop import timelines
     from interop.rack import current_rack
@@ -47,8 +47,8 @@ def _register_collective_hooks() -> None:
     def place(name, slots, seconds, nbytes, algorithm, sources, link):
         return timelines.current().place_collective(name, slots, seconds, nbytes, algorithm, sources, link)
 
-    collectives.device.register(collectives.device.DeviceHooks(alias=_C._execution_alias, rack=current_rack,
-                                                               place=place))
+    collectives.device_hooks.register(collectives.device_hooks.DeviceHooks(alias=_C._execution_alias,
+                                                                           rack=current_rack, place=place))
 
 
 def _register_distributed_backend() -> None:

@@ -3,7 +3,7 @@ nccl-tests of the rack, on tensors that live on its slots.
 
 Every row runs the real collective on the slots (zero-copy, the schedule the
 cost model chose) and checks it against an exactly predictable reference
-(``collectives.harness``): ``#wrong`` counts differing elements (0 ulp; 2 ulp
+(``collectives.verify``): ``#wrong`` counts differing elements (0 ulp; 2 ulp
 for AVG). Times are printed twice: modelled (the schedule on the rack's
 topology) and measured (wall time of the emulation on this host).
 """
@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 import torch
 
-from collectives import harness
-from collectives import hybrid as hc
-from collectives.estimate import plan
+from collectives import verify
+from collectives import in_process as hc
+from collectives.planner import plan
 from collectives.ops import REDUCING, SCALED
 from collectives.schedule import CollectiveSpec
 
@@ -56,7 +56,7 @@ def run_case(op: str, slots: list[int], count: int, dtype: torch.dtype, redop: s
     factor = (0.5 if dtype.is_floating_point else 2) if redop == "premul_sum" else None
     spec = CollectiveSpec(op=op, participants=p, count=count, itemsize=torch.empty(0, dtype=dtype).element_size(),
                           root=root)
-    inputs, outputs, expected = harness.expected_and_inputs(spec, dtype, redop, factor, seed)
+    inputs, outputs, expected = verify.expected_and_inputs(spec, dtype, redop, factor, seed)
     ins, outs = _on_slots(inputs, slots), _on_slots(outputs, slots)
     times = []
     result = None
@@ -64,17 +64,17 @@ def run_case(op: str, slots: list[int], count: int, dtype: torch.dtype, redop: s
         start = time.perf_counter()
         result = hc.run(op, ins, outs, reduce_op=redop, algorithm=algorithm, root=root, factor=factor)
         times.append(time.perf_counter() - start)
-    wrong, _ = harness.count_wrong([None if t is None else t.cpu() for t in outs], expected, redop, op)
+    wrong, _ = verify.count_wrong([None if t is None else t.cpu() for t in outs], expected, redop, op)
     if iters > 1:  # repeated reductions would accumulate: check only the first result
         pass
     wrong_ip = time_ip = None
     if in_place and iters == 1:
         if op in ("all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter"):
-            ip_in, ip_out = harness.in_place(op, _on_slots(inputs, slots), _on_slots(outputs, slots), count)
+            ip_in, ip_out = verify.in_place(op, _on_slots(inputs, slots), _on_slots(outputs, slots), count)
             start = time.perf_counter()
             hc.run(op, ip_in, ip_out, reduce_op=redop, algorithm=result.estimate.algorithm, root=root, factor=factor)
             time_ip = time.perf_counter() - start
-            wrong_ip, _ = harness.count_wrong([None if t is None else t.cpu() for t in ip_out], expected, redop, op)
+            wrong_ip, _ = verify.count_wrong([None if t is None else t.cpu() for t in ip_out], expected, redop, op)
     return result, wrong, statistics.median(times), wrong_ip, time_ip
 
 
@@ -86,7 +86,7 @@ def bench(op: str, sizes: list[int], *, dtype: str = "float32", redop: str = "su
     rack = interop.current_rack()
     slots = list(range(len(rack))) if slots is None else list(slots)
     p = len(slots)
-    dt = harness.DTYPES[dtype]
+    dt = verify.DTYPES[dtype]
     item = torch.empty(0, dtype=dt).element_size()
     printer(f"# hybrid bench collectives: {op} on rack {rack.name}, slots {slots}, {dtype}, redop {redop}")
     printer("# time/algbw/busbw: modelled on the rack's topology; meas: measured wall time of the emulation here")
@@ -139,7 +139,12 @@ def plot(rows: list[Row], path: str) -> str:
 def check(*, participants=(1, 2, 3, 5, 8), sizes=(0, 1, 13, 4099), dtypes=("float32", "bfloat16", "int32"),
           ops=None, algorithms=True, progress: bool = True, printer=print) -> int:
     """Correctness sweep on the current rack's slots: op x redop x dtype x participants x size x algorithm.
-    Returns the total number of wrong elements (0 means every case was exact)."""
+
+    Returns the total number of wrong elements (0 means every case was exact).
+    Participant counts larger than the rack are skipped with a note; a sweep
+    that would check nothing at all raises ValueError saying why (a check that
+    checks nothing must not pass).
+    """
     import interop
 
     from collectives.algorithms import names as algorithm_names
@@ -147,13 +152,21 @@ def check(*, participants=(1, 2, 3, 5, 8), sizes=(0, 1, 13, 4099), dtypes=("floa
     rack = interop.current_rack()
     ops = ops or ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all", "gather",
                   "scatter")
+    too_many = sorted({p for p in participants if p > len(rack)})
+    fitting = [p for p in participants if p <= len(rack)]
+    for what, values in (("participants", fitting), ("sizes", sizes), ("dtypes", dtypes), ("ops", ops)):
+        if not values:
+            why = (f"every participant count ({', '.join(map(str, too_many))}) is larger than the rack "
+                   f"{rack.name!r} ({len(rack)} slots)" if what == "participants" and too_many else "none given")
+            raise ValueError(f"{what}: nothing to check: {why}")
+    if too_many:
+        printer(f"note: skipped participants {', '.join(map(str, too_many))}: more than the rack {rack.name!r} "
+                f"has ({len(rack)} slots)")
     cases = []
-    for op, dtype, p, n in itertools.product(ops, dtypes, participants, sizes):
-        if p > len(rack):
-            continue
+    for op, dtype, p, n in itertools.product(ops, dtypes, fitting, sizes):
         redops = ["sum"]
         if op in REDUCING:
-            dt = harness.DTYPES[dtype]
+            dt = verify.DTYPES[dtype]
             redops = ["sum", "prod", "min", "max", "premul_sum"] + (["avg"] if dt.is_floating_point else
                                                                      ["band", "bor", "bxor"])
         for redop in redops:
@@ -162,15 +175,14 @@ def check(*, participants=(1, 2, 3, 5, 8), sizes=(0, 1, 13, 4099), dtypes=("floa
     total = failures = runs = 0
     for op, dtype, p, n, redop in cases:
         slots = list(range(p))
-        item = torch.empty(0, dtype=harness.DTYPES[dtype]).element_size()
+        item = torch.empty(0, dtype=verify.DTYPES[dtype]).element_size()
         algos = [None]
         if algorithms:
             est = plan(rack.spec, op, n, item, slots, build=False).estimate
-            algos = [a for a in est.alternatives if not a.startswith("hierarchical")] or [None]
+            # Alternatives are labelled by candidate (hierarchical(ring)...); rerun those that are algorithms.
+            algos = [a for a in est.alternatives if a in algorithm_names()] or [None]
         for algo in algos:
-            if algo not in (None,) and algo not in algorithm_names():
-                continue
-            _, wrong, _, wrong_ip, _ = run_case(op, slots, n, harness.DTYPES[dtype], redop, algorithm=algo)
+            _, wrong, _, wrong_ip, _ = run_case(op, slots, n, verify.DTYPES[dtype], redop, algorithm=algo)
             runs += 1
             bad = wrong + (wrong_ip or 0)
             if bad:
@@ -179,6 +191,8 @@ def check(*, participants=(1, 2, 3, 5, 8), sizes=(0, 1, 13, 4099), dtypes=("floa
             total += bad
         bar.update(1)
     bar.close()
+    if runs == 0:
+        raise ValueError(f"nothing was checked on rack {rack.name!r}: no case ran")
     printer(f"hybrid check collectives: {runs} runs over {len(cases)} cases on rack {rack.name}: "
             f"{total} wrong elements in {failures} runs -> {'OK' if total == 0 else 'FAILED'}")
     return total

@@ -1,5 +1,6 @@
 """Modelled durations of timeline records: ops through devices.cost, copies
-over the route the rack's topology gives (collectives.topology).
+through the one point-to-point transfer model (collectives.transfer: the route
+the rack's topology gives, the host's PCIe link being one of its links).
 
 Every duration is modelled; the estimate carries the catalogue figures it used.
 """
@@ -8,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import collectives
 import devices
 import devices.cost
-from devices.fabrics import PCIE_GEN5_X16, PCIE_HOP_LATENCY
 
 # c10::toString(ScalarType) -> torch dtype name, as devices.cost expects.
 DTYPE_NAMES = {
@@ -36,20 +37,11 @@ class CopyCost:
 
 
 class Coster:
-    """Costs records on one rack. Stateless apart from caches; cheap to build."""
+    """Costs records on one rack. Stateless (a rack's topology and plans are cached by collectives); cheap to build."""
 
     def __init__(self, rack):
         self.rack = rack
         self.kinds = [d.kind for d in rack.devices]
-        self._topology = None
-
-    @property
-    def topology(self):
-        if self._topology is None:
-            from collectives.topology import Topology
-
-            self._topology = Topology.from_rack(self.rack.spec)
-        return self._topology
 
     def op(self, slot: int, name: str, in_shapes, out_shapes, dtype: str, causal: bool) -> devices.cost.Estimate:
         args = {"is_causal": True} if causal else None
@@ -61,14 +53,8 @@ class Coster:
             est = devices.cost.estimate(self.kinds[src], "aten::copy_", [(nbytes,), (nbytes,)], "uint8",
                                         out_shapes=[(nbytes,)])
             return CopyCost(est.seconds, None, 0.0, 0.0, est.sources)
-        if src < 0 or dst < 0:
-            slot = dst if src < 0 else src
-            seconds = PCIE_HOP_LATENCY.value + nbytes / PCIE_GEN5_X16.value
-            arrow = f"host->hybrid:{slot}" if src < 0 else f"hybrid:{slot}->host"
-            return CopyCost(seconds, f"{arrow} (pcie)", PCIE_GEN5_X16.value, PCIE_HOP_LATENCY.value,
-                            (PCIE_GEN5_X16, PCIE_HOP_LATENCY))
-        route = self.topology.route(src, dst)
-        bandwidth = min(self.topology.bandwidth(link) for link in route.links)
-        seconds = route.latency + nbytes / bandwidth
-        return CopyCost(seconds, f"hybrid:{src}->hybrid:{dst} ({route.hw})", bandwidth, route.latency,
-                        tuple(self.topology.sources()))
+        # A negative slot is the host: the copy crosses that slot's PCIe link, a link of the topology.
+        a, b = (collectives.HOST if src < 0 else src), (collectives.HOST if dst < 0 else dst)
+        est = collectives.transfer(self.rack.spec, a, b, nbytes)
+        label = f"{'host' if src < 0 else f'hybrid:{src}'}->{'host' if dst < 0 else f'hybrid:{dst}'} ({est.fabric})"
+        return CopyCost(est.seconds, label, est.bandwidth, est.latency, est.sources)

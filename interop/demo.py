@@ -226,7 +226,7 @@ class DataParallelResult:
 def data_parallel_step(cfg: DemoConfig, reference: GPT, rack: Rack, echo) -> DataParallelResult:
     """One data-parallel training step over every slot: each replica takes a shard of the batch, the
     gradients are averaged by an all_reduce on the fabric (one flat bucket), then each replica steps."""
-    from collectives import hybrid as hc
+    from collectives import in_process as hc
 
     slots = [d.index for d in rack.devices]
     n = len(slots)

@@ -119,12 +119,12 @@ class Rack:
     @classmethod
     def preset(cls, name: str, **kwargs) -> Rack:
         """A named preset (see :func:`interop.presets`)."""
-        return cls(devices.RackSpec.preset(name), **kwargs)
+        return cls(devices.load_preset(name), **kwargs)
 
     @classmethod
     def load(cls, path: str | os.PathLike, **kwargs) -> Rack:
         """From a TOML rack file."""
-        return cls(devices.RackSpec.from_toml(path), **kwargs)
+        return cls(devices.load_rack(path), **kwargs)
 
     # -- queries --------------------------------------------------------------------
 

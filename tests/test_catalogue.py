@@ -30,13 +30,24 @@ SPECS = {
     "gb300": (2500 * T, 5000 * T, 15000 * T, 279e9, 8e12, 1.8e12, 1400.0),
 }
 
+# NVIDIA's own totals, with the arithmetic spelled out independently of the chip files: the A100 datasheet's
+# sparse BF16 624 TFLOPS / 2, 80 GB, 2,039 GB/s, NVLink 3 600 GB/s bidirectional, 400 W; the GB200 NVL72 page's
+# per-rack sparse totals (360 PF BF16, 180 PF TF32, 720 PF FP8, 1,440 PF FP4) / 72 GPUs / 2, 13.4 TB / 72,
+# 576 TB/s / 72, 130 TB/s NVLink / 72.  A100 has no FP8 and no FP4.
+NEW_CHIPS = {
+    # kind: (bf16, tf32, fp8, fp4, HBM bytes, HBM B/s, scale-up bidirectional B/s, power W)
+    "a100": (624 * T / 2, 312 * T / 2, None, None, 80e9, 2039e9, 600e9, 400.0),
+    "gb200": (360e15 / 72 / 2, 180e15 / 72 / 2, 720e15 / 72 / 2, 1440e15 / 72 / 2, 13.4e12 / 72, 576e12 / 72,
+              130e12 / 72, 1200.0),
+}
+
 # Dense FP32 found with the search tool (see the chip files for the citations).
 FP32 = {"trn1": 47.5 * T, "trn2": 181 * T, "trn3": 183 * T, "h100": 67 * T, "h200": 67 * T,
         "b200": 75 * T, "gb300": 80 * T}
 
 
 def test_every_specs_chip_is_catalogued():
-    assert {"trn2", "trn3", "trn4", "h100", "h200", "b200", "gb300"} <= set(kinds())
+    assert {"trn2", "trn3", "trn4", "h100", "h200", "b200", "gb300", "a100", "gb200"} <= set(kinds())
     assert kinds() == sorted(catalogue())
 
 
@@ -103,6 +114,51 @@ def test_trainium4_is_projected_from_trainium3_multipliers():
     assert t4.scale_up_bandwidth.value == pytest.approx(1.8e12)
 
 
+@pytest.mark.parametrize("kind", sorted(NEW_CHIPS))
+def test_new_chips_are_dense_per_gpu_figures(kind):
+    bf16, tf32, fp8, fp4, capacity, bandwidth, link_bidir, power = NEW_CHIPS[kind]
+    c = chip(kind)
+    assert c.peak["bfloat16"].value == pytest.approx(bf16)
+    assert c.peak["float16"].value == pytest.approx(bf16)
+    assert c.peak["tf32"].value == pytest.approx(tf32)
+    for key, want in (("float8", fp8), ("float4", fp4)):
+        if want is None:
+            assert key not in c.peak
+        else:
+            assert c.peak[key].value == pytest.approx(want)
+    assert c.hbm_capacity.value == pytest.approx(capacity, rel=0.01)
+    assert c.hbm_bandwidth.value == pytest.approx(bandwidth)
+    assert c.scale_up_bandwidth.value == pytest.approx(link_bidir / 2, rel=0.01)
+    assert c.power.value == power
+    for name, fig in c.figures().items():
+        if name.startswith("peak.") and name not in ("peak.float32", "peak.float64"):
+            assert "dense" in fig.note, (kind, name)  # the sparse trap: every tensor rate says it is dense
+        if fig is not None:
+            assert "read 2026-" in fig.source and "https://" in fig.source, (kind, name)
+
+
+def test_a100_without_fp8_costs_fp8_and_fp4_at_its_bf16_rate():
+    a100 = chip("a100")
+    for dtype in ("float8_e4m3fn", "float8_e5m2", "float4_e2m1fn_x2"):
+        fig = a100.peak_for(dtype)
+        assert fig.value == 312 * T and "fallback rule" in fig.note
+    assert a100.peak_for("int8").value == 624 * T
+    assert a100.peak_for("tf32").value == 156 * T
+    assert chip("h100").peak_for("tf32").value == chip("h100").peak["float32"].value  # no TF32 figure: FP32 bound
+
+
+def test_h200_derives_its_compute_link_and_power_from_h100():
+    h100, h200 = chip("h100"), chip("h200")
+    derived = [f"peak.{k}" for k in h100.peak] + ["scale_up_bandwidth", "power"]
+    assert set(h200.peak) == set(h100.peak)
+    for name in derived:
+        mine, base = h200.figures()[name], h100.figures()[name]
+        assert mine.value == base.value and mine.status == base.status, name
+        assert "H200" in mine.source and f"base figure: {base.source}" in mine.source, name
+    # Its own figures: the memory that makes it an H200.
+    assert "base figure" not in h200.hbm_capacity.source and h200.hbm_capacity.value == 141e9
+
+
 def test_only_trainium4_is_projected():
     assert [k for k in kinds() if chip(k).projected] == ["trn4"]
 
@@ -113,7 +169,7 @@ def test_prices_only_where_specs_give_them():
     for kind in ("trn1", "h100"):
         assert chip(kind).price_per_hour.status == "secondary"
         assert chip(kind).price_per_hour.unit == "USD/h"
-    for kind in ("trn2", "trn3", "trn4", "h200", "b200", "gb300"):
+    for kind in ("trn2", "trn3", "trn4", "h200", "b200", "gb300", "a100", "gb200"):
         assert chip(kind).price_per_hour is None
 
 
@@ -160,7 +216,7 @@ def test_peak_for_rules():
 
 def test_chip_lookup_errors_name_the_kind_and_list_accepted():
     assert chip(" H100 ") is chip("h100")
-    with pytest.raises(ValueError, match=r"kind: unknown chip kind 'h900'.*accepted kinds: b200, gb300, h100"):
+    with pytest.raises(ValueError, match=r"kind: unknown chip kind 'h900'.*accepted kinds: a100, b200, gb200, gb300, h100"):
         chip("h900")
 
 
@@ -280,10 +336,8 @@ def test_import_reads_no_environment_and_no_torch():
             "assert 'torch' not in sys.modules, 'torch imported'\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
-    mine = ["__init__.py", "figure.py", "chip.py", "units.py", "fabrics.py", "rack.py", "rack_parse.py",
-            "rack_toml.py", "catalogue_table.py"]
     folder = pathlib.Path(devices.__file__).parent
-    for path in [folder / n for n in mine] + sorted((folder / "chips").glob("*.py")):
+    for path in sorted(folder.glob("*.py")) + sorted((folder / "chips").glob("*.py")):
         text = path.read_text()
         assert "os.environ" not in text and "getenv(" not in text, path
         assert "import torch" not in text, path

@@ -48,3 +48,24 @@ def test_gpu_calibration_script_dry_run(script, tmp_path):
     out = run(script, "--dry-run", "--repeats", "1", "--out", str(tmp_path))
     assert out.returncode == 0, out.stderr
     assert (tmp_path / "calibration.csv").exists() and "ops compared" in (tmp_path / "calibration.md").read_text()
+
+
+def test_check_collectives_that_checks_nothing_fails_and_says_why():
+    out = run("-m", "interop.cli", "check", "collectives", "--rack", "fusion-default", "--participants", "9",
+              "--no-progress")
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "participants" in out.stderr and "9" in out.stderr and "8 slots" in out.stderr
+    assert "OK" not in out.stdout
+    from interop.commands.cmd_check import _counts
+
+    assert _counts("1, 2,9", "--participants", 1) == (1, 2, 9)
+    for bad in ("two", "0", "1,,2"):
+        with pytest.raises(ValueError, match="--participants"):
+            _counts(bad, "--participants", 1)
+
+
+def test_check_collectives_runs_and_notes_what_it_skipped():
+    out = run("-m", "interop.cli", "check", "collectives", "--rack", "fusion-default", "--participants", "2,9",
+              "--sizes", "3", "--dtypes", "int32", "--no-algorithms", "--no-progress")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "skipped participants 9" in out.stdout and "0 wrong elements" in out.stdout and "OK" in out.stdout

@@ -11,10 +11,11 @@ import pytest
 import collectives
 import devices
 from collectives import algorithms
-from collectives.calibration import IDEAL
+from collectives.tuning import IDEAL
 from collectives.cost import Levels, schedule_time
 from collectives.ops import busbw_factor, reported_bytes
 from collectives.schedule import CollectiveSpec
+from collectives.rack_topology import from_rack
 from collectives.topology import Topology
 
 A, B, G = 2e-6, 1e-9, 4e-10  # seconds per message, per byte, per reduced byte
@@ -157,7 +158,7 @@ def test_torus_uses_every_link_of_a_trn2_torus():
     assert torus.algorithm == "torus"
     # four links per chip on a 4x4 torus: one ring uses one, the torus channels all four
     assert 3.5 < ring.seconds / torus.seconds < 4.1
-    topo = Topology.from_rack("trn2-instance")
+    topo = from_rack("trn2-instance")
     assert torus.busbw == pytest.approx(topo.domains[0].bandwidth, rel=0.05)
     with pytest.raises(ValueError, match="torus"):
         collectives.estimate("h100-node", "all_reduce", 2**20, algorithm="torus")
@@ -167,12 +168,12 @@ def test_torus_uses_every_link_of_a_trn2_torus():
 
 def test_closed_form_path_agrees_with_step_path_on_a_real_rack():
     # The same estimate priced both ways on a single-switch rack (no layout approximations).
-    topo = Topology.from_rack("gb300-nvl72")
+    topo = from_rack("gb300-nvl72")
     for algo in ("ring", "rabenseifner", "direct"):
         e = collectives.estimate(topo, "all_reduce", 2**28, algorithm=algo)
         alg = algorithms.get(algo)
         spec = CollectiveSpec(op="all_reduce", participants=72, count=2**28, pipeline=e.pipeline)
-        from collectives.calibration import NCCL_PROTOCOLS
+        from collectives.tuning import NCCL_PROTOCOLS
         from collectives.cost import base_latency, levels
 
         proto = next(x for x in NCCL_PROTOCOLS if x.name == e.protocol)
@@ -280,14 +281,14 @@ def test_estimate_accepts_rackspecs_strings_and_slot_subsets():
 
 
 def test_plan_returns_the_schedule_it_priced():
-    from collectives.calibration import NCCL_PROTOCOLS
+    from collectives.tuning import NCCL_PROTOCOLS
     from collectives.cost import base_latency
 
     plan = collectives.plan("h100-node*2", "all_reduce", 1 << 20, 4)
     est, sched = plan.estimate, plan.schedule
     assert sched.algorithm == est.algorithm and sched.spec.pipeline == est.pipeline
     proto = next(x for x in NCCL_PROTOCOLS if x.name == est.protocol)
-    topo = Topology.from_rack("h100-node*2")
+    topo = from_rack("h100-node*2")
     again = base_latency(proto, sched.latency_class) + schedule_time(sched, topo, plan.slots, proto)
     assert again == pytest.approx(est.seconds)
 
@@ -335,3 +336,46 @@ def test_spec_validation():
     with pytest.raises(ValueError, match="implements"):
         algorithms.get("binomial").build(spec)
     assert replace(spec, count=9).count == 9
+
+
+def test_a_new_algorithm_is_planned_through_its_hooks(monkeypatch):
+    """The planner never asks which algorithm it prices: a new one (here made up: direct's pairwise
+    all_reduce, with two variants that halve or keep its closed form) is found in the registry and
+    priced, labelled and described through the Algorithm hooks alone."""
+    from collectives.algorithms.direct import Direct
+
+    bound = []
+
+    class Halving(Direct):
+        name = "halving"
+        ops = frozenset({"all_reduce"})
+
+        def variants(self, op):
+            return [{"outer": "ring"}, {"outer": "tree"}]
+
+        def bind(self, spec, topo, slots, layout, *, schedule):
+            bound.append((spec.outer, schedule, layout.participants))
+            return spec
+
+        def label(self, spec):
+            return f"halving({spec.outer})"
+
+        def detail(self, spec):
+            return f"{spec.outer} variant"
+
+        def _closed(self, spec, levels):
+            return super()._closed(spec, levels) / (2 if spec.outer == "tree" else 1)
+
+    registry = dict(algorithms._registry(), halving=Halving())
+    monkeypatch.setattr(algorithms, "_registry", lambda: registry)
+    p = 200  # 2 p^2 transfers > STEP_LIMIT: priced in closed form
+    topo = Topology.ideal(p, A, B, G)
+    est = collectives.estimate(topo, "all_reduce", 1 << 20, algorithm="halving")
+    direct = collectives.estimate(topo, "all_reduce", 1 << 20, algorithm="direct")
+    assert set(est.alternatives) == {"halving(ring)", "halving(tree)"}
+    assert est.alternatives["halving(ring)"] == pytest.approx(direct.seconds)
+    assert est.seconds == pytest.approx(direct.seconds / 2) and est.detail == "tree variant"
+    assert ("tree", False, p) in bound and all(not schedule for _, schedule, _ in bound)
+    # A candidate of the automatic choice too.
+    auto = collectives.estimate(topo, "all_reduce", 1 << 20)
+    assert auto.alternatives["halving(tree)"] == pytest.approx(est.seconds)

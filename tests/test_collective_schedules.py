@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from collectives import algorithms
 from collectives.executor import execute, run
-from collectives.harness import check, expected_and_inputs
+from collectives.verify import check, expected_and_inputs
 from collectives.ops import REDUCE_OPS
 from collectives.schedule import CollectiveSpec, check as check_schedule, inplace_safe
 
@@ -74,13 +74,15 @@ REDUCE_DTYPES = {
     "bor": ["int16", "uint8", "bool"],
     "bxor": ["int32", "uint8", "bool"],
 }
+# Pairs the one rule of collectives.ops.REDUCE_RULES (NCCL's) added: integer avg, bool sum and prod.
+RULE_DTYPES = {"sum": ["bool"], "prod": ["bool"], "avg": ["int8", "int32", "uint8"]}
 REDUCING = [(a, op) for a, op in PAIRS if op in ("all_reduce", "reduce_scatter", "reduce")]
 
 
 @pytest.mark.parametrize("reduce_op", REDUCE_OPS)
 def test_reduce_ops_and_dtypes_are_exact(reduce_op):
     for algo, op in REDUCING:
-        for dtype in REDUCE_DTYPES[reduce_op]:
+        for dtype in REDUCE_DTYPES[reduce_op] + RULE_DTYPES.get(reduce_op, []):
             for p, count in [(1, 5), (3, 13), (8, 37), (17, 4)]:
                 res = check(op, algo, p, count, dtype, reduce_op, root=p // 2, pipeline=2)
                 assert res.wrong == 0, (algo, op, reduce_op, dtype, p, count)
@@ -196,14 +198,15 @@ def test_validation_errors_write_nothing():
     with pytest.raises(ValueError, match="share memory"):
         o = outs()
         run(sched, [ins[0], o[0], ins[2]], o)
-    with pytest.raises(TypeError, match="does not support"):
-        run(sched, [torch.ones(4, dtype=torch.int32)] * 1 + [torch.ones(4, dtype=torch.int32) for _ in range(2)],
-            [torch.full((4,), 7, dtype=torch.int32) for _ in range(3)], "avg")
-    with pytest.raises(TypeError, match="does not support"):
-        run(sched, ins, outs(), "band")
-    with pytest.raises(TypeError, match="does not support"):
+    # The one rule of collectives.ops.REDUCE_RULES: avg needs numbers, bitwise ops integers or bool.
+    with pytest.raises(TypeError, match="'avg' is not defined on bool"):
         b = [torch.ones(4, dtype=torch.bool) for _ in range(3)]
-        run(sched, b, [torch.zeros(4, dtype=torch.bool) for _ in range(3)], "sum")
+        run(sched, b, [torch.zeros(4, dtype=torch.bool) for _ in range(3)], "avg")
+    with pytest.raises(TypeError, match="'band' is not defined on float32"):
+        run(sched, ins, outs(), "band")
+    with pytest.raises(TypeError, match="'max' is not defined on complex64"):
+        c = [torch.ones(4, dtype=torch.complex64) for _ in range(3)]
+        run(sched, c, [torch.zeros(4, dtype=torch.complex64) for _ in range(3)], "max")
     with pytest.raises(ValueError, match="premul_sum needs a factor"):
         run(sched, ins, outs(), "premul_sum")
     with pytest.raises(TypeError, match="integer factor"):

@@ -128,6 +128,18 @@ def _ops_worker(rank, world):
         t = _x(rank, dtype=dtype).to(d)
         dist.all_reduce(t)
         _eq(t, torch.from_numpy(sum(xs)).to(dtype), f"all_reduce sum {dtype}")
+    # The one rule (collectives.ops.REDUCE_RULES), as NCCL defines it: integer AVG truncates toward zero,
+    # integer PREMUL_SUM multiplies by an integer; bool SUM is a logical or.
+    signed = [np.array([-7, 7, 3, -2]) * (r + 1) for r in range(world)]
+    t = torch.from_numpy(signed[rank]).int().to(d)
+    dist.all_reduce(t, op=dist.ReduceOp.AVG)
+    _eq(t, torch.from_numpy(np.trunc(sum(signed) / world)).int(), "all_reduce avg int32 (truncated)")
+    t = torch.from_numpy(signed[rank]).long().to(d)
+    dist.all_reduce(t, op=dist._make_nccl_premul_sum(3.0))
+    _eq(t, torch.from_numpy(sum(signed) * 3).long(), "all_reduce premul_sum int64")
+    flags = torch.tensor([rank == 0, False, True]).to(d)
+    dist.all_reduce(flags)
+    _eq(flags, torch.tensor([True, False, True]), "all_reduce sum bool (or)")
     c = torch.complex(_x(rank), -_x(rank)).to(d)
     dist.all_reduce(c)
     _eq(c, torch.complex(torch.from_numpy(sum(xs)).float(), -torch.from_numpy(sum(xs)).float()), "complex sum")
@@ -376,7 +388,7 @@ def _errors_worker(rank, world):
     _raises(lambda: dist.all_reduce(t), "disagree on the dtype", "float32", "float64")
     t = _x(rank).to(d)
     if rank == 0:
-        _raises(lambda: dist.all_reduce(t), "different collectives", "allreduce", "broadcast")
+        _raises(lambda: dist.all_reduce(t), "different collectives", "all_reduce", "broadcast")
     else:
         _raises(lambda: dist.broadcast(t, 0), "different collectives")
     _raises(lambda: dist.broadcast(t, rank), "disagree on the root")
@@ -386,13 +398,17 @@ def _errors_worker(rank, world):
     _raises(lambda: dist.all_to_all_single(torch.empty(6, device=d), torch.ones(6, device=d),
                                            output_split_sizes=[4 if rank == 0 else 2, 2 if rank == 0 else 4],
                                            input_split_sizes=bad), "split sizes do not match")
-    # Unsupported dtype for the op, refused before writing.
-    i = torch.arange(4, dtype=torch.int32, device=d)
-    _raises(lambda: dist.all_reduce(i, op=dist.ReduceOp.AVG), "needs a floating-point")
-    _raises(lambda: dist.all_reduce(torch.ones(3, device=d), op=dist.ReduceOp.BAND), "integer or bool")
+    # A reduce op the dtype does not take (collectives.ops.REDUCE_RULES) or Gloo cannot carry, refused before
+    # writing; so is a premul_sum factor the dtype cannot hold.
+    b = torch.ones(4, dtype=torch.bool, device=d)
+    _raises(lambda: dist.all_reduce(b, op=dist.ReduceOp.AVG), "'avg' is not defined on bool")
+    _raises(lambda: dist.all_reduce(torch.ones(3, device=d), op=dist.ReduceOp.BAND), "'band' is not defined on float32")
     s = torch.ones(3, dtype=torch.int16, device=d)
     _raises(lambda: dist.all_reduce(s), "cannot reduce int16")
+    i = torch.arange(4, dtype=torch.int32, device=d)
+    _raises(lambda: dist.all_reduce(i, op=dist._make_nccl_premul_sum(0.5)), "factor", "integer")
     _eq(i, torch.arange(4, dtype=torch.int32), "untouched int tensor")
+    _eq(b, torch.ones(4, dtype=torch.bool), "untouched bool tensor")
     # Local shape and layout checks.
     _raises(lambda: dist.all_gather_into_tensor(torch.empty(5, device=d), torch.ones(3, device=d)),
             "2 x 3")
@@ -429,6 +445,68 @@ def _errors_worker(rank, world):
 
 def test_bad_input_is_refused_on_every_rank_without_writing():
     launch(_errors_worker, 2)
+
+
+# -- a peer that stops: the error names it (rank and slot), within the group's timeout ------------
+
+
+def _peer_failure_worker(rank, world):
+    import signal
+
+    short = timedelta(seconds=1.5)
+    d = _dev(rank)
+
+    def fails(group, *fragments):
+        start = time.monotonic()
+        with pytest.raises(dist.DistBackendError) as err:
+            dist.all_reduce(torch.ones(2, device=d), group=group)
+        elapsed = time.monotonic() - start
+        msg = str(err.value)
+        for f in fragments:
+            assert f in msg, f"{f!r} not in {msg!r}"
+        assert elapsed < 8, f"took {elapsed:.1f} s to fail"
+        return msg
+
+    # Alive, but never calls: named as such (its heartbeat moves, its operation count does not).
+    from collectives.distributed import Options
+
+    quiet = dist.new_group([0, 1], timeout=short)
+    unchecked = dist.new_group([0, 1], timeout=short, pg_options=Options(check_peers=False))  # the engine's wait
+    if rank == 0:
+        fails(quiet, "rank 1 (hybrid:1) is alive but has issued 0 operations, not #1", "has not called")
+        fails(unchecked, "rank 1 (hybrid:1) is alive but has issued 0 operations, not #1", "imed out")
+    dist.barrier()
+    # Frozen (SIGSTOP): no heartbeat; on this host its process is seen stopped.
+    frozen = dist.new_group([0, 1], timeout=short)
+    if rank == 1:
+        os.kill(os.getpid(), signal.SIGSTOP)  # rank 0 resumes us once it has named us
+    else:
+        msg = fails(frozen, "rank 1 (hybrid:1) stopped responding", "is stopped", "all_reduce", "imed out")
+        assert "rank 0 (hybrid:0)" in msg  # and where it was seen
+        os.kill(frozen._peers.pids[1], signal.SIGCONT)
+    dist.barrier()
+    # Gone (the process exits): the closed connection is named too.
+    gone = dist.new_group([0, 1], timeout=short)
+    if rank == 1:
+        os._exit(0)
+    fails(gone, "rank 1 (hybrid:1) stopped responding", "has exited")
+
+
+def test_a_peer_that_stops_is_named_within_the_timeout():
+    launch(_peer_failure_worker, 2, deadline=45)
+
+
+def test_group_timeouts():
+    from collectives.distributed import DEFAULT_TIMEOUT, Options, group_timeout
+    from torch.distributed.constants import default_pg_nccl_timeout, default_pg_timeout
+
+    assert DEFAULT_TIMEOUT <= (default_pg_nccl_timeout or timedelta(minutes=10)) == timedelta(minutes=10)
+    assert group_timeout(default_pg_timeout) == DEFAULT_TIMEOUT  # torch's "none given" for other backends
+    assert group_timeout(None) == DEFAULT_TIMEOUT
+    assert group_timeout(timedelta(seconds=3)) == timedelta(seconds=3)
+    assert group_timeout(default_pg_timeout, Options(timeout=timedelta(minutes=30))) == timedelta(minutes=30)
+    with pytest.raises(ValueError, match="Options.timeout"):
+        group_timeout(None, Options(timeout=5))
 
 
 def _raw_creation_worker(rank, world, path):
@@ -647,27 +725,36 @@ def test_reduce_checks():
     assert reduce_spec(dist.ReduceOp.AVG) == ("avg", None)
     check_reduce("x", "bxor", torch.bool)
     check_reduce("x", "sum", torch.complex64)
-    for name, dtype, msg in [("avg", torch.int64, "floating-point"), ("band", torch.bfloat16, "integer"),
+    assert check_reduce("x", "avg", torch.int64) is None  # NCCL's integer average
+    assert check_reduce("x", "premul_sum", torch.int32, 2.0) == 2 and isinstance(check_reduce(
+        "x", "premul_sum", torch.float32, torch.tensor([0.5])), float)
+    for name, dtype, msg in [("avg", torch.bool, "not defined on bool"), ("band", torch.bfloat16, "not defined"),
                              ("max", torch.complex64, "complex"), ("sum", torch.uint16, "cannot reduce"),
                              ("sum", torch.float8_e5m2, "cannot reduce"), ("premul_sum", torch.float32, "factor")]:
-        with pytest.raises(ArgumentError, match=msg):
+        with pytest.raises((ArgumentError, TypeError), match=msg):
             check_reduce("x", name, dtype)
+    with pytest.raises(TypeError, match="integer factor"):
+        check_reduce("x", "premul_sum", torch.int32, 0.5)
 
 
 def test_descriptors_agree_and_disagree():
     from collectives.distributed._checks import Call, describe, disagreement
 
-    a = Call("allreduce", "all_reduce", torch.float32, "sum", count=4, itemsize=4)
+    a = Call("all_reduce", torch.float32, "sum", count=4, itemsize=4)
     rows = torch.stack([describe(a, None, 2), describe(a, None, 2)])
     assert disagreement(rows, 0, a) is None
-    b = Call("alltoall", "all_to_all", torch.float32, send=(1, 2), recv=(1, 3))
-    c = Call("alltoall", "all_to_all", torch.float32, send=(3, 1), recv=(2, 1))
+    b = Call("all_to_all", torch.float32, send=(1, 2), recv=(1, 3))
+    c = Call("all_to_all", torch.float32, send=(3, 1), recv=(2, 1))
     assert disagreement(torch.stack([describe(b, None, 2), describe(c, None, 2)]), 0, b) is None
-    c2 = Call("alltoall", "all_to_all", torch.float32, send=(2, 1), recv=(2, 1))
+    c2 = Call("all_to_all", torch.float32, send=(2, 1), recv=(2, 1))
     assert "rank 1 sends 2 elements to rank 0" in disagreement(
         torch.stack([describe(b, None, 2), describe(c2, None, 2)]), 0, b)
     err = torch.stack([describe(a, None, 2), describe(None, ValueError("x"), 2)])
     assert "rank(s) 1 refused" in disagreement(err, 0, a)
+    # One vocabulary (collectives.ops.OPS): a coalesced call is told apart from a plain one.
+    co = Call("all_reduce", torch.float32, "sum", count=4, itemsize=4, sizes=(1, 3), coalesced=True)
+    assert "rank 1: all_reduce (coalesced)" in disagreement(torch.stack([describe(a, None, 2),
+                                                                          describe(co, None, 2)]), 0, a)
 
 
 def test_slot_options(monkeypatch):

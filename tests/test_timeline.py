@@ -109,7 +109,7 @@ def test_copy_between_slots_orders_both_timelines_and_uses_the_link():
     assert "hybrid:0->hybrid:5" in copy.link
     assert after.start_ps >= copy.end_ps
     rep = interop.report()
-    assert rep.slot(0).busy_s == rep.slot(5).busy_s - after.duration_ps / PS
+    assert rep.slot(0).busy_s == pytest.approx(rep.slot(5).busy_s - after.duration_ps / PS, rel=1e-12)
     assert any(link.link == copy.link and link.bytes == copy.bytes for link in rep.links)
 
 

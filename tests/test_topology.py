@@ -9,15 +9,16 @@ import tracemalloc
 import pytest
 
 import devices
-from collectives import calibration as cal
-from collectives.calibration import IDEAL, SIMPLE
+from collectives import tuning as cal
+from collectives.tuning import IDEAL, SIMPLE
 from collectives.cost import levels, schedule_time
 from collectives.schedule import CollectiveSpec, Rounds, Transfer, make
+from collectives.rack_topology import from_rack
 from collectives.topology import Topology
 
 
 def test_switch_route_is_one_hop_through_the_switch():
-    topo = Topology.from_rack("h100-node")
+    topo = from_rack("h100-node")
     route = topo.route(2, 5)
     assert route.links == (("tx", 2), ("rx", 5))
     assert route.hops == 1 and route.hw == "nvlink"
@@ -26,7 +27,7 @@ def test_switch_route_is_one_hop_through_the_switch():
 
 
 def test_bandwidth_is_per_direction_with_the_nccl_link_efficiency():
-    topo = Topology.from_rack("h100-node")
+    topo = from_rack("h100-node")
     # 450 GB/s per direction (H100 datasheet) x 20.6/25 (NCCL SM90_NVLINK_BW): 370.8 GB/s
     assert topo.bandwidth(("tx", 0)) == pytest.approx(450e9 * 20.6 / 25)
     assert topo.bandwidth(("rx", 7)) == pytest.approx(370.8e9)
@@ -34,7 +35,7 @@ def test_bandwidth_is_per_direction_with_the_nccl_link_efficiency():
 
 
 def test_nvlink_fusion_domain_joins_trainium4_and_gpus():
-    topo = Topology.from_rack("fusion-default")
+    topo = from_rack("fusion-default")
     trn4, b200 = 0, 7
     assert devices.parse_rack("fusion-default").slot(trn4).kind == "trn4"
     route = topo.route(trn4, b200)
@@ -44,7 +45,7 @@ def test_nvlink_fusion_domain_joins_trainium4_and_gpus():
 
 
 def test_torus_routes_hop_neighbour_to_neighbour_the_short_way_round():
-    topo = Topology.from_rack("trn2-instance")  # 4x4
+    topo = from_rack("trn2-instance")  # 4x4
     assert topo.route(0, 1).hops == 1
     assert topo.route(0, 3).hops == 1  # wraps around
     assert topo.route(0, 5).hops == 2
@@ -57,44 +58,44 @@ def test_torus_routes_hop_neighbour_to_neighbour_the_short_way_round():
 
 
 def test_torus_3d_and_hypercube():
-    topo = Topology.from_rack("trn2-ultraserver")  # 4x4x4
+    topo = from_rack("trn2-ultraserver")  # 4x4x4
     assert topo.domains[0].links_per_slot == 6
     assert topo.route(0, 63).hops == 3  # (0,0,0) -> (3,3,3): one wrap per dimension
-    cube = Topology.from_rack("trn1-instance")  # 2x2x2x2 hypercube
+    cube = from_rack("trn1-instance")  # 2x2x2x2 hypercube
     assert cube.domains[0].links_per_slot == 4
     assert cube.route(0, 15).hops == 4
 
 
 def test_neuronswitch_is_all_to_all():
-    topo = Topology.from_rack("trn3-ultraserver")
+    topo = from_rack("trn3-ultraserver")
     assert topo.route(0, 143).hops == 1
     assert topo.domains[0].fabric == "neuronswitch"
     assert not topo.domains[0].in_switch
 
 
 def test_network_joins_domains_and_replicas():
-    topo = Topology.from_rack("h100-node*2")
+    topo = from_rack("h100-node*2")
     route = topo.route(1, 9)
     assert route.links == (("ntx", 1), ("nrx", 9)) and route.hw == "net"
     assert topo.bandwidth(("ntx", 1)) == pytest.approx(50e9 * cal.NETWORK_EFFICIENCY.value)
-    mixed = Topology.from_rack("trn3:2+h100:2")
+    mixed = from_rack("trn3:2+h100:2")
     assert mixed.route(0, 1).hw == "nvlink" and mixed.route(1, 2).hw == "net"
 
 
 def test_in_switch_domains():
-    assert Topology.from_rack("h100-node").switch_domain(range(8)) is not None
-    assert Topology.from_rack("h100-node").switch_domain([1, 4]) is not None
-    assert Topology.from_rack("fusion-default").switch_domain(range(8)) is None  # none announced
-    assert Topology.from_rack("h100-node*2").switch_domain(range(16)) is None  # two switches
-    assert Topology.from_rack("h100-node*2").switch_domain(range(8, 16)) is not None
-    dom = Topology.from_rack("gb300-nvl72").switch_domain(range(72))
+    assert from_rack("h100-node").switch_domain(range(8)) is not None
+    assert from_rack("h100-node").switch_domain([1, 4]) is not None
+    assert from_rack("fusion-default").switch_domain(range(8)) is None  # none announced
+    assert from_rack("h100-node*2").switch_domain(range(16)) is None  # two switches
+    assert from_rack("h100-node*2").switch_domain(range(8, 16)) is not None
+    dom = from_rack("gb300-nvl72").switch_domain(range(72))
     assert dom.switch_efficiency.value == pytest.approx(0.74)  # Blackwell NVLS (NCCL)
-    assert Topology.from_rack("h100-node").domains[0].switch_efficiency.value == pytest.approx(0.85)
+    assert from_rack("h100-node").domains[0].switch_efficiency.value == pytest.approx(0.85)
 
 
 def test_million_chip_rack_is_symbolic():
     tracemalloc.start()
-    topo = Topology.from_rack("trn3-ultraserver*7282")
+    topo = from_rack("trn3-ultraserver*7282")
     layout = topo.layout()
     route = topo.route(5, 1_048_000)
     _, peak = tracemalloc.get_traced_memory()
@@ -135,7 +136,7 @@ def test_rounds_add_up_and_reduce_time_is_added_on_ideal_topologies():
 def test_reduce_overlaps_the_transfer_on_real_racks():
     # NCCL fuses the reduce into the copy: on an H100 the 3 HBM passes per byte (3/3.35 TB/s)
     # are faster than NVLink, so no reduce time shows.
-    topo = Topology.from_rack("h100-node")
+    topo = from_rack("h100-node")
     assert topo.overlap_reduce
     assert topo.reduce_g(0) == pytest.approx(3 / 3.35e12)
     spec = CollectiveSpec(op="all_reduce", participants=2, count=10**6)
@@ -146,7 +147,7 @@ def test_reduce_overlaps_the_transfer_on_real_racks():
 
 
 def test_protocols_scale_latency_and_bandwidth():
-    topo = Topology.from_rack("h100-node")
+    topo = from_rack("h100-node")
     layout = topo.layout()
     simple, ll = levels(topo, layout, SIMPLE), levels(topo, layout, cal.LL)
     assert simple.flat.a == pytest.approx(3.4e-6) and ll.flat.a == pytest.approx(0.6e-6)
@@ -155,17 +156,17 @@ def test_protocols_scale_latency_and_bandwidth():
 
 
 def test_sources_cite_every_figure():
-    text = "\n".join(Topology.from_rack("trn3:2+h100:2").sources())
+    text = "\n".join(from_rack("trn3:2+h100:2").sources())
     for needle in ("H100", "Trainium3", "topo.h", "tuning.cc", "HBM", "network"):
         assert needle in text
 
 
 def test_importing_topology_does_not_import_torch():
-    code = "import collectives, collectives.topology, collectives.estimate, sys; print('torch' in sys.modules)"
+    code = "import collectives, collectives.topology, collectives.planner, sys; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
 
 def test_unknown_rack_raises_value_error():
     with pytest.raises(ValueError):
-        Topology.from_rack("no-such-rack")
+        from_rack("no-such-rack")

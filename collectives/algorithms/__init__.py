@@ -34,9 +34,20 @@ def names() -> list[str]:
     return list(_registry())
 
 
+def check_name(name) -> None:
+    """TypeError unless ``name`` is an algorithm name or None (``algorithm=["ring"]`` is refused here,
+    before it reaches a cache key or a lookup)."""
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"algorithm: expected an algorithm name or None, got {type(name).__name__} {name!r}; "
+                        f"accepted: {', '.join(names())}")
+
+
 def get(name: str) -> Algorithm:
-    """The algorithm called ``name``; ValueError listing the accepted names."""
-    key = str(name).strip().lower().replace("-", "_")
+    """The algorithm called ``name``; ValueError listing the accepted names (TypeError for a non-name)."""
+    if name is None:
+        raise TypeError(f"algorithm: expected an algorithm name, got None; accepted: {', '.join(names())}")
+    check_name(name)
+    key = name.strip().lower().replace("-", "_")
     reg = _registry()
     if key not in reg:
         raise ValueError(f"algorithm: unknown {name!r}; accepted: {', '.join(reg)}")
@@ -48,4 +59,4 @@ def for_op(op: str) -> list[Algorithm]:
     return [a for a in _registry().values() if op in a.ops]
 
 
-__all__ = ["Algorithm", "for_op", "get", "names"]
+__all__ = ["Algorithm", "check_name", "for_op", "get", "names"]

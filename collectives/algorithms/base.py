@@ -8,7 +8,10 @@ step list.  Tests check the two agree on ideal topologies.
 
 The base class handles what is common: op support, one participant (a local
 copy), zero counts (nothing to do), and validation errors that list the
-accepted values.  Subclasses fill ``_build`` and ``_closed``.
+accepted values.  Subclasses fill ``_build`` and ``_closed``, and where they
+need them the planner's hooks (:meth:`Algorithm.variants`,
+:meth:`Algorithm.bind`, :meth:`Algorithm.label`, :meth:`Algorithm.detail`): the
+planner never asks which algorithm it prices, so adding one stays adding a file.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import ClassVar
 
 from collectives.cost import AlphaBeta, Levels
 from collectives.schedule import CollectiveSpec, Rounds, Schedule, local_copy, make
-from collectives.topology import Layout
+from collectives.topology import Layout, Topology
 
 
 class Algorithm:
@@ -31,13 +34,43 @@ class Algorithm:
     pipelined: ClassVar[frozenset[str]] = frozenset()
     """Ops whose schedule cuts the data into ``spec.pipeline`` chunks."""
     latency_class: ClassVar[str] = "ring"
-    """Base-latency row (``collectives.calibration.LATENCY_CLASSES``)."""
+    """Base-latency row (``collectives.tuning.LATENCY_CLASSES``)."""
 
     def unsupported(self, spec: CollectiveSpec, layout: Layout | None = None) -> str | None:
         """Why this algorithm cannot run ``spec`` on ``layout`` (None: it can)."""
         if spec.op not in self.ops:
             return f"{self.name} does not implement {spec.op} (it implements {', '.join(sorted(self.ops))})"
         return None
+
+    # -- the planner's hooks ------------------------------------------------------------------
+
+    def variants(self, op: str) -> list[dict]:
+        """Spec fields to price as separate candidates (each a dict for ``dataclasses.replace``).
+
+        The planner prices every variant and keeps the fastest; the default is
+        one candidate, the spec as asked.
+        """
+        return [{}]
+
+    def bind(self, spec: CollectiveSpec, topo: Topology, slots, layout: Layout, *, schedule: bool) -> CollectiveSpec:
+        """``spec`` completed with what this algorithm needs to know about where the participants sit.
+
+        ``slots``: participant i's slot; ``layout``: ``topo.layout(slots)``;
+        ``schedule``: True when a step schedule will be built from the result
+        (False: only the closed form is priced, which must stay cheap for a
+        million participants).  The default needs nothing.
+        """
+        return spec
+
+    def label(self, spec: CollectiveSpec) -> str:
+        """The candidate's name among an estimate's alternatives."""
+        return self.name
+
+    def detail(self, spec: CollectiveSpec) -> str:
+        """Extra words about the candidate for ``CollectiveEstimate.detail`` ("" when none)."""
+        return ""
+
+    # -- schedules ------------------------------------------------------------------------------
 
     def build(self, spec: CollectiveSpec) -> Schedule:
         """The schedule of ``spec``; ValueError when :meth:`unsupported` says why not."""
@@ -77,7 +110,7 @@ class Algorithm:
         best, best_k, k = math.inf, 1, 1
         top = min(limit, spec.count)
         while k <= top:
-            t = self.closed_form(_with(spec, pipeline=k), levels)
+            t = self.closed_form(spec.derive(pipeline=k), levels)
             if t < best:
                 best, best_k = t, k
             k *= 2
@@ -88,12 +121,6 @@ class Algorithm:
 
     def _closed(self, spec: CollectiveSpec, levels: Levels) -> float:
         raise NotImplementedError
-
-
-def _with(spec: CollectiveSpec, **changes) -> CollectiveSpec:
-    from dataclasses import replace
-
-    return replace(spec, **changes)
 
 
 def ceil_div(a: int, b: int) -> int:

@@ -21,7 +21,7 @@ from collectives import algorithms
 from collectives.algorithms.base import Algorithm, ceil_div
 from collectives.cost import Levels
 from collectives.schedule import CollectiveSpec, Rounds, Schedule, embed, make, split
-from collectives.topology import Layout
+from collectives.topology import Layout, Topology
 
 OUTER = ("ring", "rabenseifner", "tree", "direct")
 """Algorithms accepted across domains."""
@@ -53,6 +53,29 @@ class Hierarchical(Algorithm):
         elif layout is None and spec.participants > 1:
             return "hierarchical needs spec.groups (the ranks of each domain)"
         return None
+
+    def variants(self, op: str) -> list[dict]:
+        """One candidate per outer algorithm that implements ``op``."""
+        return [{"outer": outer} for outer in OUTER if op in algorithms.get(outer).ops]
+
+    def bind(self, spec: CollectiveSpec, topo: Topology, slots, layout: Layout, *, schedule: bool) -> CollectiveSpec:
+        """A schedule needs each domain's ranks (``spec.groups``); the closed form only the layout's sizes."""
+        if not schedule or spec.groups is not None or spec.participants < 2:
+            return spec
+        groups = layout.ranks if layout.ranks is not None else topo.group_ranks(slots)
+        return replace(spec, groups=groups)
+
+    def best_pipeline(self, spec: CollectiveSpec, levels: Levels, limit: int = 128) -> int:
+        """Only the outer algorithm's pipeline depth changes anything (the inner rings are not pipelined)."""
+        if spec.op not in algorithms.get(spec.outer).pipelined:
+            return 1
+        return super().best_pipeline(spec, levels, limit)
+
+    def label(self, spec: CollectiveSpec) -> str:
+        return f"{self.name}({spec.outer})"
+
+    def detail(self, spec: CollectiveSpec) -> str:
+        return f"{spec.outer} across domains"
 
     def _build(self, spec: CollectiveSpec) -> Schedule:
         groups = spec.groups
@@ -99,7 +122,7 @@ class Hierarchical(Algorithm):
             raise ValueError("hierarchical: the levels need an inner and an outer level and equal domains")
         chunk = ceil_div(spec.count, size)
         w = spec.itemsize
-        sub = replace(spec, participants=groups, count=chunk, groups=None)
+        sub = spec.derive(participants=groups, count=chunk, groups=None)
         across = algorithms.get(spec.outer).closed_form(sub, Levels(outer))
         return (size - 1) * (inner.round(chunk * w, chunk * w) + inner.round(chunk * w)) + across
 

@@ -17,11 +17,12 @@ Dimensions of size 2 have one link per chip, so only the + direction is used.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from collectives.algorithms.base import Algorithm, ceil_div
 from collectives.cost import Levels
 from collectives.schedule import CollectiveSpec, Rounds, Schedule, make, split
-from collectives.topology import Layout
+from collectives.topology import Layout, Topology
 
 
 def channels(shape: tuple[int, ...]) -> list[tuple[list[int], int]]:
@@ -46,6 +47,10 @@ class Torus(Algorithm):
             elif layout is None and spec.torus is None:
                 reason = "torus needs spec.torus (the torus shape)"
         return reason
+
+    def bind(self, spec: CollectiveSpec, topo: Topology, slots, layout: Layout, *, schedule: bool) -> CollectiveSpec:
+        """The torus shape the participants form (``layout.torus``), for the schedule and the closed form alike."""
+        return spec if layout.torus is None else replace(spec, torus=layout.torus)
 
     def _build(self, spec: CollectiveSpec) -> Schedule:
         shape = spec.torus

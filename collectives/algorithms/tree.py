@@ -106,12 +106,13 @@ class Tree(Algorithm):
         chunk = ceil_div(data, k) * w
         rounds = k + h - 1
         total = 0.0
+        # Narrow rounds: with a single node on the deepest level, the first round of the reduction
+        # and the last of the broadcast (every round when the tree has one level).
+        narrow = 0 if not single_last else rounds if h == 1 else min(1, rounds)
         if spec.op in ("all_reduce", "reduce"):
-            total += _phase(ab, rounds, chunk, reduce=True,
-                            narrow=lambda t: single_last and (t == 0 or h == 1))
+            total += _phase(ab, rounds, chunk, reduce=True, narrow=narrow)
         if spec.op in ("all_reduce", "broadcast"):
-            total += _phase(ab, rounds, chunk, reduce=False,
-                            narrow=lambda t: single_last and (t == rounds - 1 or h == 1))
+            total += _phase(ab, rounds, chunk, reduce=False, narrow=narrow)
         return total
 
     def transfers(self, spec: CollectiveSpec) -> int:
@@ -119,14 +120,16 @@ class Tree(Algorithm):
         return (4 if spec.op == "all_reduce" else 1) * (p - 1) * k + 1
 
 
-def _phase(ab: AlphaBeta, rounds: int, chunk: int, reduce: bool, narrow) -> float:
+def _phase(ab: AlphaBeta, rounds: int, chunk: int, reduce: bool, narrow: int) -> float:
     # A round moves one chunk per edge; a parent with two busy children (or a
-    # sender with two) carries two chunks, except in the rounds where only the
-    # single-node deepest level is active.
+    # sender with two) carries two chunks, except in the ``narrow`` rounds where
+    # only the single-node deepest level is active.
+    wide = rounds - narrow
     total = 0.0
-    for t in range(rounds):
-        load = chunk if narrow(t) else 2 * chunk
-        total += ab.round(load, load if reduce else 0.0)
+    if narrow:
+        total += narrow * ab.round(chunk, chunk if reduce else 0.0)
+    if wide:
+        total += wide * ab.round(2 * chunk, 2 * chunk if reduce else 0.0)
     return total
 
 

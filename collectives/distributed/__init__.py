@@ -28,6 +28,19 @@ this process's timeline (``interop.timeline()``, kind ``"collective"``, every
 participant slot listed).  Collectives over CPU tensors only are not placed
 (they are host traffic, not the rack's); barriers are.
 
+Timeouts and failed peers: a group's operations fail after its timeout
+instead of waiting forever.  torch hands a backend its own default of 30
+minutes when ``init_process_group`` / ``new_group`` get no ``timeout``; the
+hybrid backend reads that as "not given" and uses :data:`DEFAULT_TIMEOUT`
+(10 minutes, the default of NCCL's watchdog in torch,
+``torch.distributed.constants.default_pg_nccl_timeout``); to ask for exactly 30
+minutes pass ``Options(timeout=timedelta(minutes=30))``.  Every rank keeps a
+heartbeat on the group's store, so an operation that fails (a timeout, a
+closed connection) raises ``torch.distributed.DistBackendError`` naming the
+peer it waited for, by rank and slot: one that stopped responding (frozen or
+gone; on the same host, whether its process exited or is stopped) or one that
+is alive but never called the operation.
+
 Checks: before anything is written, each rank checks its own arguments
 (device and slot, layout, contiguity, dtype for the reduce op, shapes) and,
 with ``Options(check_peers=True)`` (the default), the ranks exchange a small
@@ -35,7 +48,7 @@ descriptor so that a mismatch (op, dtype, sizes, root, reduce op, split
 sizes) or a refusal on any rank raises on every rank instead of hanging or
 corrupting memory; sends carry a header the receiver checks before writing.
 
-Public names: :data:`BACKEND`, :class:`Options`, :func:`register`,
+Public names: :data:`BACKEND`, :data:`DEFAULT_TIMEOUT`, :class:`Options`, :func:`register`,
 :func:`create`, :func:`local_slot`, :class:`ProcessGroupHybrid`, :class:`Work`,
 :class:`ArgumentError`.
 """
@@ -54,6 +67,11 @@ BACKEND = "hybrid"
 """The name to pass to ``init_process_group`` / ``new_group``."""
 DEVICE = "hybrid"
 """The device type whose tensors the backend takes (besides ``cpu``)."""
+DEFAULT_TIMEOUT = timedelta(minutes=10)
+"""A group's timeout when none is given: NCCL's watchdog default in torch (``default_pg_nccl_timeout``),
+not the 30 minutes torch gives other backends (a frozen peer would hold every rank that long)."""
+TORCH_DEFAULT_TIMEOUT = timedelta(minutes=30)
+"""What torch passes a backend when the user gave no timeout (``torch.distributed.constants.default_pg_timeout``)."""
 
 if TYPE_CHECKING:
     from collectives.distributed._group import ProcessGroupHybrid
@@ -86,6 +104,20 @@ class Options:
     """Place collectives over hybrid tensors on the modelled timeline."""
     set_device: bool = True
     """Creating the default group makes this process's slot the current hybrid device."""
+    timeout: timedelta | None = None
+    """The group's timeout; None: the one ``init_process_group`` / ``new_group`` passed, torch's unset default
+    (30 minutes) becoming :data:`DEFAULT_TIMEOUT`."""
+
+
+def group_timeout(timeout: timedelta | None, options: Options | None = None) -> timedelta:
+    """The timeout a hybrid group uses (see :class:`Options` and the module docstring)."""
+    if options is not None and options.timeout is not None:
+        if not isinstance(options.timeout, timedelta) or options.timeout.total_seconds() <= 0:
+            raise ValueError(f"Options.timeout: expected a positive timedelta, got {options.timeout!r}")
+        return options.timeout
+    if timeout is None or timeout == TORCH_DEFAULT_TIMEOUT or timeout.total_seconds() <= 0:
+        return DEFAULT_TIMEOUT
+    return timeout
 
 
 _process_slot: int | None = None
@@ -125,8 +157,9 @@ def create(store, rank: int, size: int, timeout: timedelta, options: Options | N
     """Build the hybrid process group of ``size`` ranks on ``store`` (collective: every rank calls it).
 
     ``global_ranks``: the group's ranks in the default group (empty or None:
-    this is the default group).  Raises ValueError on every rank when two
-    ranks claim one slot or a slot is not in the rack.
+    this is the default group).  ``timeout``: see :func:`group_timeout`.
+    Raises ValueError on every rank when two ranks claim one slot or a slot is
+    not in the rack.
     """
     global _process_slot
     from collectives.distributed._engine import choose
@@ -134,6 +167,7 @@ def create(store, rank: int, size: int, timeout: timedelta, options: Options | N
     from collectives.distributed._model import hooks_or_none
 
     options = options if isinstance(options, Options) else Options()
+    timeout = group_timeout(timeout, options)
     default_group = not global_ranks
     h = hooks_or_none()
     rack = h.rack() if h is not None else None
@@ -151,7 +185,7 @@ def create(store, rank: int, size: int, timeout: timedelta, options: Options | N
                 backing = rack.devices[slot].backing
     # A refusal travels with the exchange, so that every rank raises it rather than
     # the others waiting out the group's timeout for a rank that gave up.
-    slots, backings, hosts, problems = exchange_slots(store, rank, size, slot, backing, problem, timeout)
+    slots, backings, hosts, pids, problems = exchange_slots(store, rank, size, slot, backing, problem, timeout)
     refused = [(r, p) for r, p in enumerate(problems) if p]
     if refused:
         r, p = refused[0]
@@ -162,7 +196,8 @@ def create(store, rank: int, size: int, timeout: timedelta, options: Options | N
             f"rank {r} -> hybrid:{s}" for r, s in enumerate(slots)) + "; each rank needs its own (Options(slot=...))")
     engine = choose(backings, hosts, options.engine, dist.is_nccl_available())
     pg = ProcessGroupHybrid(store, rank, size, timeout, slot=slot, slots=tuple(slots) if slot >= 0 else (),
-                            engine=engine, check_peers=options.check_peers, timeline=options.timeline)
+                            engine=engine, check_peers=options.check_peers, timeline=options.timeline, hosts=hosts,
+                            pids=pids)
     if default_group and slot >= 0:
         _process_slot = slot
         if options.set_device:
@@ -190,4 +225,5 @@ def register() -> bool:
     return True
 
 
-__all__ = ["BACKEND", "ArgumentError", "Options", "ProcessGroupHybrid", "Work", "create", "local_slot", "register"]
+__all__ = ["BACKEND", "DEFAULT_TIMEOUT", "ArgumentError", "Options", "ProcessGroupHybrid", "Work", "create",
+           "group_timeout", "local_slot", "register"]

@@ -2,7 +2,11 @@
 
 Two kinds: local checks (device, layout, dtype, shapes of one rank's
 arguments) and checks across peers (every rank called the same collective
-with matching sizes, dtype, reduce op and root).  The second needs one small
+with matching sizes, dtype, reduce op and root).  Collectives are named in the
+one vocabulary of ``collectives.ops`` (``all_reduce``, ``all_to_all``...), and
+which reduce op takes which dtype is its one rule table
+(``collectives.ops.REDUCE_RULES``), shared with the in-process executor; what
+is added here is what the engine (Gloo) can carry.  The second needs one small
 all-gather of a fixed-size descriptor per collective; every rank sees the same
 descriptors and so reaches the same verdict, which is why a bad argument on
 one rank makes every rank raise instead of leaving the others waiting.
@@ -16,6 +20,7 @@ from dataclasses import dataclass
 import torch
 from torch.distributed import ReduceOp
 
+from collectives import ops
 from collectives.distributed import DEVICE
 
 # Element types Gloo moves and reduces natively (probed on torch 2.13: int16,
@@ -26,18 +31,13 @@ GLOO_DTYPES = frozenset({
     torch.int64, torch.bool, torch.complex64, torch.complex128,
 })
 
-REDUCE_NAMES = {
-    ReduceOp.RedOpType.SUM: "sum", ReduceOp.RedOpType.AVG: "avg", ReduceOp.RedOpType.PRODUCT: "prod",
-    ReduceOp.RedOpType.MIN: "min", ReduceOp.RedOpType.MAX: "max", ReduceOp.RedOpType.BAND: "band",
-    ReduceOp.RedOpType.BOR: "bor", ReduceOp.RedOpType.BXOR: "bxor", ReduceOp.RedOpType.PREMUL_SUM: "premul_sum",
-}
 GLOO_REDUCE = {
     "sum": ReduceOp.SUM, "prod": ReduceOp.PRODUCT, "min": ReduceOp.MIN, "max": ReduceOp.MAX,
     "band": ReduceOp.BAND, "bor": ReduceOp.BOR, "bxor": ReduceOp.BXOR,
     # avg and premul_sum run as a sum (with a division after, or a multiplication before).
     "avg": ReduceOp.SUM, "premul_sum": ReduceOp.SUM,
 }
-_REDUCE_INDEX = {name: i for i, name in enumerate(sorted(GLOO_REDUCE))}
+_REDUCE_INDEX = {name: i for i, name in enumerate(ops.REDUCE_OPS)}
 
 # Stable codes for the descriptor: a dtype or op that is not listed gets -1
 # and still compares equal to itself.
@@ -45,9 +45,9 @@ _DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.in
            torch.int32, torch.int64, torch.bool, torch.complex64, torch.complex128, torch.uint16, torch.uint32,
            torch.uint64, torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e4m3fnuz, torch.float8_e5m2fnuz)
 _DTYPE_INDEX = {d: i for i, d in enumerate(_DTYPES)}
-OPS = ("allreduce", "allgather", "reduce_scatter", "broadcast", "reduce", "alltoall", "gather", "scatter",
-       "barrier", "allreduce_coalesced", "allgather_coalesced", "reduce_scatter_coalesced")
-_OP_INDEX = {name: i for i, name in enumerate(OPS)}
+_OP_INDEX = {name: i for i, name in enumerate(ops.OPS)}
+COALESCED = "{} (coalesced)"
+"""How a coalesced call is labelled in messages: several tensors as one collective."""
 _MAGIC = 0x4859_4231  # "HYB1": a descriptor of this protocol version
 _HEAD = 10
 
@@ -61,9 +61,7 @@ class Call:
     """What one rank asks of a collective: enough to check peers and to model its time."""
 
     op: str
-    """The c10d-level name (``allreduce``, ``alltoall``...), one of :data:`OPS`."""
-    model: str
-    """The collectives op priced on the rack (``all_reduce``...)."""
+    """The collective, one of ``collectives.ops.OPS`` (``all_reduce``, ``all_to_all``...)."""
     dtype: torch.dtype | None = None
     reduce: str = ""
     root: int = -1
@@ -78,6 +76,14 @@ class Call:
     """all_to_all: elements this rank receives from each peer."""
     modelled: bool = False
     """True when a hybrid tensor takes part: the call is placed on the timeline."""
+    coalesced: bool = False
+    """Several tensors as one collective (``all_reduce_coalesced``, ``all_gather_into_tensor`` in a
+    coalescing block...)."""
+
+    @property
+    def label(self) -> str:
+        """The name errors use."""
+        return COALESCED.format(self.op) if self.coalesced else self.op
 
 
 def op_timeout(opts):
@@ -91,41 +97,30 @@ def dtype_name(dtype) -> str:
 
 
 def reduce_spec(op) -> tuple[str, object]:
-    """(name, premul factor or None) of a ``ReduceOp`` / ``RedOpType`` / name."""
-    if isinstance(op, ReduceOp.RedOpType):
-        return REDUCE_NAMES[op], None
-    if isinstance(op, ReduceOp):
-        state = op.__getstate__()  # (kind, premul factor)
-        if isinstance(state, tuple):
-            return REDUCE_NAMES[state[0]], state[1]
-        return REDUCE_NAMES[op.op], None
-    key = str(op).strip().lower().removeprefix("reduceop.")
-    key = {"product": "prod", "average": "avg", "mean": "avg"}.get(key, key)
-    if key not in GLOO_REDUCE:
-        raise ArgumentError(f"reduce op: unknown {op!r}; accepted: {', '.join(sorted(GLOO_REDUCE))}")
-    return key, None
+    """(name, premul factor or None) of a ``ReduceOp`` / ``RedOpType`` / name (``collectives.ops``)."""
+    try:
+        return ops.parse_reduce_op(op)
+    except ValueError as e:
+        raise ArgumentError(str(e)) from None
 
 
-def check_reduce(label: str, name: str, dtype: torch.dtype, factor=None) -> None:
-    """Refuse a reduce op the engine cannot apply to ``dtype``, naming what would work."""
+def check_reduce(label: str, name: str, dtype: torch.dtype, factor=None):
+    """Refuse a reduce op ``dtype`` does not take (``collectives.ops.REDUCE_RULES``) or the engine cannot carry.
+
+    Returns premul_sum's factor as a number of the dtype's class
+    (``collectives.ops.premul_factor``), None for the other ops.
+    """
+    ops.check_reduce(name, dtype, where=f"{label}: op")
     if dtype not in GLOO_DTYPES:
         raise ArgumentError(
             f"{label}: cannot reduce {dtype_name(dtype)} tensors (Gloo has no {dtype_name(dtype)} arithmetic); "
             f"reducible dtypes: {', '.join(sorted(dtype_name(d) for d in GLOO_DTYPES))}")
-    if dtype.is_complex and name not in ("sum", "avg", "premul_sum"):
-        raise ArgumentError(f"{label}: reduce op {name} is not defined on complex tensors (sum, avg, premul_sum are)")
-    if name in ("band", "bor", "bxor") and (dtype.is_floating_point or dtype.is_complex):
-        raise ArgumentError(f"{label}: bitwise reduce op {name} needs an integer or bool dtype, got "
-                            f"{dtype_name(dtype)}")
-    if name in ("avg", "premul_sum") and not (dtype.is_floating_point or dtype.is_complex):
-        raise ArgumentError(f"{label}: reduce op {name} needs a floating-point or complex dtype, got "
-                            f"{dtype_name(dtype)} (an integer average would have to round)")
     if name == "premul_sum":
         if factor is None:
             raise ArgumentError(f"{label}: premul_sum without a factor (build it with "
                                 "torch.distributed._make_nccl_premul_sum(factor))")
-        if isinstance(factor, torch.Tensor) and factor.numel() != 1:
-            raise ArgumentError(f"{label}: a premul_sum factor tensor must hold one element, got {factor.numel()}")
+        return ops.premul_factor(factor, dtype, where=f"{label}: premul_sum factor")
+    return None
 
 
 def as_transport(t: torch.Tensor, reducing: bool) -> torch.Tensor:
@@ -158,7 +153,7 @@ def describe(call: Call | None, error: BaseException | None, world: int) -> torc
         return row
     sig = zlib.crc32(repr(call.sizes).encode()) if call.sizes else 0
     row[2:_HEAD] = torch.tensor([
-        _OP_INDEX[call.op], _DTYPE_INDEX.get(call.dtype, -1) if call.dtype is not None else -2,
+        2 * _OP_INDEX[call.op] + call.coalesced, _DTYPE_INDEX.get(call.dtype, -1) if call.dtype is not None else -2,
         _REDUCE_INDEX.get(call.reduce, -1), call.root, call.count, call.itemsize, sig, len(call.sizes)])
     if call.send is not None:
         row[_HEAD:_HEAD + world] = torch.tensor(call.send, dtype=torch.int64)
@@ -178,10 +173,10 @@ def disagreement(rows: torch.Tensor, rank: int, call: Call | None) -> str | None
         others = [r for r in failed if r != rank]
         return (f"rank(s) {', '.join(map(str, others or failed))} refused their arguments "
                 "(see the error on that rank); no rank has written any output")
-    ops = [OPS[row[2]] for row in table]
-    name = ops[rank]
-    if len(set(ops)) > 1:
-        return "ranks called different collectives: " + ", ".join(f"rank {r}: {o}" for r, o in enumerate(ops))
+    called = [_op_label(row[2]) for row in table]
+    name = ops.OPS[table[rank][2] // 2]
+    if len(set(called)) > 1:
+        return "ranks called different collectives: " + ", ".join(f"rank {r}: {o}" for r, o in enumerate(called))
     labels = {3: "dtype", 4: "reduce op", 5: "root"}
     for col, label in labels.items():
         values = [row[col] for row in table]
@@ -190,17 +185,17 @@ def disagreement(rows: torch.Tensor, rank: int, call: Call | None) -> str | None
             return f"{name}: ranks disagree on the {label}: " + ", ".join(
                 f"rank {r}: {shown(v)}" for r, v in enumerate(values))
     counts = [row[6] for row in table]
-    if name == "alltoall":
+    if name == "all_to_all":
         send = [row[_HEAD:_HEAD + world] for row in table]
         recv = [row[_HEAD + world:] for row in table]
         for i in range(world):
             for j in range(world):
                 if send[i][j] != recv[j][i]:
-                    return (f"alltoall: rank {i} sends {send[i][j]} elements to rank {j}, which expects "
+                    return (f"all_to_all: rank {i} sends {send[i][j]} elements to rank {j}, which expects "
                             f"{recv[j][i]} from it (split sizes do not match)")
         return None
     if len(set(counts)) > 1:
-        what = {"allgather": "input elements", "gather": "input elements", "reduce_scatter": "output elements",
+        what = {"all_gather": "input elements", "gather": "input elements", "reduce_scatter": "output elements",
                 "scatter": "output elements"}.get(name, "elements")
         return f"{name}: ranks disagree on the {what} per rank: " + ", ".join(
             f"rank {r}: {c}" for r, c in enumerate(counts))
@@ -222,8 +217,12 @@ def _dtype_label(code: int) -> str:
 
 
 def _reduce_label(code: int) -> str:
-    names = sorted(GLOO_REDUCE)
-    return names[code] if 0 <= code < len(names) else "none"
+    return ops.REDUCE_OPS[code] if 0 <= code < len(ops.REDUCE_OPS) else "none"
+
+
+def _op_label(code: int) -> str:
+    name = ops.OPS[code // 2] if 0 <= code // 2 < len(ops.OPS) else f"collective #{code}"
+    return COALESCED.format(name) if code % 2 else name
 
 
 P2P_HEADER = 6

@@ -60,15 +60,17 @@ class Run:
                   original=None) -> tuple[object, list[torch.Tensor]]:
         """The op to hand the engine and the inputs to reduce (premultiplied copies where emulated).
 
-        In place (the input is the output, as in all_reduce) a premultiplied
-        sum scales the buffer itself; otherwise it scales copies, so the
-        caller's input is never written.
+        ``factor``: premul_sum's factor, already a number of the dtype's class
+        (``collectives.ops.premul_factor``).  In place (the input is the
+        output, as in all_reduce) a premultiplied sum scales the buffer itself;
+        otherwise it scales copies, so the caller's input is never written.
+        NCCL takes its own ops, except an integer premul_sum, which torch's
+        NCCL binding refuses although NCCL defines it: that one is emulated too.
         """
-        if self.engine.native_reduce:
+        integer_premul = name == "premul_sum" and not (inputs[0].is_floating_point() or inputs[0].is_complex())
+        if self.engine.native_reduce and not integer_premul:
             return (original if original is not None else GLOO_REDUCE[name]), inputs
         if name == "premul_sum":
-            if isinstance(factor, torch.Tensor):
-                factor = factor.to(inputs[0].device) if factor.device != inputs[0].device else factor
             if in_place:
                 for t in inputs:
                     t.mul_(factor)
@@ -77,11 +79,15 @@ class Run:
         return GLOO_REDUCE[name], inputs
 
     def average(self, name: str, outputs: list[torch.Tensor]) -> None:
-        """Divide ``outputs`` by the group size once the sum is in (emulated AVG)."""
+        """Divide ``outputs`` by the group size once the sum is in (emulated AVG; integers truncate toward
+        zero, as NCCL's ``FuncSumPostDiv``)."""
         if name == "avg" and not self.engine.native_reduce:
             def divide(outs=tuple(outputs), n=self.world):
                 for o in outs:
-                    o.div_(n)
+                    if o.is_floating_point() or o.is_complex():
+                        o.div_(n)
+                    else:
+                        o.div_(n, rounding_mode="trunc")
             self._after.append(divide)
 
     def then(self, step) -> None:

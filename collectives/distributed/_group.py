@@ -5,6 +5,7 @@ The collectives themselves are in :mod:`collectives.distributed._ops`.
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 import warnings
@@ -19,6 +20,7 @@ from collectives.distributed._engine import Engine, Run, choose
 from collectives.distributed._model import Modeller, hooks_or_none
 from collectives.distributed._ops import Collectives
 from collectives.distributed._ops_rooted import RootedCollectives
+from collectives.distributed._peers import PeerMonitor
 from collectives.distributed._work import Work, combined, finished, launched
 
 
@@ -33,7 +35,7 @@ class ProcessGroupHybrid(Collectives, RootedCollectives, dist.ProcessGroup):
     """
 
     def __init__(self, store, rank: int, size: int, timeout: timedelta, *, slot: int, slots: tuple[int, ...],
-                 engine: str = "gloo", check_peers: bool = True, timeline: bool = True):
+                 engine: str = "gloo", check_peers: bool = True, timeline: bool = True, hosts=None, pids=None):
         # The (rank, size) constructor: torch 2.13's (store, rank, size) one cannot build a Python subclass.
         super().__init__(rank, size)
         self._rank, self._size = rank, size
@@ -64,6 +66,9 @@ class ProcessGroupHybrid(Collectives, RootedCollectives, dist.ProcessGroup):
         self._coalescing: list[Work] | None = None
         self._recv_chains: dict = {}
         self._p2p_lock = threading.Lock()
+        self._peers = PeerMonitor(store, rank, size, self.slots if slot >= 0 else (), list(hosts or [""] * size),
+                                  list(pids or [0] * size), timeout)
+        """Heartbeats, and the names of the peers a failed operation waited for."""
 
     # -- identity -----------------------------------------------------------------------------
 
@@ -82,6 +87,28 @@ class ProcessGroupHybrid(Collectives, RootedCollectives, dist.ProcessGroup):
     @property
     def _timeout_s(self) -> float:
         return self._timeout.total_seconds()
+
+    # -- failures that name the peer ------------------------------------------------------------
+
+    def _next(self) -> int:
+        """Count one more operation issued by this rank (what the heartbeats carry)."""
+        self._peers.issued += 1
+        return self._peers.issued
+
+    def _failure(self, label: str, issued: int, timeout: timedelta | None = None):
+        """``convert(error)``: an engine failure of operation ``issued`` as a DistBackendError naming the
+        peer(s) it waited for (rank and slot); argument refusals pass through unchanged.  ``timeout``: the
+        call's own, which also bounds the diagnosis."""
+        def convert(e: BaseException) -> BaseException:
+            if isinstance(e, C.ArgumentError) or getattr(e, "_hybrid_peers", False):
+                return e
+            why = self._peers.diagnose(issued, None if timeout is None else timeout.total_seconds())
+            err = dist.DistBackendError(f"{label} (operation #{issued}) on {self._peers.who(self._rank)} failed: "
+                                        f"{why}. The engine reported: {e}")
+            err._hybrid_peers = True
+            err.__cause__ = e
+            return err
+        return convert
 
     # -- checks -------------------------------------------------------------------------------
 
@@ -169,19 +196,27 @@ class ProcessGroupHybrid(Collectives, RootedCollectives, dist.ProcessGroup):
         """
         call = launch = error = None
         aliases = ()
+        timeout = C.op_timeout(opts)
+        failure = self._failure(label, self._next(), timeout)
         try:
             call, launch, aliases = build()
         except Exception as e:  # every refusal is reported to the peers before it is raised
             error = e
-        timeout = C.op_timeout(opts)
-        rows = self._agree(call, error, timeout)
+        try:
+            rows = self._agree(call, error, timeout)
+        except C.ArgumentError:
+            raise
+        except Exception as e:  # the exchange itself failed: a peer stopped or never called
+            if e is error:
+                raise
+            raise failure(e) from e
         run = Run(self._engine_for(aliases), self._size, timeout)
         inner, result, model = launch(run, rows)
         if model is not None and call.modelled and self.timeline and self.slot >= 0:
             self._place(model)
         if inner:
             work = launched(label, self._rank, inner, result, run.finish if run.needs_finish else None,
-                            self._timeout_s)
+                            self._timeout_s, on_failure=failure)
         else:
             run.finish()
             work = finished(label, self._rank, result)
@@ -232,7 +267,8 @@ class ProcessGroupHybrid(Collectives, RootedCollectives, dist.ProcessGroup):
             inner.append(self._gloo.send([C.p2p_header(t, self.slot)], dstRank, tag))
         inner.append(run.engine.backend.send([buf], dstRank, tag))
         self._place_p2p(self._rank, dstRank, t, hybrid)
-        work = launched("send", self._rank, inner, [t], None, self._timeout_s)
+        work = launched("send", self._rank, inner, [t], None, self._timeout_s,
+                        on_failure=self._failure(f"send to rank {dstRank}", self._next()))
         if self._coalescing is not None:
             self._coalescing.append(work)
         return work
@@ -254,19 +290,21 @@ class ProcessGroupHybrid(Collectives, RootedCollectives, dist.ProcessGroup):
         t, alias, hybrid = self._p2p_view(label, tensors, src)
         run = Run(self._engine_for([alias]), self._size)
         buf = C.as_transport(run.buf(alias, out=True), reducing=False)
+        failure = self._failure(f"{label} from {'any rank' if src is None else f'rank {src}'}", self._next())
         if not self.check_peers:
             w = (run.engine.backend.recv([buf], src, tag) if src is not None
                  else run.engine.backend.recv_anysource([buf], tag))
             if src is not None:
                 self._place_p2p(src, self._rank, t, hybrid)
-            work = launched(label, self._rank, [w], [t], run.finish if run.needs_finish else None, self._timeout_s)
+            work = launched(label, self._rank, [w], [t], run.finish if run.needs_finish else None, self._timeout_s,
+                            on_failure=failure)
         else:
-            work = self._checked_recv(label, t, buf, run, src, tag, hybrid)
+            work = self._checked_recv(label, t, buf, run, src, tag, hybrid, failure)
         if self._coalescing is not None:
             self._coalescing.append(work)
         return work
 
-    def _checked_recv(self, label, t, buf, run, src, tag, hybrid) -> Work:
+    def _checked_recv(self, label, t, buf, run, src, tag, hybrid, failure) -> Work:
         """Receive the header, check it, then the payload into ``buf`` (or into scratch, and fail).
 
         Runs on a helper thread, since Gloo's receive works have no future to
@@ -276,7 +314,7 @@ class ProcessGroupHybrid(Collectives, RootedCollectives, dist.ProcessGroup):
         """
         result = torch.futures.Future()
         done = threading.Event()
-        work = Work(label, self._rank, result, (), [t], self._timeout_s, done=done)
+        work = Work(label, self._rank, result, (), [t], self._timeout_s, done=done, on_failure=failure)
         with self._p2p_lock:
             previous = self._recv_chains.get((src, tag))
             posted = threading.Event()
@@ -318,6 +356,7 @@ class ProcessGroupHybrid(Collectives, RootedCollectives, dist.ProcessGroup):
 
     def abort(self) -> None:
         """Abort the engines (pending works fail)."""
+        self._peers.stop()
         for e in self._engines.values():
             try:
                 e.backend.abort()
@@ -326,6 +365,7 @@ class ProcessGroupHybrid(Collectives, RootedCollectives, dist.ProcessGroup):
 
     def shutdown(self) -> None:
         """Shut the engines down."""
+        self._peers.stop()
         for e in self._engines.values():
             try:
                 e.backend.shutdown()
@@ -334,13 +374,14 @@ class ProcessGroupHybrid(Collectives, RootedCollectives, dist.ProcessGroup):
 
 
 def exchange_slots(store, rank: int, size: int, slot: int, backing: str, problem: str, timeout: timedelta):
-    """Publish this rank's slot, backing, host and refusal (empty: none) on the group's store; read everyone's
-    (rank order): four lists."""
-    store.set(f"hybrid-slot/{rank}", f"{slot}|{backing}|{socket.gethostname()}|{problem}")
+    """Publish this rank's slot, backing, host, process id and refusal (empty: none) on the group's store; read
+    everyone's (rank order): five lists (slots, backings, hosts, pids, refusals)."""
+    store.set(f"hybrid-slot/{rank}", f"{slot}|{backing}|{socket.gethostname()}|{os.getpid()}|{problem}")
     keys = [f"hybrid-slot/{r}" for r in range(size)]
     store.wait(keys, timeout)
-    rows = [store.get(k).decode().split("|", 3) for k in keys]
-    return [int(r[0]) for r in rows], [r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows]
+    rows = [store.get(k).decode().split("|", 4) for k in keys]
+    return ([int(r[0]) for r in rows], [r[1] for r in rows], [r[2] for r in rows], [int(r[3]) for r in rows],
+            [r[4] for r in rows])
 
 
 __all__ = ["ProcessGroupHybrid", "exchange_slots", "choose"]

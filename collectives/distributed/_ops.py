@@ -16,7 +16,7 @@ from torch._C._distributed_c10d import (
     AllgatherOptions, AllreduceCoalescedOptions, AllreduceOptions, ReduceOp, ReduceScatterOptions,
 )
 
-from collectives.distributed._checks import ArgumentError, Call, as_transport, check_reduce, reduce_spec
+from collectives.distributed._checks import COALESCED, ArgumentError, Call, as_transport, check_reduce, reduce_spec
 from collectives.distributed._work import Work
 
 
@@ -46,12 +46,12 @@ class Collectives:
     def allreduce(self, tensors, opts=None) -> Work:
         """All-reduce one tensor per rank, in place (SUM, AVG, PRODUCT, MIN, MAX, PREMUL_SUM, BAND/BOR/BXOR)."""
         opts = _opts(opts, AllreduceOptions)
-        return self._reduce_all("allreduce", [self._single("allreduce", tensors)], opts, False)
+        return self._reduce_all("all_reduce", [self._single("all_reduce", tensors)], opts, False)
 
     def allreduce_coalesced(self, tensors, opts=None) -> Work:
         """All-reduce several tensors as one collective (one modelled launch)."""
         opts = _opts(opts, AllreduceCoalescedOptions)
-        return self._reduce_all("allreduce_coalesced", list(tensors), opts, True)
+        return self._reduce_all(COALESCED.format("all_reduce"), list(tensors), opts, True)
 
     def _reduce_all(self, label: str, tensors: list, opts, coalesced: bool) -> Work:
         if not coalesced and any(isinstance(t, torch.Tensor) and t.is_sparse for t in tensors):
@@ -65,19 +65,19 @@ class Collectives:
             views, hybrid = [], False
             for i, t in enumerate(tensors):
                 v, h = self._view(label, f"tensors[{i}]", t)
-                check_reduce(label, name, t.dtype, factor)
+                scale = check_reduce(label, name, t.dtype, factor)
                 if t.dtype != tensors[0].dtype:
                     raise ArgumentError(f"{label}: tensors[{i}] is {t.dtype}, tensors[0] is {tensors[0].dtype}")
                 views.append(v)
                 hybrid |= h
             total = sum(t.numel() for t in tensors)
-            call = Call(label, "all_reduce", tensors[0].dtype, name, count=total,
-                        itemsize=tensors[0].element_size(), sizes=tuple(t.numel() for t in tensors) if coalesced else (),
-                        modelled=hybrid)
+            call = Call("all_reduce", tensors[0].dtype, name, count=total, itemsize=tensors[0].element_size(),
+                        sizes=tuple(t.numel() for t in tensors) if coalesced else (), modelled=hybrid,
+                        coalesced=coalesced)
 
             def launch(run, rows):
                 bufs = [as_transport(run.buf(v, out=True), reducing=True) for v in views]
-                engine_op, bufs = run.reduce_op(name, factor, bufs, in_place=True, original=op)
+                engine_op, bufs = run.reduce_op(name, scale, bufs, in_place=True, original=op)
                 run.average(name, bufs)
                 o = run.opts(AllreduceCoalescedOptions if coalesced else AllreduceOptions, reduceOp=engine_op)
                 backend = run.engine.backend
@@ -96,7 +96,7 @@ class Collectives:
             if len(tensors) != 1 or t.layout != torch.sparse_coo or t.device.type != "cpu":
                 raise ArgumentError(f"{label}: a sparse all_reduce takes one CPU sparse COO tensor "
                                     f"(got {t.layout} on {t.device})")
-            call = Call(label, "all_reduce", t.dtype, "sum", count=t.numel(), itemsize=t.element_size())
+            call = Call("all_reduce", t.dtype, "sum", count=t.numel(), itemsize=t.element_size())
 
             def launch(run, rows):
                 w = self._gloo.allreduce([t], run.opts(AllreduceOptions, reduceOp=ReduceOp.SUM))
@@ -108,7 +108,7 @@ class Collectives:
 
     def allgather(self, output_tensors, input_tensors, opts=None) -> Work:
         """Every rank's input into every rank's list of ``size`` outputs."""
-        label = "allgather"
+        label = "all_gather"
 
         def build():
             inp = self._single(label, input_tensors)
@@ -121,7 +121,7 @@ class Collectives:
                 vouts.append(v)
                 hybrid |= h
             _same(label, inp, outs, "outputs")
-            call = Call(label, "all_gather", inp.dtype, count=inp.numel(), itemsize=inp.element_size(),
+            call = Call("all_gather", inp.dtype, count=inp.numel(), itemsize=inp.element_size(),
                         modelled=hybrid)
 
             def launch(run, rows):
@@ -134,19 +134,19 @@ class Collectives:
 
     def all_gather_single(self, output_tensor, input_tensor, opts=None) -> Work:
         """Every rank's input concatenated into one output of ``size`` times its elements."""
-        return self._gather_flat("allgather", [output_tensor], [input_tensor], opts)
+        return self._gather_flat("all_gather", [output_tensor], [input_tensor], opts)
 
     _allgather_base = all_gather_single
 
     def all_gather_single_coalesced(self, output_tensors, input_tensors, opts=None) -> Work:
         """Several :meth:`all_gather_single` as one collective (one modelled launch)."""
-        return self._gather_flat("allgather_coalesced", list(output_tensors), list(input_tensors), opts)
+        return self._gather_flat(COALESCED.format("all_gather"), list(output_tensors), list(input_tensors), opts)
 
     allgather_into_tensor_coalesced = all_gather_single_coalesced
 
     def allgather_coalesced(self, output_lists, input_tensors, opts=None) -> Work:
         """Several :meth:`allgather` as one collective: ``output_lists[r][j]`` receives rank r's input j."""
-        label = "allgather_coalesced"
+        label = COALESCED.format("all_gather")
         inputs = list(input_tensors)
         if (not isinstance(output_lists, (list, tuple)) or len(output_lists) != self._size
                 or any(len(outs) != len(inputs) for outs in output_lists)):
@@ -183,8 +183,9 @@ class Collectives:
                 vouts.append(vo)
                 hybrid |= hx or ho
             total = sum(x.numel() for x in inputs)
-            call = Call(label, "all_gather", inputs[0].dtype, count=total, itemsize=inputs[0].element_size(),
-                        sizes=tuple(x.numel() for x in inputs) if len(inputs) > 1 else (), modelled=hybrid)
+            call = Call("all_gather", inputs[0].dtype, count=total, itemsize=inputs[0].element_size(),
+                        sizes=tuple(x.numel() for x in inputs) if len(inputs) > 1 else (), modelled=hybrid,
+                        coalesced=len(inputs) > 1)
 
             def launch(run, rows):
                 works = []
@@ -214,8 +215,8 @@ class Collectives:
                 pairs.append((vx, vos))
                 hybrid |= h
             total = sum(x.numel() for x in inputs)
-            call = Call(label, "all_gather", inputs[0].dtype, count=total, itemsize=inputs[0].element_size(),
-                        sizes=tuple(x.numel() for x in inputs), modelled=hybrid)
+            call = Call("all_gather", inputs[0].dtype, count=total, itemsize=inputs[0].element_size(),
+                        sizes=tuple(x.numel() for x in inputs), modelled=hybrid, coalesced=True)
 
             def launch(run, rows):
                 works = []
@@ -240,20 +241,20 @@ class Collectives:
                              self._size)
             vout, hybrid = self._view(label, "output", out)
             name, factor = reduce_spec(opts.reduceOp)
-            check_reduce(label, name, out.dtype, factor)
+            scale = check_reduce(label, name, out.dtype, factor)
             vins = []
             for i, x in enumerate(ins):
                 v, h = self._view(label, f"inputs[{i}]", x)
                 vins.append(v)
                 hybrid |= h
             _same(label, out, ins, "inputs")
-            call = Call(label, "reduce_scatter", out.dtype, name, count=out.numel(), itemsize=out.element_size(),
+            call = Call("reduce_scatter", out.dtype, name, count=out.numel(), itemsize=out.element_size(),
                         modelled=hybrid)
 
             def launch(run, rows):
                 bo = as_transport(run.buf(vout, out=True), reducing=True)
                 bis = [as_transport(run.buf(v), reducing=True) for v in vins]
-                engine_op, bis = run.reduce_op(name, factor, bis, in_place=False, original=opts.reduceOp)
+                engine_op, bis = run.reduce_op(name, scale, bis, in_place=False, original=opts.reduceOp)
                 run.average(name, [bo])
                 o = run.opts(ReduceScatterOptions, reduceOp=engine_op)
                 w = run.engine.backend.reduce_scatter([bo], [bis], o)
@@ -269,7 +270,7 @@ class Collectives:
 
     def reduce_scatter_single_coalesced(self, outputs, inputs, opts=None) -> Work:
         """Several :meth:`reduce_scatter_single` as one collective (one modelled launch)."""
-        return self._scatter_flat("reduce_scatter_coalesced", list(outputs), list(inputs), opts)
+        return self._scatter_flat(COALESCED.format("reduce_scatter"), list(outputs), list(inputs), opts)
 
     reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
 
@@ -284,7 +285,7 @@ class Collectives:
             for i, (o, x) in enumerate(zip(outputs, inputs)):
                 vx, hx = self._view(label, f"input[{i}]", x)
                 vo, ho = self._view(label, f"output[{i}]", o)
-                check_reduce(label, name, x.dtype, factor)
+                scale = check_reduce(label, name, x.dtype, factor)
                 if o.dtype != x.dtype:
                     raise ArgumentError(f"{label}: output[{i}] is {o.dtype}, input[{i}] is {x.dtype}")
                 if x.numel() != self._size * o.numel():
@@ -293,16 +294,16 @@ class Collectives:
                 pairs.append((vo, vx))
                 hybrid |= hx or ho
             total = sum(o.numel() for o in outputs)
-            call = Call(label, "reduce_scatter", outputs[0].dtype, name, count=total,
-                        itemsize=outputs[0].element_size(),
-                        sizes=tuple(o.numel() for o in outputs) if len(outputs) > 1 else (), modelled=hybrid)
+            call = Call("reduce_scatter", outputs[0].dtype, name, count=total, itemsize=outputs[0].element_size(),
+                        sizes=tuple(o.numel() for o in outputs) if len(outputs) > 1 else (), modelled=hybrid,
+                        coalesced=len(outputs) > 1)
 
             def launch(run, rows):
                 works = []
                 for vo, vx in pairs:
                     bo = as_transport(run.buf(vo, out=True), reducing=True)
                     bx = as_transport(run.buf(vx), reducing=True)
-                    engine_op, (bx,) = run.reduce_op(name, factor, [bx], in_place=False, original=opts.reduceOp)
+                    engine_op, (bx,) = run.reduce_op(name, scale, [bx], in_place=False, original=opts.reduceOp)
                     run.average(name, [bo])
                     o = run.opts(ReduceScatterOptions, reduceOp=engine_op)
                     works.append(run.engine.backend._reduce_scatter_base(bo, bx, o))

@@ -31,7 +31,7 @@ class RootedCollectives:
             if opts.rootTensor != 0:
                 raise ArgumentError(f"{label}: rootTensor must be 0 (one tensor per rank), got {opts.rootTensor}")
             v, hybrid = self._view(label, "tensor", t)
-            call = Call(label, "broadcast", t.dtype, root=root, count=t.numel(), itemsize=t.element_size(),
+            call = Call("broadcast", t.dtype, root=root, count=t.numel(), itemsize=t.element_size(),
                         modelled=hybrid)
 
             def launch(run, rows):
@@ -52,8 +52,8 @@ class RootedCollectives:
             root = self._root(label, opts.rootRank)
             v, hybrid = self._view(label, "tensor", t)
             name, factor = reduce_spec(opts.reduceOp)
-            check_reduce(label, name, t.dtype, factor)
-            call = Call(label, "reduce", t.dtype, name, root=root, count=t.numel(), itemsize=t.element_size(),
+            scale = check_reduce(label, name, t.dtype, factor)
+            call = Call("reduce", t.dtype, name, root=root, count=t.numel(), itemsize=t.element_size(),
                         modelled=hybrid)
 
             def launch(run, rows):
@@ -62,7 +62,7 @@ class RootedCollectives:
                 if not is_root and not run.engine.native_reduce:
                     # Gloo uses a non-root's buffer as scratch; NCCL leaves it alone, and so do we.
                     b = b.clone()
-                engine_op, (b,) = run.reduce_op(name, factor, [b], in_place=True, original=opts.reduceOp)
+                engine_op, (b,) = run.reduce_op(name, scale, [b], in_place=True, original=opts.reduceOp)
                 if is_root:
                     run.average(name, [b])
                 o = run.opts(ReduceOptions, reduceOp=engine_op, rootRank=root)
@@ -92,7 +92,7 @@ class RootedCollectives:
                 _same(label, inp, outs, "outputs")
             elif output_tensors and any(len(x) for x in output_tensors):
                 raise ArgumentError(f"{label}: only the root (rank {root}) passes outputs")
-            call = Call(label, "gather", inp.dtype, root=root, count=inp.numel(), itemsize=inp.element_size(),
+            call = Call("gather", inp.dtype, root=root, count=inp.numel(), itemsize=inp.element_size(),
                         modelled=hybrid)
 
             def launch(run, rows):
@@ -125,7 +125,7 @@ class RootedCollectives:
                 _same(label, out, ins, "inputs")
             elif input_tensors and any(len(x) for x in input_tensors):
                 raise ArgumentError(f"{label}: only the root (rank {root}) passes inputs")
-            call = Call(label, "scatter", out.dtype, root=root, count=out.numel(), itemsize=out.element_size(),
+            call = Call("scatter", out.dtype, root=root, count=out.numel(), itemsize=out.element_size(),
                         modelled=hybrid)
 
             def launch(run, rows):
@@ -141,7 +141,7 @@ class RootedCollectives:
 
     def all_to_all_single(self, output, input, output_split_sizes, input_split_sizes, opts=None) -> Work:
         """Rank i's input block j goes to rank j's output block i; split sizes count dim-0 rows (uneven allowed)."""
-        label = "alltoall"
+        label = "all_to_all"
 
         def build():
             vin, hi = self._view(label, "input", input)
@@ -160,7 +160,7 @@ class RootedCollectives:
             outs = self._splits(label, "output", output_split_sizes, out_rows)
             send = tuple(s * width for s in ins)
             recv = tuple(s * width for s in outs)
-            call = Call(label, "all_to_all", input.dtype, count=0, itemsize=input.element_size(), send=send,
+            call = Call("all_to_all", input.dtype, count=0, itemsize=input.element_size(), send=send,
                         recv=recv, modelled=hi or ho)
 
             def launch(run, rows):
@@ -175,7 +175,7 @@ class RootedCollectives:
 
     def alltoall(self, output_tensors, input_tensors, opts=None) -> Work:
         """Rank i's ``input_tensors[j]`` lands in rank j's ``output_tensors[i]`` (sizes may differ per pair)."""
-        label = "alltoall"
+        label = "all_to_all"
 
         def build():
             ins = self._list(label, "input_tensors", input_tensors, self._size)
@@ -191,7 +191,7 @@ class RootedCollectives:
                 hybrid |= hx or ho
             send = tuple(x.numel() for x in ins)
             recv = tuple(o.numel() for o in outs)
-            call = Call(label, "all_to_all", ins[0].dtype, itemsize=ins[0].element_size(), send=send, recv=recv,
+            call = Call("all_to_all", ins[0].dtype, itemsize=ins[0].element_size(), send=send, recv=recv,
                         modelled=hybrid)
 
             def launch(run, rows):
@@ -247,7 +247,7 @@ class RootedCollectives:
         label = "barrier"
 
         def build():
-            call = Call(label, "barrier", None, modelled=True)
+            call = Call("barrier", None, modelled=True)
 
             def launch(run, rows):
                 w = self._gloo.barrier(opts if isinstance(opts, BarrierOptions) else BarrierOptions())

@@ -34,7 +34,7 @@ class Work(dist._Work):
     """
 
     def __init__(self, op: str, rank: int, future: torch.futures.Future | None, inner=(), result=None,
-                 default_timeout: float = 0.0, finish=None, done: threading.Event | None = None):
+                 default_timeout: float = 0.0, finish=None, done: threading.Event | None = None, on_failure=None):
         super().__init__()
         self._op = op
         self._rank = rank
@@ -52,8 +52,19 @@ class Work(dist._Work):
         self._done = done
         self._lock = threading.Lock()
         self._watcher: threading.Thread | None = None
+        self._on_failure = on_failure
+        """Turns an engine failure into one naming the peer it waited for (the group's peer monitor)."""
+        self._converted: tuple[BaseException, BaseException] | None = None
 
     def _note(self, e: BaseException) -> BaseException:
+        if self._on_failure is not None:
+            seen = self._converted
+            if seen is not None and seen[0] is e:
+                e = seen[1]  # diagnosed once (it takes a few heartbeats): the same answer on every wait()
+            else:
+                converted = self._on_failure(e)
+                self._converted = (e, converted)
+                e = converted
         if not getattr(e, "_hybrid_noted", False):
             e.add_note(f"hybrid backend: {self._op} on rank {self._rank}")
             e._hybrid_noted = True
@@ -167,12 +178,15 @@ def finished(op: str, rank: int, result) -> Work:
     return Work(op, rank, fut, (), result)
 
 
-def launched(op: str, rank: int, inner: list, result, finish=None, default_timeout: float = 0.0) -> Work:
-    """Wrap the engine's ``inner`` works; ``finish()`` runs once they all succeeded, before completion."""
+def launched(op: str, rank: int, inner: list, result, finish=None, default_timeout: float = 0.0,
+             on_failure=None) -> Work:
+    """Wrap the engine's ``inner`` works; ``finish()`` runs once they all succeeded, before completion.
+
+    ``on_failure(error)``: the error to raise instead of an engine failure (one naming the peer)."""
     try:
         futures = [w.get_future() for w in inner]
     except RuntimeError:  # "Work::getFuture not implemented": Gloo reduce_scatter, send, recv
-        return Work(op, rank, None, inner, result, default_timeout, finish)
+        return Work(op, rank, None, inner, result, default_timeout, finish, on_failure=on_failure)
     base = futures[0] if len(futures) == 1 else torch.futures.collect_all(futures)
 
     def done(f):
@@ -185,7 +199,7 @@ def launched(op: str, rank: int, inner: list, result, finish=None, default_timeo
             finish()
         return result
 
-    return Work(op, rank, base.then(done), inner, result, default_timeout)
+    return Work(op, rank, base.then(done), inner, result, default_timeout, on_failure=on_failure)
 
 
 def combined(op: str, rank: int, works: list, default_timeout: float = 0.0) -> Work:

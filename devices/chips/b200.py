@@ -2,10 +2,10 @@
 
 from devices.chip import Chip
 from devices.figure import Figure
+from devices.sources import HGX_B200_DATASHEET, VERDA_GB300, ZDSZERO_B200
 
-_SHEET = "NVIDIA HGX B200 datasheet, per-GPU column (https://www.nvidia.com/en-us/data-center/hgx/)"
-_REPRO = ("NVIDIA DGX/HGX B200 spec table as reproduced by verda.com/blog/gb300-nvl72-architecture "
-          "(B200 FP32 0.075 PFLOPS) and zdszero.github.io (HGX B200: FP32 75, FP64 37 TFLOPS)")
+_SHEET = HGX_B200_DATASHEET.cite()
+_REPRO = f"{VERDA_GB300.cite('B200 FP32 0.075 PFLOPS')}; {ZDSZERO_B200.cite('HGX B200: FP32 75, FP64 37 TFLOPS')}"
 
 CHIP = Chip(
     kind="b200",
@@ -28,5 +28,5 @@ CHIP = Chip(
         "NVLink 5: 1.8 TB/s is the bidirectional total; per direction = 1.8e12/2 = 900 GB/s"),
     scale_up_fabric="nvlink5",
     power=Figure(1000.0, "W", _SHEET, "published", "up to 1,000 W"),
-    price_per_hour=None,  # specs.md: p6 on-demand price not found; never invented.
+    price_per_hour=None,  # no p6 (B200) on-demand price was found; never invented.
 )

@@ -2,10 +2,11 @@
 
 from devices.chip import Chip
 from devices.figure import Figure
+from devices.sources import GB300_NVL72_PAGE, KLOCKWOOD_B300, VERDA_GB300
 
-_VENDOR = "NVIDIA GB300 NVL72 product pages, per-GPU figures (specs.md: secondary, vendor pages)"
-_VERDA = "verda.com/blog/gb300-nvl72-architecture, per-GPU table (https://verda.com/blog/gb300-nvl72-architecture)"
-_KLOCK = "glennklockwood.com/garden/processors/B300 (HGX B300: FP64 1.25 TFLOPS)"
+_VENDOR = GB300_NVL72_PAGE.cite("per-GPU figures")
+_VERDA = VERDA_GB300.cite("per-GPU table, GB300 column")
+_KLOCK = KLOCKWOOD_B300.cite("HGX B300: FP64 1.25 TFLOPS")
 
 CHIP = Chip(
     kind="gb300",
@@ -31,5 +32,5 @@ CHIP = Chip(
         "NVLink 5: 1.8 TB/s is the bidirectional total; per direction = 900 GB/s (72 x 1.8 TB/s = 130 TB/s)"),
     scale_up_fabric="nvlink5",
     power=Figure(1400.0, "W", _VENDOR, "secondary", "1,400 W max TDP per GPU"),
-    price_per_hour=None,  # no GB300 price in specs.md; never invented.
+    price_per_hour=None,  # no GB300 price was found; never invented.
 )

@@ -2,11 +2,10 @@
 
 from devices.chip import Chip
 from devices.figure import Figure
+from devices.sources import EC2_PRICING, H100_DATASHEET, HPCTECH_H100, KLOCKWOOD_H100
 
-_SHEET = "NVIDIA H100 Tensor Core GPU datasheet, H100 SXM (https://www.nvidia.com/en-us/data-center/h100/)"
-_REPRO = ("NVIDIA H100 datasheet as reproduced by HPC Tech "
-          "(https://archive-lib.hpctech.co.jp/gpuproduct/nvidia-h100.html) and "
-          "glennklockwood.com/garden/processors/h100 (66.9 TFLOPS)")
+_SHEET = H100_DATASHEET.cite("H100 SXM")
+_REPRO = f"{HPCTECH_H100.cite()}; {KLOCKWOOD_H100.cite('66.9 TFLOPS')}"
 _DENSE = "dense; the datasheet's {} is with 2:4 sparsity"
 
 CHIP = Chip(
@@ -32,7 +31,7 @@ CHIP = Chip(
     scale_up_fabric="nvlink4",
     power=Figure(700.0, "W", _SHEET, "published", "up to 700 W (configurable)"),
     price_per_hour=Figure(
-        98.32 / 8, "USD/h", "AWS EC2 on-demand price, p5.48xlarge $98.32/h for 8 H100 (specs.md, secondary)",
+        98.32 / 8, "USD/h", EC2_PRICING.cite("p5.48xlarge $98.32/h for 8 H100"),
         "secondary",
         "$98.32/h / 8 = $12.29/h per GPU, before the mid-2025 price cut ('up to 45 %'); "
         "capacity blocks were $39.33/h per instance; a default the user can override"),

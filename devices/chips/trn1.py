@@ -2,9 +2,9 @@
 
 from devices.chip import Chip
 from devices.figure import Figure
+from devices.sources import EC2_PRICING, TRAINIUM_DOCS, TRN1_ARCH
 
-_DOCS = ("AWS Neuron docs, Trainium architecture "
-         "(https://awsdocs-neuron.readthedocs-hosted.com/en/latest/general/arch/neuron-hardware/trainium.html)")
+_DOCS = TRAINIUM_DOCS.cite()
 
 CHIP = Chip(
     kind="trn1",
@@ -22,12 +22,12 @@ CHIP = Chip(
     hbm_bandwidth=Figure(820 * 2**30, "B/s", _DOCS, "published",
                          "820 GiB/s (current docs say GiB/s; v2.9 docs said 820 GB/sec)"),
     scale_up_bandwidth=Figure(
-        192e9, "B/s", "AWS Neuron docs, Trn1 architecture; NeuronLink-v2 384 GB/s per chip (specs.md)", "published",
+        192e9, "B/s", TRN1_ARCH.cite("NeuronLink-v2 384 GB/s per chip"), "published",
         "384 GB/s per chip, read as a bidirectional total like NVIDIA's NVLink figures (AWS does not say); "
         "per direction = 384/2 = 192 GB/s. 16 chips per trn1.32xlarge in a 4D hypercube"),
     scale_up_fabric="neuronlink-v2",
     power=None,
     price_per_hour=Figure(
-        21.50 / 16, "USD/h", "AWS EC2 on-demand price, trn1.32xlarge $21.50/h (specs.md, secondary)", "secondary",
+        21.50 / 16, "USD/h", EC2_PRICING.cite("trn1.32xlarge $21.50/h"), "secondary",
         "$21.50/h per instance of 16 chips -> $1.34375/h per chip; a default the user can override"),
 )

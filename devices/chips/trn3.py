@@ -2,9 +2,9 @@
 
 from devices.chip import Chip
 from devices.figure import Figure
+from devices.sources import TRAINIUM3_DOCS, TRN3_POWER_PRESS
 
-_DOCS = ("AWS Neuron docs v2.29.1, Trainium3 architecture "
-         "(https://awsdocs-neuron.readthedocs-hosted.com/en/v2.29.1/about-neuron/arch/neuron-hardware/trainium3.html)")
+_DOCS = TRAINIUM3_DOCS.cite()
 
 CHIP = Chip(
     kind="trn3",
@@ -21,11 +21,12 @@ CHIP = Chip(
     hbm_capacity=Figure(144 * 2**30, "B", _DOCS, "published", "144 GiB"),
     hbm_bandwidth=Figure(4.9e12, "B/s", _DOCS, "published", "4.9 TB/s (the NKI architecture guide says 4.7 TB/s)"),
     scale_up_bandwidth=Figure(
-        1.28e12, "B/s", f"{_DOCS}: NeuronLink-v4 2.56 TB/s per device", "published",
+        1.28e12, "B/s", TRAINIUM3_DOCS.cite("NeuronLink-v4 2.56 TB/s per device"), "published",
         "2.56 TB/s per chip, read as a bidirectional total like NVIDIA's figures (AWS does not say); "
         "per direction = 2.56e12/2 = 1.28 TB/s; all-to-all through NeuronSwitch-v1 in the UltraServer"),
     scale_up_fabric="neuronlink-v4",
-    power=Figure(1000.0, "W", "press coverage of re:Invent 2025 (specs.md)", "secondary",
-                 "~1 kW, unconfirmed by AWS"),
-    price_per_hour=None,  # specs.md: trn3 on-demand price not found; never invented.
+    power=Figure(1000.0, "W", TRN3_POWER_PRESS.cite(), "secondary",
+                 "~1 kW: AWS said Trainium3 needs liquid cooling, 'when a chip goes above 1,000 watts'; "
+                 "no wattage confirmed by AWS"),
+    price_per_hour=None,  # no trn3 on-demand price was found; never invented.
 )

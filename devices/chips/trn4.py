@@ -12,8 +12,9 @@ least"), so these figures are too.
 from devices.chip import Chip
 from devices.chips.trn3 import CHIP as _TRN3
 from devices.figure import Figure
+from devices.sources import NVLINK_PAGE, TRAINIUM3_ANNOUNCEMENT
 
-_ANNOUNCED = "re:Invent 2025 Trainium4 announcement (relative multipliers over Trn3, specs.md)"
+_ANNOUNCED = TRAINIUM3_ANNOUNCEMENT.cite("Trainium4: relative multipliers over Trainium3")
 
 
 def _times(fig: Figure, factor: float, what: str) -> Figure:
@@ -42,7 +43,7 @@ CHIP = Chip(
         2.0, "derived: 2x Trn3 144 GiB = 288 GiB; the 2x is NOT confirmed", source=_ANNOUNCED),
     hbm_bandwidth=_times(_TRN3.hbm_bandwidth, 4.0, "HBM bandwidth (announced: 4x)"),
     scale_up_bandwidth=Figure(
-        1.8e12, "B/s", "NVLink 6 (Vera Rubin generation) 3.6 TB/s per GPU (specs.md, secondary)", "projected",
+        1.8e12, "B/s", NVLINK_PAGE.cite("sixth-generation NVLink (Rubin) 3.6 TB/s per GPU"), "projected",
         "assumed NVLink 6 class for Trn4's NVLink Fusion port: 3.6 TB/s bidirectional per chip -> "
         "1.8 TB/s per direction; AWS announced NVLink Fusion support, not a bandwidth"),
     scale_up_fabric="nvlink-fusion",

@@ -11,15 +11,16 @@
   the meta device (torch imported lazily).
 - :func:`estimate_ops` -> :class:`Summary`: totals, MFU and a per-op breakdown.
 
-Modules: :mod:`.ops` (classification), :mod:`.flops` and :mod:`.traffic`
-(counting), :mod:`.shapes`, :mod:`.dtypes`, :mod:`.efficiency` and
-:mod:`.calibration` (parameters), :mod:`.model` (estimate), :mod:`.trace`,
-:mod:`.summary`.
+Modules: :mod:`.op_families` (classification), :mod:`.work` (the counted
+unit and byte helpers), :mod:`.flops` and :mod:`.traffic` (counting),
+:mod:`.shapes`, :mod:`.efficiency` and :mod:`.calibration` (parameters),
+:mod:`.model` (estimate), :mod:`.meta_trace` (tracing on the meta device),
+:mod:`.summary`.  Dtype names are :mod:`devices.dtypes`'s.
 """
 
 from devices.cost.model import BOUNDS, Estimate, cache_clear, estimate
 from devices.cost.summary import OpTotal, Summary, estimate_ops
-from devices.cost.trace import OpRecord, trace_ops
+from devices.cost.meta_trace import OpRecord, trace_ops
 
 __all__ = ["BOUNDS", "Estimate", "OpRecord", "OpTotal", "Summary", "cache_clear", "estimate",
            "estimate_ops", "trace_ops"]

@@ -2,7 +2,7 @@
 
 The cost model's large-size efficiencies for NVIDIA parts are not guessed:
 they are solved from measurements so that the model reproduces them exactly
-(specs.md, "Measured anchors for calibration").  Each fitted value comes back
+(:data:`devices.sources.H200_MEASUREMENTS`, not a published document).  Each fitted value comes back
 as a :class:`devices.figure.Figure` with status ``"calibrated"`` whose note
 shows the arithmetic.
 """
@@ -10,12 +10,11 @@ shows the arithmetic.
 from __future__ import annotations
 
 from devices.figure import Figure
-
-_SPECS = "docs: /work/shared/reference/specs.md, 'Measured anchors for calibration'"
+from devices.sources import H200_MEASUREMENTS
 
 H200_MATMUL = Figure(
     783.5e12, "FLOP/s",
-    f"measured: H200, 8192^3 bf16 matmul through PyTorch on random data, 769-798 TFLOP/s (2026-10); {_SPECS}",
+    H200_MEASUREMENTS.cite("8192^3 bf16 matmul through PyTorch on random data, 769-798 TFLOP/s"),
     "secondary", "midpoint of the measured 769-798 TFLOP/s range")
 """The H200 matmul anchor (midpoint of the measured range)."""
 
@@ -24,7 +23,7 @@ MATMUL_ANCHOR_N = 8192
 
 H200_COPY = Figure(
     4.3e12, "B/s",
-    f"measured: H200 device-to-device copy ~4.3 TB/s counting read+write (~90% of 4.8 TB/s); {_SPECS}",
+    H200_MEASUREMENTS.cite("device-to-device copy ~4.3 TB/s counting read+write (~90% of 4.8 TB/s)"),
     "secondary", "bytes read + bytes written per second")
 """The H200 device-to-device copy anchor."""
 

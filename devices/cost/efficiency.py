@@ -20,9 +20,9 @@ from functools import lru_cache
 
 from devices.cost import calibration
 from devices.figure import Figure
+from devices.sources import CUDA_GRAPHS_BLOG, FLASHATTENTION3, H100_DATASHEET, LAUNCH_MEASUREMENT
 
-_FA3 = ("Shah et al., 'FlashAttention-3' (2024), arXiv:2407.08608, Figs. 5-6: FlashAttention-2 on "
-        "H100 SXM5, head dim 128, seq 512-16k")
+_FA3 = FLASHATTENTION3.cite("Figs. 5-6: FlashAttention-2 on H100 SXM5, head dim 128, seq 512-16k")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -61,9 +61,8 @@ def _assumed(value: float, unit: str, why: str) -> Figure:
 
 _GPU_LAUNCH = Figure(
     4e-6, "s",
-    "typical CUDA kernel launch cost: 4-6 us per launch measured in a launch-and-sync loop "
-    "(https://susun-blog.com/blog/pegainfer-3-cuda-graph, CUDA 13); 'a few microseconds' per launch "
-    "(NVIDIA, 'Getting Started with CUDA Graphs', https://developer.nvidia.com/blog/cuda-graphs/)",
+    f"typical CUDA kernel launch cost: {LAUNCH_MEASUREMENT.cite('4-6 us per launch in a launch-and-sync loop')}; "
+    f"{CUDA_GRAPHS_BLOG.cite('a few microseconds per launch')}",
     "secondary", "lower end of the measured 4-6 us: PyTorch launches asynchronously, so part overlaps")
 _GPU_HALF_DIM = _assumed(
     64.0, "", "a GEMM dimension of 64 (the smallest Hopper wgmma tile edge) runs at half that "
@@ -95,8 +94,8 @@ def _gpu_params() -> CostParams:
         attention_half_keys=_ATTENTION_HALF,
         attention_backward_efficiency=_ATTENTION_BWD,
         attention_backward_half_keys=_ATTENTION_BWD_HALF,
-        vector_fraction=Figure(67.0 / 989.0, "", "NVIDIA H100 SXM datasheet: FP32 (non-tensor) 67 TFLOP/s, "
-                               "dense BF16 tensor 989 TFLOP/s", "published",
+        vector_fraction=Figure(67.0 / 989.0, "", H100_DATASHEET.cite("H100 SXM: FP32 (non-tensor) 67 TFLOP/s, "
+                                                                     "dense BF16 tensor 989 TFLOP/s"), "published",
                                "derived: 67/989; taken for every NVIDIA part"),
         memory_efficiency=calibration.fit_memory_efficiency(h200.hbm_bandwidth, _GPU_LATENCY, _GPU_LAUNCH),
         memory_latency=_GPU_LATENCY,

@@ -1,6 +1,6 @@
 """What one op does: its FLOPs and the bytes it moves, by op family.
 
-:func:`count` classifies an op (see :mod:`devices.cost.ops`) and counts it.
+:func:`count` classifies an op (see :mod:`devices.cost.op_families`) and counts it.
 The compute-heavy families (matmul, convolution, attention) are counted here;
 the memory-bound ones in :mod:`devices.cost.traffic`.  Conventions:
 
@@ -13,32 +13,10 @@ the memory-bound ones in :mod:`devices.cost.traffic`.  Conventions:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from devices.cost import ops, shapes as sh
-
-Shape = tuple[int, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Work:
-    """The device work of one op, before any chip is involved."""
-
-    category: str
-    """The op family from :func:`devices.cost.ops.classify`."""
-    flops: float = 0.0
-    """Floating-point operations (multiply-add = 2)."""
-    bytes: float = 0.0
-    """Bytes read plus bytes written in HBM."""
-    gemm: tuple[int, int, int] | None = None
-    """(M, N, K) of one GEMM, for the size-dependent matmul efficiency."""
-    keys_per_query: float = 0.0
-    """Attention: mean number of keys each query attends to (drives its efficiency)."""
-    by_default: bool = False
-    """True when the op was not recognised (or its shapes not understood) and only bytes were counted."""
-    note: str = ""
-    """Why a by-default count was used."""
+from devices.cost import op_families as ops, shapes as sh, traffic
+from devices.cost.work import Shape, Work, default_work, moved_bytes
 
 
 def count(op: str, shapes: Sequence[Shape], itemsize: int,
@@ -54,30 +32,12 @@ def count(op: str, shapes: Sequence[Shape], itemsize: int,
         return Work(category)
     if category == "unknown":
         return default_work(shapes, itemsize, out_shapes, f"{name}: no cost rule for this op")
-    from devices.cost import traffic  # the memory-bound families
-
     counter = _COUNTERS.get(category) or traffic.COUNTERS[category]
     try:
         return counter(name, op, list(shapes), itemsize, out_shapes, args)
     except (ValueError, IndexError, TypeError, KeyError, ZeroDivisionError) as exc:
         return default_work(shapes, itemsize, out_shapes,
                             f"{name}: shapes {list(shapes)} not understood by the {category} rule ({exc})")
-
-
-def default_work(shapes: Sequence[Shape], itemsize: int, out_shapes: Sequence[Shape] | None,
-                 note: str) -> Work:
-    """Bytes-only work: inputs read once, outputs written once.
-
-    Without ``out_shapes`` the output is taken to be as large as the largest
-    input (the shape of most unrecognised ops: elementwise, in-place, copies).
-    """
-    outs = list(out_shapes) if out_shapes is not None else [max(shapes, key=sh.numel)] if shapes else []
-    return Work("unknown", 0.0, float((sh.total(shapes) + sh.total(outs)) * itemsize),
-                by_default=True, note=note)
-
-
-def _bytes(ins: Sequence[Shape], outs: Sequence[Shape], itemsize: int) -> float:
-    return float((sh.total(ins) + sh.total(outs)) * itemsize)
 
 
 # ---------------------------------------------------------------- matmul family
@@ -95,7 +55,7 @@ def _matmul(name: str, op: str, shapes: list[Shape], itemsize: int,
     if name == "addbmm":
         flops += batch * m * n
     outs = list(out_shapes) if out_shapes is not None else [out]
-    return Work("matmul", flops, _bytes(shapes, outs, itemsize), gemm=(m, n, k))
+    return Work("matmul", flops, moved_bytes(shapes, outs, itemsize), gemm=(m, n, k))
 
 
 # ----------------------------------------------------------------- convolution
@@ -129,7 +89,7 @@ def _conv(name: str, op: str, shapes: list[Shape], itemsize: int,
     if len(shapes) > 2 and shapes[2]:
         flops += sh.numel(out)
     outs = list(out_shapes) if out_shapes is not None else [out]
-    return Work("conv", flops, _bytes(shapes, outs, itemsize), gemm=_conv_gemm(transposed, groups, inp, weight, out))
+    return Work("conv", flops, moved_bytes(shapes, outs, itemsize), gemm=_conv_gemm(transposed, groups, inp, weight, out))
 
 
 def _conv_backward(name: str, op: str, shapes: list[Shape], itemsize: int,
@@ -145,7 +105,7 @@ def _conv_backward(name: str, op: str, shapes: list[Shape], itemsize: int,
         outs = list(out_shapes)
     else:
         outs = [s for s, want in zip((inp, weight, (grad_out[1],)), mask) if want]
-    return Work("conv_backward", flops, _bytes(shapes, outs, itemsize),
+    return Work("conv_backward", flops, moved_bytes(shapes, outs, itemsize),
                 gemm=_conv_gemm(transposed, groups, inp, weight, grad_out))
 
 
@@ -183,7 +143,7 @@ def _attention(name: str, op: str, shapes: list[Shape], itemsize: int,
     flops = 2.0 * bh * pairs * (d_qk + d_v)
     q = shapes[first]
     outs = list(out_shapes) if out_shapes is not None else [tuple(q[:-1]) + (d_v,)]
-    return Work("attention", flops, _bytes(shapes, outs, itemsize),
+    return Work("attention", flops, moved_bytes(shapes, outs, itemsize),
                 keys_per_query=pairs / q_len if q_len else 0.0)
 
 
@@ -196,7 +156,7 @@ def _attention_backward(name: str, op: str, shapes: list[Shape], itemsize: int,
     # dV = P^T dO, dP = dO V^T (d_v each): 2.5x the forward when d_qk = d_v.
     flops = 2.0 * bh * pairs * (3 * d_qk + 2 * d_v)
     outs = list(out_shapes) if out_shapes is not None else list(shapes[first:first + 3])
-    return Work("attention_backward", flops, _bytes(shapes, outs, itemsize),
+    return Work("attention_backward", flops, moved_bytes(shapes, outs, itemsize),
                 keys_per_query=pairs / q_len if q_len else 0.0)
 
 
@@ -211,7 +171,7 @@ def _attention_math(name: str, op: str, shapes: list[Shape], itemsize: int,
     outs = list(out_shapes) if out_shapes is not None else [tuple(q[:-1]) + (d_v,)]
     # The score matrix goes through HBM: written, read by softmax, written
     # back as probabilities, read by P @ V.
-    moved = _bytes(shapes, outs, itemsize) + 4.0 * scores * itemsize
+    moved = moved_bytes(shapes, outs, itemsize) + 4.0 * scores * itemsize
     return Work("attention_math", flops, moved, gemm=(q_len, k_len, d_qk))
 
 
@@ -224,4 +184,4 @@ _COUNTERS = {
     "attention_math": _attention_math,
 }
 
-__all__ = ["Work", "count", "default_work", "causal_pairs"]
+__all__ = ["count", "causal_pairs"]

@@ -15,8 +15,9 @@ from functools import lru_cache
 from typing import Mapping, Sequence
 
 from devices.cost import efficiency as eff
-from devices.cost.dtypes import dtype_name, itemsize, peak_key
-from devices.cost.flops import Work, count
+from devices.cost.flops import count
+from devices.cost.work import Work
+from devices.dtypes import dtype_name, itemsize
 from devices.figure import Figure
 
 BOUNDS = ("compute", "memory", "overhead", "none")
@@ -48,7 +49,7 @@ class Estimate:
     sources: tuple[Figure, ...]
     """Every figure the estimate used: peak, bandwidth, efficiencies, overhead."""
     category: str = ""
-    """Op family (:func:`devices.cost.ops.classify`)."""
+    """Op family (:func:`devices.cost.op_families.classify`)."""
     compute_seconds: float = 0.0
     """FLOPs / (peak * compute efficiency)."""
     memory_seconds: float = 0.0
@@ -118,7 +119,7 @@ def _estimate(kind: str, op: str, shapes: tuple[tuple[int, ...], ...], dtype: st
 
 def _price(chip, op: str, dtype: str, work: Work) -> Estimate:
     p = eff.params_for(chip.kind, chip.family)
-    peak_fig = chip.peak_for(peak_key(dtype))
+    peak_fig = chip.peak_for(dtype)
     bw_fig = chip.hbm_bandwidth
     peak, bandwidth = peak_fig.value, bw_fig.value
     sources: list[Figure] = []

@@ -5,9 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
-from devices.cost.dtypes import dtype_name, peak_key
+from devices.cost.meta_trace import OpRecord
 from devices.cost.model import Estimate, estimate
-from devices.cost.trace import OpRecord
 from devices.figure import Figure
 
 
@@ -82,7 +81,7 @@ def estimate_ops(kind: str, records: Iterable[OpRecord]) -> Summary:
         from devices.chip import chip
 
         main = max(flops_by_dtype, key=flops_by_dtype.__getitem__)
-        peak = chip(kind).peak_for(peak_key(dtype_name(main)))
+        peak = chip(kind).peak_for(main)
     by_op = tuple(sorted((OpTotal(op, int(c), s, f, b) for op, (c, s, f, b) in totals.items()),
                          key=lambda t: -t.seconds))
     unknown = tuple(dict.fromkeys(e.op for e in estimates if e.estimated_by_default))

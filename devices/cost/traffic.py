@@ -2,7 +2,7 @@
 softmax, norms, embedding, indexing, copies, fills, multi-tensor kernels.
 
 Each counter takes ``(name, op, shapes, itemsize, out_shapes, args)`` and
-returns a :class:`devices.cost.flops.Work`.  Output shapes are inferred when
+returns a :class:`devices.cost.work.Work`.  Output shapes are inferred when
 ``out_shapes`` is absent; the traffic is each input read once and each
 output written once unless a comment says otherwise.
 """
@@ -11,19 +11,9 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-from devices.cost import ops, shapes as sh
-from devices.cost.dtypes import INDEX_ITEMSIZE, dtype_name, itemsize as itemsize_of
-from devices.cost.flops import Work
-
-Shape = tuple[int, ...]
-
-
-def _moved(ins: Sequence[Shape], outs: Sequence[Shape], itemsize: int) -> float:
-    return float((sh.total(ins) + sh.total(outs)) * itemsize)
-
-
-def _outs(out_shapes: Sequence[Shape] | None, inferred: Sequence[Shape]) -> list[Shape]:
-    return list(out_shapes) if out_shapes is not None else list(inferred)
+from devices.cost import op_families as ops, shapes as sh
+from devices.cost.work import Shape, Work, moved_bytes as _moved, outputs as _outs
+from devices.dtypes import INDEX_ITEMSIZE, itemsize as itemsize_of
 
 
 def _elementwise(name, op, shapes, itemsize, out_shapes, args) -> Work:
@@ -196,7 +186,7 @@ def _copy(name, op, shapes, itemsize, out_shapes, args) -> Work:
     x = shapes[0] if shapes else ()
     out_item = itemsize
     if name in ("_to_copy", "to") and args.get("dtype") is not None:
-        out_item = itemsize_of(dtype_name(args["dtype"]))
+        out_item = itemsize_of(args["dtype"])
     if name == "_local_scalar_dense":
         return Work("copy", 0.0, float(itemsize))  # .item(): one element to the host
     if name == "copy":
@@ -315,4 +305,4 @@ COUNTERS = {
     "pool_backward": _pool_backward,
     "loss": _loss,
 }
-"""Counter of each memory-bound category of :func:`devices.cost.ops.classify`."""
+"""Counter of each memory-bound category of :func:`devices.cost.op_families.classify`."""

@@ -26,7 +26,7 @@ def add_arguments(parser) -> None:
 
 
 def _sizes(args) -> list[int]:
-    from collectives.harness import parse_bytes
+    from collectives.verify import parse_bytes
 
     lo, hi, factor = parse_bytes(args.minbytes), parse_bytes(args.maxbytes), max(2, args.stepfactor)
     if lo > hi:

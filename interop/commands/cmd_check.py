@@ -17,12 +17,25 @@ def add_arguments(parser) -> None:
     parser.add_argument("--no-progress", action="store_true")
 
 
+def _counts(text: str, option: str, least: int) -> tuple[int, ...]:
+    values = []
+    for item in text.split(","):
+        item = item.strip()
+        if not item.isdigit() or int(item) < least:
+            raise ValueError(f"{option}: expected comma-separated integers >= {least}, got {item!r} in {text!r}")
+        values.append(int(item))
+    return tuple(values)
+
+
 def main(args) -> int:
+    """Exit 0 when every case was exact, 1 on any wrong element, 2 when nothing could be checked (with why)."""
     import interop
     from interop.collective_tools import check
 
+    participants = _counts(args.participants, "--participants", 1)
+    sizes = _counts(args.sizes, "--sizes", 0)
+    dtypes = tuple(d.strip() for d in args.dtypes.split(",") if d.strip())
     with interop.Rack.from_spec(args.rack):
-        wrong = check(participants=tuple(int(x) for x in args.participants.split(",")),
-                      sizes=tuple(int(x) for x in args.sizes.split(",")), dtypes=tuple(args.dtypes.split(",")),
-                      algorithms=not args.no_algorithms, progress=not args.no_progress)
+        wrong = check(participants=participants, sizes=sizes, dtypes=dtypes, algorithms=not args.no_algorithms,
+                      progress=not args.no_progress)
     return 1 if wrong else 0

@@ -1,4 +1,4 @@
-"""``hybrid racks``: the rack presets and every catalogue figure with its source."""
+"""``hybrid racks``: the rack presets and every catalogue and fabric figure with its source."""
 
 from __future__ import annotations
 
@@ -26,6 +26,14 @@ def main(args) -> int:
     print(table(["kind", "figure", "value", "status", "source"],
                 [[r["kind"], r["figure"], r["display"], r["status"], r["source"] + (f" [{r['note']}]" if r["note"] else "")]
                  for r in rows], align="llrll"))
+    print("\n== fabrics (latencies, link and network figures, default layout sizes) ==")
+    rows = devices.fabric_rows(kinds)
+    print(table(["subject", "figure", "value", "status", "source"],
+                [[r["subject"], r["figure"], r["display"], r["status"], r["source"] + (f" [{r['note']}]" if r["note"] else "")]
+                 for r in rows], align="llrll"))
+    from devices.sources import DOCUMENTS
+
+    print(f"\nsources: {len(DOCUMENTS)} documents, listed in devices/SOURCES.md (title, publisher, URL, date read)")
     if args.kind:
         _print_capabilities(args.kind)
     return 0

@@ -1,4 +1,4 @@
-"""The shared harness: build predictable inputs, run a schedule, count wrong elements, time it (nccl-tests style).
+"""nccl-tests-style verification: build predictable inputs, run a schedule, count wrong elements, time it.
 
 Inputs are crafted so every output element is exactly predictable (small
 integers, signs and powers of two): the reference is computed in float64 or
@@ -6,7 +6,7 @@ int64 and rounded once to the dtype, which is what the executor does too
 (``collectives.executor``), so the tolerance is 0 ulp, except 2 ulp for AVG as
 in nccl-tests.  :func:`check` is what the tests call; :func:`sweep` prints the
 nccl-tests table (size, count, type, redop, root, modelled time, algbw, busbw,
-#wrong, measured wall time); ``python -m collectives.harness`` runs a sweep.
+#wrong, measured wall time); ``python -m collectives.verify`` runs a sweep.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from collectives.schedule import CollectiveSpec, Schedule, io_sizes
 
 DTYPES = {str(d).replace("torch.", ""): d for d in FLOATS + (torch.int8, torch.int16, torch.int32, torch.int64,
                                                             torch.uint8, torch.bool)}
-"""Dtypes the harness knows by name."""
+"""Dtypes the checker knows by name."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,16 +60,16 @@ def _values(op: str, reduce_op: str, rank: int, n: int, dtype: torch.dtype, gen:
 def _reference(reduce_op: str, parts: list[torch.Tensor], p: int, factor) -> torch.Tensor:
     if parts[0].dtype == torch.bool:
         stack = torch.stack(parts)
-        if reduce_op in ("min", "band"):
+        if reduce_op in ("min", "band", "prod"):
             return stack.all(0)
-        if reduce_op in ("max", "bor"):
+        if reduce_op in ("max", "bor", "sum"):
             return stack.any(0)
         return stack.sum(0) % 2 == 1
     integer = not parts[0].is_floating_point()
     stack = torch.stack([x.long() if integer else x for x in parts])
     if reduce_op in ("sum", "avg", "premul_sum"):
         out = stack.sum(0)
-        if reduce_op == "avg":
+        if reduce_op == "avg":  # integers: truncated toward zero by the cast, as NCCL divides
             out = out.double() / p
         if reduce_op == "premul_sum":
             out = out * factor
@@ -149,7 +149,7 @@ def count_wrong(outputs, expected, reduce_op: str, op: str) -> tuple[int, int]:
         if exp is None:
             continue
         checked += exp.numel()
-        if op in REDUCING and reduce_op == "avg":
+        if op in REDUCING and reduce_op == "avg" and exp.is_floating_point():
             got, want = out.double(), exp.double()
             ulp = torch.nextafter(exp.float().abs(), torch.tensor(float("inf"))).double() - exp.float().abs().double()
             if exp.dtype != torch.float32 and exp.dtype != torch.float64:
@@ -167,7 +167,7 @@ def check(op: str, algorithm: str, participants: int, count: int, dtype=torch.fl
     """Build ``algorithm``'s schedule, run it on predictable inputs, and count wrong output elements."""
     op, reduce_op = check_op(op), check_reduce_op(reduce_op)
     dtype = DTYPES[dtype] if isinstance(dtype, str) else dtype
-    if reduce_op == "premul_sum" and factor is None:
+    if reduce_op == "premul_sum" and factor is None and op in REDUCING:
         factor = 2 if not dtype.is_floating_point else 0.5
     spec = CollectiveSpec(op=op, participants=participants, count=count, itemsize=torch.empty(0, dtype=dtype)
                           .element_size(), root=root, pipeline=pipeline, splits=splits, outer=outer,
@@ -201,7 +201,7 @@ def in_place(op: str, inputs, outputs, count: int):
 def sweep(rack: str, op: str, sizes, dtype: str = "float32", reduce_op: str = "sum", algorithm: str | None = None,
           root: int = 0, printer=print) -> int:
     """Run and check ``op`` at every size on ``rack`` (modelled timings), printing nccl-tests rows; returns #wrong."""
-    from collectives.estimate import plan
+    from collectives.planner import plan
 
     dt = DTYPES[dtype]
     itemsize = torch.empty(0, dtype=dt).element_size()
@@ -241,7 +241,7 @@ def parse_bytes(text: str) -> int:
 
 
 def main(argv=None) -> int:
-    """``python -m collectives.harness --rack h100-node --op all_reduce -b 8 -e 1M -f 4``; exit 1 if any is wrong."""
+    """``python -m collectives.verify --rack h100-node --op all_reduce -b 8 -e 1M -f 4``; exit 1 if any is wrong."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rack", default="h100-node")
     ap.add_argument("--op", default="all_reduce")

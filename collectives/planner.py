@@ -15,18 +15,21 @@ Pure Python: importing this module never imports torch.
 from __future__ import annotations
 
 import math
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from types import MappingProxyType
 from typing import Mapping, Sequence
 
 from collectives import algorithms
 from collectives.algorithms.base import Algorithm
-from collectives.algorithms.hierarchical import OUTER
-from collectives.calibration import Protocol
+from collectives.tuning import Protocol
 from collectives.cost import base_latency, compile_rounds, levels, price
 from collectives.ops import busbw_factor, check_op, count_for_bytes, reported_bytes
 from collectives.schedule import CollectiveSpec, Schedule
-from collectives.topology import Topology
+from collectives.rack_topology import from_rack
+from collectives.topology import HOST, Topology
 
 STEP_LIMIT = 20_000
 """Largest schedule (in transfers) priced step by step; beyond it the closed form is used."""
@@ -85,11 +88,67 @@ class Plan:
     """Participant i sits on slot ``slots[i]``."""
 
 
+TOPOLOGY_CACHE_SIZE = 64
+"""Topologies kept by :func:`topology` (least recently used dropped first)."""
+PLAN_CACHE_SIZE = 512
+"""Plans kept by :func:`cached_plan` (least recently used dropped first)."""
+
+_topologies: OrderedDict[tuple, tuple[object, Topology]] = OrderedDict()
+_topologies_lock = threading.Lock()
+
+
 def topology(rack) -> Topology:
-    """A :class:`Topology` from a Topology, a :class:`devices.RackSpec`, a preset name or a spec string."""
+    """The :class:`Topology` of a Topology, a :class:`devices.RackSpec`, a preset name or a spec string.
+
+    The one cache of topologies (every user of a rack's topology asks here: the
+    planner, the in-process collectives, the torch.distributed backend, the
+    copy pricing of the timeline).  A RackSpec is keyed by identity (it is
+    immutable, and kept alive while cached, so the key cannot be reused); a
+    preset name or a ``kind:count`` spec by its text, so that a what-if asked
+    as a string is parsed once; a ``.toml`` path is read every time (the file
+    may change).  At most :data:`TOPOLOGY_CACHE_SIZE` are kept.
+    """
     if isinstance(rack, Topology):
         return rack
-    return Topology.from_rack(rack)
+    if isinstance(rack, str):
+        if ".toml" in rack.lower():
+            return from_rack(rack)
+        key = ("text", rack.strip())
+    elif hasattr(rack, "domains"):
+        key = ("spec", id(rack))
+    else:
+        return from_rack(rack)
+    with _topologies_lock:
+        hit = _topologies.get(key)
+        if hit is not None and (hit[0] is rack or key[0] == "text"):
+            _topologies.move_to_end(key)
+            return hit[1]
+    topo = from_rack(rack)
+    with _topologies_lock:
+        _topologies[key] = (rack, topo)
+        _topologies.move_to_end(key)
+        while len(_topologies) > TOPOLOGY_CACHE_SIZE:
+            _topologies.popitem(last=False)
+    return topo
+
+
+def cached_plan(topo: Topology, op: str, count: int, itemsize: int = 1, slots=None, algorithm: str | None = None,
+                *, root: int = 0, splits=None, build: bool = True) -> Plan:
+    """:func:`plan` through the one plan cache, for callers that repeat collectives (a training loop's buckets).
+
+    Plans are pure functions of their arguments and schedules are immutable,
+    so each distinct call is planned once; at most :data:`PLAN_CACHE_SIZE` are
+    kept.  ``slots`` and ``splits`` must be hashable (tuples or a range).
+    """
+    algorithms.check_name(algorithm)
+    if slots is not None and not isinstance(slots, range):
+        slots = tuple(slots)
+    return _cached_plan(topo, op, count, itemsize, slots, algorithm, root, splits, build)
+
+
+@lru_cache(maxsize=PLAN_CACHE_SIZE)
+def _cached_plan(topo, op, count, itemsize, slots, algorithm, root, splits, build) -> Plan:
+    return plan(topo, op, count, itemsize, slots, algorithm, root=root, splits=splits, build=build)
 
 
 def _slots(topo: Topology, op: str, slots) -> Sequence[int]:
@@ -108,12 +167,14 @@ def _slots(topo: Topology, op: str, slots) -> Sequence[int]:
     if not len(chosen):
         raise ValueError("slots: need at least one participant")
     for s in (chosen[0], chosen[-1]) if isinstance(chosen, range) else chosen:
+        if s == HOST and op == "send_recv":
+            continue  # a copy between the host and a slot (collectives.transfer)
         if not 0 <= s < len(topo):
             raise ValueError(f"slots: slot {s} is not in the rack (0-{len(topo) - 1})")
     return chosen
 
 
-def _candidates(op: str, algorithm: str | None, spec: CollectiveSpec, layout) -> list[tuple[Algorithm, str]]:
+def _candidates(op: str, algorithm: str | None, spec: CollectiveSpec, layout) -> list[tuple[Algorithm, dict]]:
     if algorithm is not None:
         algo = algorithms.get(algorithm)
         if op not in algo.ops:
@@ -125,13 +186,7 @@ def _candidates(op: str, algorithm: str | None, spec: CollectiveSpec, layout) ->
         chosen = [algo]
     else:
         chosen = [a for a in algorithms.for_op(op) if a.unsupported(spec, layout) is None]
-    out = []
-    for algo in chosen:
-        if algo.name == "hierarchical":
-            out += [(algo, outer) for outer in OUTER if op in algorithms.get(outer).ops]
-        else:
-            out.append((algo, "ring"))
-    return out
+    return [(algo, variant) for algo in chosen for variant in algo.variants(op)]
 
 
 def plan(rack, op: str, count: int, itemsize: int = 1, slots=None, algorithm: str | None = None, *, root: int = 0,
@@ -160,47 +215,40 @@ def plan(rack, op: str, count: int, itemsize: int = 1, slots=None, algorithm: st
                                root=root, splits=splits)
     best = None
     alternatives: dict[str, float] = {}
-    groups = None
-    for algo, outer in _candidates(op, algorithm, base_spec, layout):
-        spec0 = replace(base_spec, outer=outer)
+    level_of = {proto.name: levels(topo, layout, proto) for proto in protos}
+    for algo, variant in _candidates(op, algorithm, base_spec, layout):
+        spec0 = algo.bind(replace(base_spec, **variant), topo, chosen_slots, layout, schedule=False)
+        label = algo.label(spec0)
         built: dict[int, tuple[Schedule, list]] = {}
         for proto in protos:
             base = base_latency(proto, algo.latency_class)
             if base is None:
                 continue
-            lv = levels(topo, layout, proto)
+            lv = level_of[proto.name]
             spec = replace(spec0, pipeline=algo.best_pipeline(spec0, lv))
             steps = algo.transfers(spec) <= STEP_LIMIT and p <= STEP_LIMIT
             schedule = None
             if p == 1 or algo.is_empty(spec):
                 seconds = 0.0
             elif steps:
-                if algo.name == "hierarchical":
-                    groups = groups or topo.group_ranks(chosen_slots)
-                    spec = replace(spec, groups=groups)
-                if algo.name == "torus":
-                    spec = replace(spec, torus=layout.torus)
+                spec = algo.bind(spec, topo, chosen_slots, layout, schedule=True)
                 if spec.pipeline not in built:  # priced once per schedule, whatever the protocol
                     made = algo.build(spec)
                     built[spec.pipeline] = (made, compile_rounds(made, topo, chosen_slots))
                 schedule, compiled = built[spec.pipeline]
                 seconds = base + price(compiled, proto, topo.overlap_reduce)
             else:
-                if algo.name == "torus":
-                    spec = replace(spec, torus=layout.torus)
                 seconds = base + algo.closed_form(spec, lv)
-            label = algo.name if algo.name != "hierarchical" else f"hierarchical({outer})"
             alternatives[label] = min(alternatives.get(label, math.inf), seconds)
             if best is None or seconds < best[0]:
-                best = (seconds, algo, outer, proto, spec, schedule, steps)
+                best = (seconds, algo, proto, spec, schedule, steps)
     if best is None:
         raise ValueError(f"no algorithm can run {op} on these {p} participants")
-    seconds, algo, outer, proto, spec, schedule, steps = best
+    seconds, algo, proto, spec, schedule, steps = best
     if build and schedule is None and algo.transfers(spec) <= BUILD_LIMIT:
         # The caller will run this schedule: price what runs, step by step, even where the
         # choice was made on the closed form.
-        if algo.name == "hierarchical" and spec.groups is None and p > 1:
-            spec = replace(spec, groups=topo.group_ranks(chosen_slots))
+        spec = algo.bind(spec, topo, chosen_slots, layout, schedule=True)
         schedule = algo.build(spec)
         if not steps and p > 1 and not algo.is_empty(spec):
             seconds = base_latency(proto, algo.latency_class) + price(
@@ -218,7 +266,7 @@ def plan(rack, op: str, count: int, itemsize: int = 1, slots=None, algorithm: st
     est = CollectiveEstimate(
         op=op, nbytes=size, participants=p, seconds=seconds, algbw=algbw, busbw=algbw * busbw_factor(op, p),
         algorithm=algo.name, protocol=proto.name, pipeline=spec.pipeline, path="steps" if steps else "closed-form",
-        rack=topo.name, detail=f"{outer} across domains" if algo.name == "hierarchical" else "",
+        rack=topo.name, detail=algo.detail(spec),
         alternatives=MappingProxyType(dict(sorted(alternatives.items(), key=lambda kv: kv[1]))), sources=sources)
     return Plan(est, schedule if build else None, chosen_slots)
 

@@ -10,37 +10,16 @@ participant's timeline. Everything is checked before any output is written.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Sequence
 
 import torch
 
-from collectives import executor
-from collectives.device import hooks
-from collectives.estimate import CollectiveEstimate, plan
+from collectives import algorithms, executor
+from collectives.device_hooks import hooks
 from collectives.ops import check_reduce_op
-from collectives.topology import Topology
-
-_topologies: dict[int, tuple[object, Topology]] = {}
-
-# Plans are pure functions of their arguments and schedules are immutable, so a
-# training loop that all-reduces the same buckets every step plans each once.
-_PLAN_CACHE_SIZE = 256
-_plans: OrderedDict[tuple, object] = OrderedDict()
-
-
-def _plan(topo: Topology, op: str, count: int, itemsize: int, slots: tuple[int, ...], algorithm, root, splits):
-    key = (id(topo), op, count, itemsize, slots, algorithm, root, splits)
-    hit = _plans.get(key)
-    if hit is not None and hit[0] is topo:
-        _plans.move_to_end(key)
-        return hit[1]
-    chosen = plan(topo, op, count, itemsize, list(slots), algorithm, root=root, splits=splits)
-    _plans[key] = (topo, chosen)
-    if len(_plans) > _PLAN_CACHE_SIZE:
-        _plans.popitem(last=False)
-    return chosen
+from collectives.planner import CollectiveEstimate, cached_plan, topology
+from collectives.schedule import check_splits
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,14 +29,6 @@ class Result:
     outputs: list
     estimate: CollectiveEstimate
     slots: tuple[int, ...]
-
-
-def _topology(rack) -> Topology:
-    cached = _topologies.get(id(rack))
-    if cached is None or cached[0] is not rack:
-        cached = (rack, Topology.from_rack(rack.spec))
-        _topologies[id(rack)] = cached
-    return cached[1]
 
 
 def _slots(op: str, tensors: Sequence, what: str) -> tuple[int, ...]:
@@ -90,14 +61,17 @@ def _check_pairs(op: str, inputs: Sequence, outputs: Sequence) -> None:
 
 def _run(op: str, inputs: list, outputs: list, slots: tuple[int, ...], *, reduce_op: str = "sum",
          algorithm: str | None = None, root: int = 0, splits=None, factor=None) -> Result:
+    algorithms.check_name(algorithm)
     if splits is not None:
-        splits = tuple(tuple(int(x) for x in row) for row in splits)
+        splits = check_splits(splits, len(slots))
     h = hooks()
     rack = h.rack()
-    topo = _topology(rack)
+    topo = topology(rack.spec)
     first = next(t for t in list(inputs) + list(outputs) if t is not None)
     spec_count = executor.infer_spec(op, inputs, outputs, root=root, splits=splits).count
-    chosen = _plan(topo, op, spec_count, first.element_size(), tuple(slots), algorithm, root, splits)
+    # A training loop all-reduces the same buckets every step: each is planned once (the one plan cache).
+    chosen = cached_plan(topo, op, spec_count, first.element_size(), tuple(slots), algorithm, root=root,
+                         splits=splits)
     schedule = chosen.schedule
     if schedule is None:
         raise RuntimeError(f"{op}: the {chosen.estimate.algorithm} plan has no step schedule to execute")
@@ -116,7 +90,7 @@ def _run(op: str, inputs: list, outputs: list, slots: tuple[int, ...], *, reduce
     else:
         executor.run(schedule, ins, outs, reduce_op, factor)
     est = chosen.estimate
-    domains = sorted({topo.domain_of(s)[1].name for s in slots})
+    domains = sorted({topo.domain_name(s) for s in slots})
     h.place(op, list(slots), est.seconds, est.nbytes, est.algorithm, est.sources,
             f"collective {'+'.join(domains)}")
     return Result(list(outputs), est, slots)
@@ -220,11 +194,7 @@ def all_to_all(inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Tensor] |
     slots = _slots("all_to_all", inputs, "inputs")
     p = len(inputs)
     if splits is not None:
-        splits = tuple(tuple(int(x) for x in row) for row in splits)
-        if len(splits) != p or any(len(row) != p for row in splits):
-            raise ValueError(f"all_to_all: splits must be a {p}x{p} matrix")
-        if any(x < 0 for row in splits for x in row):
-            raise ValueError("all_to_all: splits must be non-negative")
+        splits = check_splits(splits, p)
     if outputs is None:
         if splits is None:
             outputs = [torch.empty_like(t) for t in inputs]

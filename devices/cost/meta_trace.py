@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
+from devices.dtypes import dtype_name
+
 Shape = tuple[int, ...]
 
 
@@ -74,7 +76,7 @@ def _plain(value: Any) -> Any:
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, torch.dtype):
-        return str(value).removeprefix("torch.")
+        return dtype_name(value)
     if isinstance(value, torch.SymInt):
         return int(value)
     if isinstance(value, torch.SymFloat):
@@ -114,7 +116,7 @@ def make_record(func: Any, args: tuple, kwargs: Mapping[str, Any], out: Any) -> 
     return OpRecord(
         op=op,
         shapes=tuple(tuple(int(d) for d in t.shape) for t in inputs),
-        dtype=str(dtype).removeprefix("torch."),
+        dtype=dtype_name(dtype),
         out_shapes=tuple(tuple(int(d) for d in t.shape) for t in outputs),
         args=MappingProxyType(named),
     )
@@ -161,7 +163,7 @@ def _lowering_class() -> type:
                 recorder.paused -= 1
             shapes = (tuple(x.shape),) + ((tuple(weight.shape),) if weight is not None else ())
             recorder.records.append(OpRecord(
-                "aten::_fused_rms_norm", shapes, str(x.dtype).removeprefix("torch."),
+                "aten::_fused_rms_norm", shapes, dtype_name(x.dtype),
                 (tuple(out.shape), tuple(rstd.shape)),
                 MappingProxyType({"normalized_shape": tuple(normalized_shape), "eps": eps})))
             ctx.save_for_backward(x, weight, rstd)

@@ -1,0 +1,42 @@
+"""NVIDIA A100 SXM4 80 GB (Ampere), as in a DGX A100 / HGX A100 8-GPU node.
+
+Every compute figure is dense.  NVIDIA's datasheet prints each Tensor Core
+rate twice, dense and "with sparsity" (2:4 structured sparsity, twice the
+dense number); the sparse ones (624 BF16, 312 TF32, 1,248 INT8) are never
+used here.  The A100 has no FP8 or FP4 path: FP8 and FP4 data are costed at
+the BF16 rate by :meth:`devices.chip.Chip.peak_for`'s fallback rules.
+"""
+
+from devices.chip import Chip
+from devices.figure import Figure
+from devices.sources import A100_DATASHEET
+
+_SHEET = A100_DATASHEET.cite("A100 80GB SXM column")
+_DENSE = "dense; the datasheet's {} is with 2:4 sparsity"
+
+CHIP = Chip(
+    kind="a100",
+    name="NVIDIA A100 SXM4 80GB",
+    vendor="nvidia",
+    family="gpu",
+    peak={
+        "bfloat16": Figure(312e12, "FLOP/s", _SHEET, "secondary", _DENSE.format("624")),
+        "float16": Figure(312e12, "FLOP/s", _SHEET, "secondary", _DENSE.format("624")),
+        "tf32": Figure(156e12, "FLOP/s", _SHEET, "secondary", "TF32 Tensor Core, " + _DENSE.format("312")),
+        "int8": Figure(624e12, "FLOP/s", _SHEET, "secondary",
+                       "INT8 Tensor Core TOPS counted as FLOP/s, " + _DENSE.format("1,248")),
+        "float32": Figure(19.5e12, "FLOP/s", _SHEET, "secondary", "non-tensor FP32 (CUDA cores)"),
+        "float64": Figure(19.5e12, "FLOP/s", _SHEET, "secondary",
+                          "FP64 Tensor Core (used by DGEMM); non-tensor FP64 is 9.7"),
+    },
+    hbm_capacity=Figure(80e9, "B", _SHEET, "secondary", "80 GB HBM2e (decimal GB)"),
+    hbm_bandwidth=Figure(2.039e12, "B/s", _SHEET, "secondary",
+                         "2,039 GB/s for the SXM4 80GB (the PCIe 80GB card has 1,935 GB/s)"),
+    scale_up_bandwidth=Figure(
+        300e9, "B/s", _SHEET, "secondary",
+        "NVLink 3: 600 GB/s is the bidirectional total (12 links x 50 GB/s, 25 GB/s each way); "
+        "per direction = 600/2 = 300 GB/s"),
+    scale_up_fabric="nvlink3",
+    power=Figure(400.0, "W", _SHEET, "secondary", "max TDP 400 W (SXM4)"),
+    price_per_hour=None,  # no A100 instance price was read from a source; never invented.
+)
