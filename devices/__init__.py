@@ -35,6 +35,7 @@ from devices.figure import STATUSES, UNITS, Figure
 from devices.domain_table import DomainRun, DomainTable
 from devices.rack import BACKINGS, INT64_MAX, DomainSpec, NetworkSpec, Slot, SlotGroup
 from devices.rack_layout import default_domains, default_network
+from devices.rack_numerics import NUMERICS_MODES, NumericsSpec
 from devices.rack_parse import DEFAULT_PRESET, load_preset
 from devices.rack_parse import presets as _presets
 from devices.rack_spec import RackSpec
@@ -76,6 +77,7 @@ def presets() -> dict[str, str]:
 
 
 __all__ = [
+    "NUMERICS_MODES", "NumericsSpec",
     "LEVELS", "OP_CLASSES", "Capabilities", "CudaIdentity", "Rule", "Support", "capabilities", "capability_kinds",
     "op_class",
     "BACKINGS", "DEFAULT_PRESET", "DOMAIN_FABRICS", "DTYPE_NAMES", "INT64_MAX", "NETWORK_FABRICS", "STATUSES",

@@ -35,18 +35,17 @@ from functools import lru_cache
 from types import MappingProxyType
 from typing import Mapping
 
+from devices.capability_numerics import (
+    STATUSES,
+    Accumulation, BlockFormat, Rounding, accumulation_for, block_format_for,
+)
+
 LEVELS: tuple[str, ...] = ("native", "converted", "unsupported")
 """How a kind's real stack treats an (op class, dtype):
 
 ``native``: computed in that dtype; ``converted``: accepted, computed in
 another format (results can differ from the CPU's); ``unsupported``: refused
 (the op fails on the real chip)."""
-
-STATUSES: tuple[str, ...] = ("published", "secondary", "projected", "assumption")
-"""How far a rule can be trusted: ``published`` (vendor documentation or the
-framework's own source), ``secondary`` (a third party), ``projected`` (an
-announced, not shipping, chip), ``assumption`` (no source says either way;
-the reason states what was assumed)."""
 
 OP_CLASSES: tuple[str, ...] = (
     "matmul", "conv", "attention", "scaled_matmul", "elementwise", "reduction", "data_movement",
@@ -199,10 +198,26 @@ class Capabilities:
     """The kind's answers to torch.cuda device queries."""
     notes: tuple[str, ...] = field(default=())
     """Kind-wide remarks shown with the table (e.g. a default compiler cast)."""
+    rounding: Rounding | None = None
+    """How results are rounded to narrower types (see :mod:`devices.capability_numerics`)."""
+    block_formats: tuple[BlockFormat, ...] = field(default=())
+    """Block-scaled formats the kind computes with, each with its stack's scale rule."""
+    accumulation: tuple[Accumulation, ...] = field(default=())
+    """Matrix-engine accumulator types per operand type."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "compute", tuple(self.compute))
         object.__setattr__(self, "notes", tuple(self.notes))
+        object.__setattr__(self, "block_formats", tuple(self.block_formats))
+        object.__setattr__(self, "accumulation", tuple(self.accumulation))
+
+    def block_format(self, fmt: str) -> BlockFormat | None:
+        """The kind's entry for block format ``fmt`` (``"mxfp8_e4m3"``...), or None where it has none."""
+        return block_format_for(self.block_formats, fmt)
+
+    def accumulator(self, operand: str) -> Accumulation | None:
+        """What the matrix engine accumulates ``operand`` products in (a dtype or block format name), or None."""
+        return accumulation_for(self.accumulation, operand)
 
     def rule_for(self, op_class: str, dtype: str) -> Rule | None:
         """The first rule covering (op class, dtype), or None (a gap the tests refuse)."""

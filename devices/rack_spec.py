@@ -22,6 +22,7 @@ from devices.domain_table import DomainRun, DomainTable, split_name
 from devices.fabrics import fabric
 from devices.figure import Figure
 from devices.rack import DomainSpec, NetworkSpec, Slot, SlotGroup, _positive_int, check_int64
+from devices.rack_numerics import NumericsSpec
 
 KINDS_LIMIT = 100_000
 """Largest rack :meth:`RackSpec.kinds` will list; bigger racks are meant to be read with :meth:`RackSpec.counts`."""
@@ -51,6 +52,8 @@ class RackSpec:
     """Where the spec came from: ``"spec 'trn3:2+h100:2'"``, ``"preset fusion-default"``, ``"file rack.toml"``."""
     replicas: int = 1
     """The whole rack repeated this many times, joined by :attr:`network`."""
+    numerics: NumericsSpec | None = None
+    """Each slot's numerics mode and stochastic rounding (None: every slot ``exact``); see devices.rack_numerics."""
     _group_firsts: tuple[int, ...] = field(init=False, repr=False, compare=False)
     _width: int = field(init=False, repr=False, compare=False)
 

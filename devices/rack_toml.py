@@ -6,12 +6,16 @@ Format (every table optional except ``[[slots]]``; unknown keys are errors)::
     name = "my-rack"              # default: the file's stem
     description = "one line"      # shown by `hybrid racks`
     replicas = 1                  # the whole rack repeated, joined by [network]
+    numerics = "exact"            # "exact" | "device": round the way each slot's kind does
+    stochastic_rounding = false   # device mode: stochastic rounding where the kind does it (Trainium)
+    stochastic_rounding_seed = 0
 
     [[slots]]                     # runs of identical slots, in index order
     kind = "h100"
     count = 8                     # default 1
     capacity = "80GB"             # "2GiB", "80GB" or integer bytes; default: the chip's HBM
     backing = "auto"              # "auto" | "emulated" | "cuda:N"
+    numerics = "device"           # this run's mode (default: the [rack] numerics)
 
     [[domains]]                   # default: the layout of devices.rack_layout.default_domains
     name = "nvlink0"
@@ -32,6 +36,7 @@ Format (every table optional except ``[[slots]]``; unknown keys are errors)::
     slots = "3"                   # same forms as domains.slots
     capacity = "2GiB"
     backing = "cuda:0"
+    numerics = "exact"
 
 Capacities and slot counts are int64 where they end up, so anything above
 2^63-1 is refused here, naming the key.  A file that is not UTF-8, or nested
@@ -51,17 +56,18 @@ from devices.chip import kinds
 from devices.domain_table import DomainRun
 from devices.fabrics import NETWORK_FABRICS
 from devices.rack import DomainSpec, NetworkSpec, check_backing, check_int64
+from devices.rack_numerics import NumericsSpec, check_mode
 from devices.rack_layout import build_groups, default_domains, default_network
 from devices.rack_spec import RackSpec
 from devices.units import parse_bandwidth, parse_duration, parse_size
 
 _KEYS: dict[str, tuple[str, ...]] = {
     "": ("rack", "slots", "domains", "network", "overrides"),
-    "rack": ("name", "description", "replicas"),
-    "slots": ("kind", "count", "capacity", "backing"),
+    "rack": ("name", "description", "replicas", "numerics", "stochastic_rounding", "stochastic_rounding_seed"),
+    "slots": ("kind", "count", "capacity", "backing", "numerics"),
     "domains": ("name", "fabric", "slots", "shape", "link_bandwidth", "latency", "in_switch_reduction", "repeat"),
     "network": ("fabric", "bandwidth", "latency"),
-    "overrides": ("slots", "capacity", "backing"),
+    "overrides": ("slots", "capacity", "backing", "numerics"),
 }
 
 _RANGE = re.compile(r"\s*([0-9]+)\s*(?:-\s*([0-9]+)\s*)?")
@@ -237,6 +243,30 @@ def _network(doc: dict, kinds: list[str]) -> NetworkSpec:
     return NetworkSpec(base.fabric, bandwidth, latency)
 
 
+def _numerics(doc: dict, rack_table: dict, width: int) -> NumericsSpec | None:
+    """[rack] numerics / stochastic_rounding(_seed), [[slots]] numerics, [[overrides]] numerics."""
+    ranges: list[tuple[int, int, str]] = []
+    first = 0
+    for i, entry in enumerate(doc.get("slots", [])):
+        count = entry.get("count", 1)
+        if "numerics" in entry:
+            ranges.append((first, count, check_mode(entry["numerics"], f"slots[{i}].numerics")))
+        first += count
+    for i, entry in enumerate(doc.get("overrides", [])):
+        if "numerics" in entry:
+            start, count = _slot_range(entry["slots"], f"overrides[{i}].slots", width)
+            ranges.append((start, count, check_mode(entry["numerics"], f"overrides[{i}].numerics")))
+    keys = ("numerics", "stochastic_rounding", "stochastic_rounding_seed")
+    if not ranges and not any(k in rack_table for k in keys):
+        return None
+    default = check_mode(rack_table.get("numerics", "exact"), "rack.numerics")
+    rounding = rack_table.get("stochastic_rounding", False)
+    if not isinstance(rounding, bool):
+        raise ValueError(f"rack.stochastic_rounding: expected true or false, got {rounding!r}")
+    seed = _int(rack_table.get("stochastic_rounding_seed", 0), "rack.stochastic_rounding_seed", minimum=0)
+    return NumericsSpec(default, tuple(ranges), rounding, seed)
+
+
 def loads_with_description(text: str, source: str = "toml text", default_name: str = "rack") -> tuple[RackSpec, str]:
     """A rack and its ``[rack] description`` from TOML text; ValueError naming the bad key or field."""
     try:
@@ -261,8 +291,9 @@ def loads_with_description(text: str, source: str = "toml text", default_name: s
     if domains is None:
         domains = default_domains(groups)
     network = _network(doc, [g.kind for g in groups])
+    numerics = _numerics(doc, rack_table, width)
     return RackSpec(name=name, groups=groups, domains=domains, network=network, source=source,
-                    replicas=replicas), description
+                    replicas=replicas, numerics=numerics), description
 
 
 def loads(text: str, source: str = "toml text") -> RackSpec:
@@ -302,6 +333,11 @@ def dumps(rack: RackSpec, description: str = "") -> str:
         lines.append(f"description = {_value(description)}")
     if rack.replicas != 1:
         lines.append(f"replicas = {rack.replicas}")
+    numerics = rack.numerics
+    if numerics is not None:
+        lines += [f"numerics = {_value(numerics.default)}",
+                  f"stochastic_rounding = {_value(numerics.stochastic_rounding)}",
+                  f"stochastic_rounding_seed = {numerics.seed}"]
     for group in rack.groups:
         lines += ["", "[[slots]]", f"kind = {_value(group.kind)}", f"count = {group.count}"]
         if group.capacity is not None:
@@ -321,6 +357,8 @@ def dumps(rack: RackSpec, description: str = "") -> str:
         if domain.latency is not None:
             lines.append(f"latency = {_value(domain.latency)}")
         lines.append(f"in_switch_reduction = {_value(domain.in_switch_reduction)}")
+    for first, count, mode in (() if numerics is None else numerics.ranges):
+        lines += ["", "[[overrides]]", f"slots = {_value(f'{first}-{first + count - 1}')}", f"numerics = {_value(mode)}"]
     if rack.network is not None:
         lines += ["", "[network]", f"fabric = {_value(rack.network.fabric)}",
                   f"bandwidth = {_value(rack.network.bandwidth)}", f"latency = {_value(rack.network.latency)}"]

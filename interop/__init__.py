@@ -8,9 +8,10 @@ modelled time goes to the rack's timeline.
 
 Public names: :class:`Rack`, :func:`set_rack`, :func:`current_rack`,
 :func:`presets`; the modelled timeline: :func:`timeline`, :func:`reset_timeline`,
-:func:`report`, :func:`export_trace`, :func:`gantt`, :func:`set_recording`; the op
-ledger :func:`ledger`; device fidelity :func:`set_strict`, :func:`divergences`.
-CUDA code: ``import interop.cuda`` (or ``hybrid run SCRIPT``) maps ``cuda:N`` onto slots.
+:func:`report`, :func:`export_trace`, :func:`gantt`, :func:`set_recording`; numerics:
+:mod:`interop.numerics` (formats, :func:`set_numerics`); the op ledger :func:`ledger`; device fidelity
+:func:`set_strict`, :func:`divergences`. CUDA code: ``import interop.cuda`` (or ``hybrid run SCRIPT``) maps
+``cuda:N`` onto slots.
 """
 
 from __future__ import annotations
@@ -23,15 +24,19 @@ from interop.rack import Rack, RackDevice, current_rack, presets, set_rack
 from interop.report import RunReport, report
 from interop.timelines import TimelineRecord, reset_timeline, set_recording, timeline
 from interop.trace import export_trace, gantt
+from interop import numerics
+from interop.numerics import set_numerics
 
 __version__ = "0.1.0"
 
 register()
+numerics.scaled_mm.register()
 if current_rack() is None:
     set_rack(Rack.preset("fusion-default"))
 
 __all__ = [
     "Divergence", "FidelityWarning", "Ledger", "divergences", "ledger", "reset_ledger", "set_strict",
     "DEVICE_TYPE", "Rack", "RackDevice", "RunReport", "TimelineRecord", "__version__", "current_rack", "export_trace",
-    "gantt", "presets", "report", "reset_timeline", "set_rack", "set_recording", "timeline",
+    "gantt", "numerics", "presets", "report", "reset_timeline", "set_numerics", "set_rack", "set_recording",
+    "timeline",
 ]

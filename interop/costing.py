@@ -19,7 +19,8 @@ DTYPE_NAMES = {
     "Long": "int64", "Int": "int32", "Short": "int16", "Char": "int8", "Byte": "uint8", "Bool": "bool",
     "UInt16": "uint16", "UInt32": "uint32", "UInt64": "uint64",
     "Float8_e4m3fn": "float8_e4m3fn", "Float8_e5m2": "float8_e5m2", "Float8_e4m3fnuz": "float8_e4m3fnuz",
-    "Float8_e5m2fnuz": "float8_e5m2fnuz", "ComplexFloat": "complex64", "ComplexDouble": "complex128",
+    "Float8_e5m2fnuz": "float8_e5m2fnuz", "Float8_e8m0fnu": "float8_e8m0fnu", "Float4_e2m1fn_x2": "float4_e2m1fn_x2",
+    "ComplexFloat": "complex64", "ComplexDouble": "complex128",
     "ComplexHalf": "complex32", "": "float32",
 }
 

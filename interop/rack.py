@@ -192,6 +192,9 @@ def set_rack(rack: Rack | str) -> Rack:
     fidelity.apply(rack)
     _current = rack
     timeline.on_rack_change(rack)
+    from interop.numerics import mode as numerics_mode
+
+    numerics_mode.on_rack_change(rack)  # a rack file's device-mode slots take effect
     return rack
 
 

@@ -38,6 +38,8 @@ class SlotReport:
     ops: int
     estimated_by_default: int
     """Ops the cost model did not know (bytes-only estimate)."""
+    numerics: str = "exact"
+    """The slot's numerics mode: ``exact`` (the CPU's results) or what ``device`` mode rounds (interop.numerics)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,11 +68,11 @@ class RunReport:
                 f"hybrid:{s.slot}", s.kind + (" (projected)" if s.projected else ""), f"{s.busy_s * 1e3:.3f}",
                 f"{100 * s.utilisation:.1f} %", f"{s.achieved_flops / 1e12:.1f}", f"{s.peak_flops / 1e12:.0f} {s.peak_dtype}",
                 format_bytes(s.peak_memory), "-" if s.energy_j is None else f"{s.energy_j:.3f}",
-                "unset" if s.cost_usd is None else f"{s.cost_usd:.6f}", s.ops, s.estimated_by_default,
+                "unset" if s.cost_usd is None else f"{s.cost_usd:.6f}", s.ops, s.estimated_by_default, s.numerics,
             ])
         out = [f"modelled run on {self.rack}: makespan {self.makespan_s * 1e3:.3f} ms",
                table(["slot", "kind", "busy ms", "util", "TFLOP/s", "peak TFLOP/s", "peak mem", "energy J",
-                      "cost USD", "ops", "est. by default"], rows, align="llrrrrrrrrr")]
+                      "cost USD", "ops", "est. by default", "numerics"], rows, align="llrrrrrrrrrl")]
         if self.links:
             out.append(table(["link", "bytes", "busy ms"],
                              [[link.link, format_bytes(link.bytes), f"{link.busy_s * 1e3:.3f}"] for link in self.links],
@@ -79,6 +81,8 @@ class RunReport:
 
 
 def build_report(records: list[TimelineRecord], rack, peak_memory: dict[int, int]) -> RunReport:
+    from interop.numerics.mode import slot_label
+
     makespan_ps = max((r.end_ps for r in records), default=0)
     busy: dict[int, int] = defaultdict(int)
     flops: dict[int, float] = defaultdict(float)
@@ -114,7 +118,7 @@ def build_report(records: list[TimelineRecord], rack, peak_memory: dict[int, int
         slots.append(SlotReport(
             d.index, d.kind, chip.projected, busy_s, busy_s / makespan_s if makespan_s else 0.0, flops[d.index],
             flops[d.index] / busy_s if busy_s else 0.0, peak, dtype, peak_memory.get(d.index, 0), energy, cost,
-            ops[d.index], by_default[d.index]))
+            ops[d.index], by_default[d.index], slot_label(rack, d.index)))
     return RunReport(rack.name, makespan_s, slots, [LinkReport(k, v[0], v[1]) for k, v in sorted(links.items())])
 
 

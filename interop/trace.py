@@ -12,9 +12,12 @@ from interop.timelines import PS, TimelineRecord, current
 LINK_PID_BASE = 1000
 
 
-def _slot_process_name(device) -> str:
+def _slot_process_name(device, rack) -> str:
+    from interop.numerics.mode import slot_label
+
     projected = ", projected" if device.spec.projected else ""
-    return f"hybrid:{device.index} {device.kind} ({device.backing}{projected}) [modelled]"
+    return (f"hybrid:{device.index} {device.kind} ({device.backing}{projected}) [modelled] "
+            f"[numerics {slot_label(rack, device.index)}]")
 
 
 def trace_events(records: list[TimelineRecord], rack) -> list[dict]:
@@ -23,7 +26,7 @@ def trace_events(records: list[TimelineRecord], rack) -> list[dict]:
     events: list[dict] = []
     for d in rack.devices:
         events.append({"ph": "M", "name": "process_name", "pid": d.index, "tid": 0,
-                       "args": {"name": _slot_process_name(d)}})
+                       "args": {"name": _slot_process_name(d, rack)}})
         events.append({"ph": "M", "name": "process_sort_index", "pid": d.index, "tid": 0,
                        "args": {"sort_index": d.index}})
     threads: set[tuple[int, int]] = set()
@@ -79,12 +82,15 @@ def range_events(ranges) -> list[dict]:
 
 def export_trace(path: str | os.PathLike) -> str:
     """Write the current modelled timeline as Chrome trace JSON; returns the path."""
+    from interop.numerics.mode import slot_label
+
     t = current()
     t.ingest()
     doc = {
         "traceEvents": trace_events(t.records, t.rack) + range_events(_ranges()),
         "displayTimeUnit": "ns",
         "otherData": {"rack": t.rack.name, "source": t.rack.spec.source,
+                      "numerics": {f"hybrid:{d.index}": slot_label(t.rack, d.index) for d in t.rack.devices},
                       "note": "every duration is modelled by hybrid-interop's cost model, not measured"},
     }
     path = os.fspath(path)

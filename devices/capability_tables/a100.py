@@ -2,6 +2,7 @@
 
 from devices.capability_tables import _cuda
 from devices.capability import Capabilities, CudaIdentity
+from devices.capability_tables import _cuda_numerics as cn
 
 CAPABILITIES = Capabilities(
     kind="a100",
@@ -11,4 +12,6 @@ CAPABILITIES = Capabilities(
         source=f"{_cuda.CC_TABLE}; NVIDIA A100 Tensor Core GPU architecture whitepaper (108 SMs, 40 MB L2)",
         status="published"),
     notes=(_cuda.TF32_NOTE,),
+    rounding=cn.ROUNDING_NEAREST_ONLY,
+    accumulation=cn.accumulation(fp8=False, block_scaled=False),
 )

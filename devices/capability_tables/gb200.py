@@ -2,6 +2,7 @@
 
 from devices.capability_tables import _cuda
 from devices.capability import Capabilities, CudaIdentity
+from devices.capability_tables import _cuda_numerics as cn
 
 CAPABILITIES = Capabilities(
     kind="gb200",
@@ -11,4 +12,7 @@ CAPABILITIES = Capabilities(
         source=f"{_cuda.CC_TABLE}; GB200 superchip listing of 2 x 18,944 CUDA cores (hmc-tech.com, secondary)",
         status="assumption", note="per-GPU SM count taken as the B200's 148; no GB200-specific figure found"),
     notes=(_cuda.TF32_NOTE,),
+    rounding=cn.ROUNDING_BLACKWELL,
+    block_formats=cn.BLACKWELL_BLOCK_FORMATS,
+    accumulation=cn.accumulation(fp8=True, block_scaled=True),
 )

@@ -2,6 +2,7 @@
 
 from devices.capability_tables import _cuda
 from devices.capability import Capabilities, CudaIdentity
+from devices.capability_tables import _cuda_numerics as cn
 
 CAPABILITIES = Capabilities(
     kind="gb300",
@@ -13,4 +14,7 @@ CAPABILITIES = Capabilities(
     notes=(_cuda.TF32_NOTE,
            "float64 runs but at 1.25 TFLOPS (Blackwell Ultra has essentially no FP64) and int8 GEMMs at 0.165 POPS: "
            "see the catalogue's peak figures"),
+    rounding=cn.ROUNDING_BLACKWELL,
+    block_formats=cn.BLACKWELL_BLOCK_FORMATS,
+    accumulation=cn.accumulation(fp8=True, block_scaled=True),
 )

@@ -2,6 +2,7 @@
 
 from devices.capability_tables import _cuda
 from devices.capability import Capabilities, CudaIdentity
+from devices.capability_tables import _cuda_numerics as cn
 
 CAPABILITIES = Capabilities(
     kind="h100",
@@ -11,4 +12,6 @@ CAPABILITIES = Capabilities(
         source=f"{_cuda.CC_TABLE}; NVIDIA H100 Tensor Core GPU architecture whitepaper (H100 SXM5: 132 SMs, "
                "50 MB L2)", status="published"),
     notes=(_cuda.TF32_NOTE,),
+    rounding=cn.ROUNDING_NEAREST_ONLY,
+    accumulation=cn.accumulation(fp8=True, block_scaled=False),
 )

@@ -2,6 +2,7 @@
 
 from devices.capability_tables import _neuron as n
 from devices.capability import Capabilities, CudaIdentity
+from devices.capability_tables import _neuron_numerics as nn
 
 CAPABILITIES = Capabilities(
     kind="trn1",
@@ -18,4 +19,6 @@ CAPABILITIES = Capabilities(
              "(BF16, TF32) the chip meets without meeting the next one (float8_e4m3fn GEMMs, sm_89); "
              "multi_processor_count is NeuronCores per chip"),
     notes=(n.FP32_MATMUL_NOTE,),
+    rounding=nn.rounding(fp8=("float8_e5m2",)),
+    accumulation=(nn.accumulate_fp32(("float8_e5m2",)), nn.ACCUMULATE_FP32_INPUTS),
 )

@@ -2,6 +2,7 @@
 
 from devices.capability_tables import _neuron as n
 from devices.capability import Capabilities, CudaIdentity
+from devices.capability_tables import _neuron_numerics as nn
 
 CAPABILITIES = Capabilities(
     kind="trn3",
@@ -20,4 +21,8 @@ CAPABILITIES = Capabilities(
              "are native on NeuronCore-v4 while NVFP4 (the sm_100 gate) is not; multi_processor_count is "
              "NeuronCores per chip"),
     notes=(n.FP32_MATMUL_NOTE,),
+    rounding=nn.rounding(fp8=("float8_e4m3fn", "float8_e5m2")),
+    block_formats=(*nn.MXFP8, nn.MXFP4),
+    accumulation=(nn.accumulate_fp32(("float8_e4m3fn", "float8_e5m2")), nn.ACCUMULATE_FP32_INPUTS,
+                  nn.ACCUMULATE_MX),
 )

@@ -7,6 +7,12 @@ from devices.capability import Capabilities
 
 _BASIS = "projected from Trainium3: no Trainium4 data-type documentation exists yet"
 
+
+def _projected(entry):
+    return replace(entry, status="projected" if entry.status != "assumption" else "assumption",
+                   source=f"{entry.source} ({_BASIS})")
+
+
 CAPABILITIES = Capabilities(
     kind="trn4",
     compute=tuple(replace(rule, status="projected" if rule.status != "assumption" else "assumption",
@@ -14,4 +20,7 @@ CAPABILITIES = Capabilities(
     cuda=replace(_TRN3.cuda, status="assumption",
                  note=f"{_TRN3.cuda.note}; {_BASIS}, NeuronCores per chip assumed equal to Trn3's"),
     notes=_TRN3.notes,
+    rounding=replace(_TRN3.rounding, status="projected", source=f"{_TRN3.rounding.source} ({_BASIS})"),
+    block_formats=tuple(_projected(entry) for entry in _TRN3.block_formats),
+    accumulation=tuple(_projected(entry) for entry in _TRN3.accumulation),
 )

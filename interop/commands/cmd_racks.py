@@ -59,3 +59,25 @@ def _print_capabilities(kind: str) -> None:
           + (f"\n  note: {ident.note}" if ident.note else ""))
     for note in caps.notes:
         print(f"note: {note}")
+    _print_numerics(caps)
+
+
+def _print_numerics(caps) -> None:
+    """The kind's numerics: rounding, block formats with their scale rules, matmul accumulation."""
+    from interop.fmt import table
+
+    r = caps.rounding
+    if r is not None:
+        stochastic = ("none" if r.stochastic_scope == "none"
+                      else f"{r.stochastic_scope.replace('_', ' ')}: {', '.join(r.stochastic_dtypes)}")
+        print(f"\n== numerics of {caps.kind} (used by device numerics mode) ==\n"
+              f"rounding: default {r.default}; stochastic: {stochastic} [{r.status}: {r.source}]"
+              + (f"\n  switch: {r.switch}" if r.switch else "") + f"\n  algorithm: {r.algorithm}")
+    if caps.block_formats:
+        print(table(["block format", "block", "element", "scale", "scale rule", "status", "source"],
+                    [[b.format, b.block, b.element, b.scale, b.scale_rule, b.status,
+                      b.source + (f" [{b.note}]" if b.note else "")] for b in caps.block_formats], align="lrlllll"))
+    if caps.accumulation:
+        print(table(["matmul operands", "accumulator", "outputs", "status", "source"],
+                    [[", ".join(a.inputs), a.accumulator, ", ".join(a.outputs), a.status,
+                      a.source + (f" [{a.note}]" if a.note else "")] for a in caps.accumulation], align="lllll"))
