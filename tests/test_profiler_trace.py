@@ -45,9 +45,9 @@ def test_profiler_trace_gets_the_modelled_device_ops_ranges_and_memory(tmp_path,
     assert memory and all(e["name"] == "hybrid:1 memory (allocated, bytes)" for e in memory)
     assert max(e["args"]["allocated"] for e in memory) >= x.numel() * 4
     names = [e["args"]["name"] for e in modelled if e.get("name") == "process_name"]
-    assert names == ["hybrid:1 h100 (emulated) [modelled by hybrid-interop]"]
     torch.hybrid.set_device(0)
     del model, x
+    assert len(names) == 1 and names[0].startswith("hybrid:1 h100 (emulated) [modelled by hybrid-interop]")
 
 
 def test_export_trace_shows_named_ranges(tmp_path, use_rack):
