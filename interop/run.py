@@ -30,7 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="raise what the real chips would raise (float64 on Trainium, a plain float8 matmul "
                              "on an H100, ...) instead of running it and listing it in the report")
     parser.add_argument("--report", metavar="PATH", help="write the report as PATH.json and PATH.md")
-    parser.add_argument("-m", dest="module", metavar="MODULE", help="run a module as a script (like python -m)")
+    parser.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="MODULE [ARGS...]",
+                        help="run a module as a script, like python -m (everything after it is the module's)")
     parser.add_argument("command", nargs=argparse.REMAINDER, metavar="SCRIPT [ARGS...]",
                         help="the script and its arguments (or the module's arguments with -m)")
 
@@ -42,8 +43,10 @@ class UsageError(ValueError):
 def _target(args) -> tuple[str, str, list[str]]:
     """("module" | "script", name, argv after it)."""
     command = list(args.command or [])
-    if args.module:
-        return "module", args.module, command
+    if args.module is not None:
+        if not args.module:
+            raise UsageError(f"-m needs a module name; usage: {USAGE}")
+        return "module", args.module[0], args.module[1:] + command
     if not command:
         raise UsageError(f"no script given; usage: {USAGE}")
     script, rest = command[0], command[1:]

@@ -251,9 +251,9 @@ def test_modules_run_like_python_dash_m_and_a_rack_without_gpus_says_so(tmp_path
     (tmp_path / "pkg" / "main.py").write_text(
         "import sys, torch\nprint(torch.cuda.is_available(), torch.cuda.device_count(), sys.argv[1:],"
         " __name__, torch.cuda.get_device_name())\n")
-    out = hybrid("--rack", "trn2:2", "-m", "pkg.main", "a", "--b", cwd=tmp_path)
+    out = hybrid("--rack", "trn2:2", "-m", "pkg.main", "-a", "--b", cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.strip() == "True 2 ['a', '--b'] __main__ AWS Trainium2 (Trn2)"
+    assert out.stdout.strip() == "True 2 ['-a', '--b'] __main__ AWS Trainium2 (Trn2)"
     assert "no GPU-kind slot: CUDA devices are its slots in order" in out.stderr
 
 
