@@ -2,7 +2,7 @@
 
 1. Wall time of a GPT-style model's forward + backward on an emulated slot
    against the same on the CPU (target: ratio <= 1.10).
-2. Per-op overhead of a one-element ``add_`` (target: <= 3 microseconds).
+2. Per-op overhead of a one-element ``add_`` (target: < 1 microsecond, issue 7).
 Both measured with the timeline recording (its default), so the figures
 include the cost of placing every op on the modelled timeline.
 """
@@ -60,7 +60,7 @@ def run(repeats: int = 7, write: bool = True) -> Section:
     overheads = [(hs - cs) * 1e6 for hs, cs in zip(op_samples["hybrid"], op_samples["cpu"])]
     overhead = median(overheads)
     section.add(
-        "one-element add_ overhead over the CPU", f"{overhead:.2f} us", "<= 3 us", overhead <= 3.0,
+        "one-element add_ overhead over the CPU", f"{overhead:.2f} us", "< 1 us", overhead < 1.0,
         f"median of {repeats} repeats x {inner} calls; CPU {median(op_samples['cpu']) * 1e6:.2f} us/op, "
         f"hybrid {median(op_samples['hybrid']) * 1e6:.2f} us/op",
     )

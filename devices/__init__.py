@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 
+from devices.backing import BACKINGS, Backing
 from devices.capability import (
     LEVELS, OP_CLASSES, Capabilities, CudaIdentity, Rule, Support, capabilities, capability_kinds, op_class,
 )
@@ -33,7 +34,7 @@ from devices.dtypes import DTYPE_NAMES, dtype_name, itemsize
 from devices.fabrics import DOMAIN_FABRICS, NETWORK_FABRICS, Fabric, fabric, network_bandwidth
 from devices.figure import STATUSES, UNITS, Figure
 from devices.domain_table import DomainRun, DomainTable
-from devices.rack import BACKINGS, INT64_MAX, DomainSpec, NetworkSpec, Slot, SlotGroup
+from devices.rack import INT64_MAX, DomainSpec, NetworkSpec, Slot, SlotGroup
 from devices.rack_layout import default_domains, default_network
 from devices.rack_numerics import NUMERICS_MODES, NumericsSpec
 from devices.rack_parse import DEFAULT_PRESET, load_preset
@@ -80,8 +81,8 @@ __all__ = [
     "NUMERICS_MODES", "NumericsSpec",
     "LEVELS", "OP_CLASSES", "Capabilities", "CudaIdentity", "Rule", "Support", "capabilities", "capability_kinds",
     "op_class",
-    "BACKINGS", "DEFAULT_PRESET", "DOMAIN_FABRICS", "DTYPE_NAMES", "INT64_MAX", "NETWORK_FABRICS", "STATUSES",
-    "UNITS", "Chip", "DomainRun", "DomainSpec", "DomainTable", "Fabric", "Figure", "NetworkSpec", "RackSpec", "Slot",
+    "BACKINGS", "Backing", "DEFAULT_PRESET", "DOMAIN_FABRICS", "DTYPE_NAMES", "INT64_MAX", "NETWORK_FABRICS",
+    "STATUSES", "UNITS", "Chip", "DomainRun", "DomainSpec", "DomainTable", "Fabric", "Figure", "NetworkSpec", "RackSpec", "Slot",
     "SlotGroup", "catalogue", "catalogue_rows", "chip", "estimate", "default_domains", "default_network",
     "dtype_name", "dumps_rack", "fabric", "fabric_rows", "format_table", "format_value", "itemsize", "kinds", "load_preset",
     "load_rack", "loads_rack", "network_bandwidth", "parse_bandwidth", "parse_duration", "parse_rack", "parse_size",

@@ -15,22 +15,17 @@ Layering (each module imports only the ones before it): this module, then
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field
 
+from devices.backing import AUTO, Backing
 from devices.chip import chip
 from devices.fabrics import DOMAIN_FABRICS, NETWORK_FABRICS
 from devices.figure import Figure
-
-BACKINGS: tuple[str, ...] = ("auto", "emulated", "cuda:N")
-"""Accepted values of :attr:`SlotGroup.backing` (N a non-negative integer)."""
 
 INT64_MAX = 2**63 - 1
 """Largest slot capacity in bytes and largest slot count a rack spec may hold: both are int64 where they end up
 (the allocator's byte counters, torch's sizes), and Python's ``len()`` is bounded by it too."""
 INT64_MAX_TEXT = f"2^63-1 ({INT64_MAX})"
-
-_CUDA = re.compile(r"^cuda:(0|[1-9][0-9]*)$")
 
 
 def _positive_int(value: object, where: str) -> int:
@@ -81,13 +76,6 @@ def _source(value: float | None, source: Figure | None) -> Figure | None:
     return source if source is not None and value is not None and source.value == value else None
 
 
-def check_backing(value: object, where: str = "backing") -> str:
-    """``value`` if it is a valid backing (``auto``, ``emulated``, ``cuda:N``), else ValueError naming ``where``."""
-    if isinstance(value, str) and (value in ("auto", "emulated") or _CUDA.match(value)):
-        return value
-    raise ValueError(f"{where}: unknown backing {value!r}; accepted: {', '.join(BACKINGS)}")
-
-
 @dataclass(frozen=True, slots=True)
 class SlotGroup:
     """A run of identical slots ``[first, first + count)``."""
@@ -100,8 +88,8 @@ class SlotGroup:
     """Index of the first slot."""
     capacity: int | None = None
     """Bytes of device memory per slot, overriding the chip's HBM (None: the chip's HBM)."""
-    backing: str = "auto"
-    """Where the slot's bytes live: ``auto``, ``emulated`` or ``cuda:N``."""
+    backing: Backing = AUTO
+    """Where the slot's bytes live: ``auto``, ``emulated`` or ``cuda:N`` (a string is parsed)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.kind, str):
@@ -113,7 +101,7 @@ class SlotGroup:
             _positive_int(self.capacity, "capacity")
             check_int64(self.capacity, "capacity", "the slot capacity in bytes")
         check_int64(self.first + self.count, "count", "the slot count up to this group")
-        check_backing(self.backing)
+        object.__setattr__(self, "backing", Backing.parse(self.backing))
 
     @property
     def stop(self) -> int:
@@ -225,8 +213,8 @@ class Slot:
     """Chip kind."""
     capacity: int
     """Bytes of device memory (the override, else the chip's HBM)."""
-    backing: str
-    """``auto``, ``emulated`` or ``cuda:N``."""
+    backing: Backing
+    """``auto``, ``emulated`` or ``cuda:N``, parsed."""
     domain: str
     """Domain name; with replicas > 1 it is ``"<name>@<replica>"`` so names stay unique across replicas."""
     replica: int = 0

@@ -55,7 +55,8 @@ from typing import Any
 from devices.chip import kinds
 from devices.domain_table import DomainRun
 from devices.fabrics import NETWORK_FABRICS
-from devices.rack import DomainSpec, NetworkSpec, check_backing, check_int64
+from devices.backing import Backing
+from devices.rack import DomainSpec, NetworkSpec, check_int64
 from devices.rack_numerics import NumericsSpec, check_mode
 from devices.rack_layout import build_groups, default_domains, default_network
 from devices.rack_spec import RackSpec
@@ -157,7 +158,7 @@ def _slot_runs(doc: dict) -> list[list]:
         count = _int(entry.get("count", 1), f"{where}.count")
         total = check_int64(total + count, f"{where}.count", "the slot count up to this entry")
         capacity = _capacity(entry["capacity"], f"{where}.capacity") if "capacity" in entry else None
-        backing = check_backing(entry.get("backing", "auto"), f"{where}.backing")
+        backing = Backing.parse(entry.get("backing", "auto"), f"{where}.backing")
         runs.append([kind, count, capacity, backing])
     return runs
 
@@ -172,7 +173,7 @@ def _apply_overrides(runs: list[list], doc: dict) -> list[list]:
             raise ValueError(f"{where}.slots: missing; accepted: 'a-b', an index, or a list of consecutive indices")
         first, count = _slot_range(entry["slots"], f"{where}.slots", width)
         capacity = _capacity(entry["capacity"], f"{where}.capacity") if "capacity" in entry else None
-        backing = check_backing(entry["backing"], f"{where}.backing") if "backing" in entry else None
+        backing = Backing.parse(entry["backing"], f"{where}.backing") if "backing" in entry else None
         split: list[list] = []
         start = 0
         for kind, n, cap, back in runs:

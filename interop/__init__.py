@@ -9,9 +9,9 @@ modelled time goes to the rack's timeline.
 Public names: :class:`Rack`, :func:`set_rack`, :func:`current_rack`,
 :func:`presets`; the modelled timeline: :func:`timeline`, :func:`reset_timeline`,
 :func:`report`, :func:`export_trace`, :func:`gantt`, :func:`set_recording`; numerics:
-:mod:`interop.numerics` (formats, :func:`set_numerics`); the op ledger :func:`ledger`; device fidelity
-:func:`set_strict`, :func:`divergences`. CUDA code: ``import interop.cuda`` (or ``hybrid run SCRIPT``) maps
-``cuda:N`` onto slots.
+:mod:`interop.numerics` (formats, :func:`set_numerics`); planning: :func:`plan` (partition a model
+across the rack, run it) and :func:`whatif`; the op ledger :func:`ledger`; device fidelity :func:`set_strict`,
+:func:`divergences`. CUDA code: ``import interop.cuda`` (or ``hybrid run SCRIPT``) maps ``cuda:N`` onto slots.
 """
 
 from __future__ import annotations
@@ -22,21 +22,26 @@ from interop.fidelity import Divergence, FidelityWarning, divergences, set_stric
 from interop.op_ledger import Ledger, ledger, reset_ledger
 from interop.rack import Rack, RackDevice, current_rack, presets, set_rack
 from interop.report import RunReport, report
-from interop.timelines import TimelineRecord, reset_timeline, set_recording, timeline
-from interop.trace import export_trace, gantt
+from interop.session import reset_timeline, set_recording, timeline
+from interop.timeline_export import export_trace, gantt
+from interop.timelines import TimelineRecord
 from interop import numerics
 from interop.numerics import set_numerics
+from interop.planning import StepEstimate, whatif
+from interop.planning.plan import Plan, plan
 
 __version__ = "0.1.0"
 
-register()
-numerics.scaled_mm.register()
-if current_rack() is None:
-    set_rack(Rack.preset("fusion-default"))
+# Without the compiled extension the device is not registered; the pure-Python parts
+# (catalogue, cost model, what-ifs) still import (interop._backend.MissingExtension).
+if register():
+    numerics.scaled_mm.register()
+    if current_rack() is None:
+        set_rack(Rack.preset("fusion-default"))
 
 __all__ = [
-    "Divergence", "FidelityWarning", "Ledger", "divergences", "ledger", "reset_ledger", "set_strict",
-    "DEVICE_TYPE", "Rack", "RackDevice", "RunReport", "TimelineRecord", "__version__", "current_rack", "export_trace",
-    "gantt", "numerics", "presets", "report", "reset_timeline", "set_numerics", "set_rack", "set_recording",
-    "timeline",
+    "DEVICE_TYPE", "Divergence", "FidelityWarning", "Ledger", "Plan", "Rack", "RackDevice", "RunReport",
+    "StepEstimate", "TimelineRecord", "__version__", "current_rack", "divergences", "export_trace", "gantt", "ledger",
+    "numerics", "plan", "presets", "report", "reset_ledger", "reset_timeline", "set_numerics", "set_rack",
+    "set_recording", "set_strict", "timeline", "whatif",
 ]

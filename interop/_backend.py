@@ -9,16 +9,44 @@ import torch
 DEVICE_TYPE = "hybrid"
 _registered = False
 
+BUILD_HINT = "build it with `MAX_JOBS=2 python setup.py build_ext --inplace` in the repository"
 
-def register() -> None:
+
+class MissingExtension:
+    """Stands in for ``interop._C`` when it cannot be loaded: any use raises a clear error.
+
+    The catalogue, the cost model and the what-ifs (``interop.whatif``) are pure Python and keep working.
+    """
+
+    def __init__(self, error: BaseException) -> None:
+        self._error = error
+
+    def __getattr__(self, name: str):
+        raise RuntimeError(f"interop._C (the hybrid device extension) could not be loaded ({self._error}); "
+                           f"{BUILD_HINT}. Without it the device, racks and collectives on tensors are "
+                           f"unavailable; devices, collectives.estimate and interop.whatif still work")
+
+
+def register() -> bool:
     """Rename PrivateUse1 to ``hybrid``, install ``torch.hybrid`` and the
-    ``Tensor.hybrid()`` / ``Module.hybrid()`` / storage methods."""
+    ``Tensor.hybrid()`` / ``Module.hybrid()`` / storage methods.
+
+    Returns False, leaving a :class:`MissingExtension` as ``interop._C``, when the
+    extension cannot be loaded."""
     global _registered
     if _registered:
-        return
-    from interop import _C  # loading it registers the C++ backend
+        return True
+    if isinstance(sys.modules.get("interop._C"), MissingExtension):
+        return False
+    try:
+        from interop import _C  # loading it registers the C++ backend
+    except ImportError as error:
+        import interop
+
+        sys.modules["interop._C"] = interop._C = MissingExtension(error)
+        return False
     from interop import hybrid as module
-    from interop import timelines as timeline
+    from interop import session
 
     if torch._C._get_privateuse1_backend_name() != DEVICE_TYPE:
         torch.utils.rename_privateuse1_backend(DEVICE_TYPE)
@@ -27,7 +55,8 @@ def register() -> None:
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
     )
-    _C._set_elapsed_hook(timeline._elapsed_hook)
+    _C._set_elapsed_hook(session.elapsed_hook)
+    _print_from_host_copies()
     from interop import fidelity, profiling
 
     fidelity.install()
@@ -35,17 +64,47 @@ def register() -> None:
     _register_collective_hooks()
     _register_distributed_backend()
     _registered = True
+    return True
+
+
+def _print_from_host_copies() -> None:
+    """Print hybrid tensors from a host copy of their bytes, as torch prints xla, lazy and mtia tensors.
+
+    torch formats a tensor by running a dozen ops on it (abs, isfinite, masked_select, ...). On a slot
+    those would land on the modelled timeline as if the program had run them, and a tensor of a retired
+    rack may not run ops at all, though it must still print. One copy to the host serves both: the
+    formatting runs on the CPU, on the same values, and prints exactly what the CPU tensor would (the
+    device suffix is torch's own).
+    """
+    import torch._tensor_str as tensor_str
+
+    original = tensor_str._str_intern
+    if getattr(original, "__hybrid__", False):
+        return
+
+    def _str_intern(inp, *, tensor_contents=None):
+        if (tensor_contents is None and isinstance(inp, torch.Tensor) and inp.device.type == DEVICE_TYPE
+                and inp.layout == torch.strided and not inp.is_nested and inp.numel() > 0
+                and not torch._C._functorch.is_functorch_wrapped_tensor(inp)):
+            plain = type(inp) is torch.Tensor or type(inp) is torch.nn.Parameter
+            prefix = "tensor(" if plain else f"{type(inp).__name__}("
+            primal, _ = torch.autograd.forward_ad.unpack_dual(inp)
+            tensor_contents = tensor_str._tensor_str(primal.detach().to("cpu"), len(prefix))
+        return original(inp, tensor_contents=tensor_contents)
+
+    _str_intern.__hybrid__ = True
+    tensor_str._str_intern = _str_intern
 
 
 def _register_collective_hooks() -> None:
     """Give the collective layer what it needs from the device layer (it may not import us)."""
     import collectives.device_hooks
     from interop import _C
-    from interop import timelines
+    from interop import session
     from interop.rack import current_rack
 
     def place(name, slots, seconds, nbytes, algorithm, sources, link):
-        return timelines.current().place_collective(name, slots, seconds, nbytes, algorithm, sources, link)
+        return session.current_timeline().place_collective(name, slots, seconds, nbytes, algorithm, sources, link)
 
     collectives.device_hooks.register(collectives.device_hooks.DeviceHooks(alias=_C._execution_alias,
                                                                            rack=current_rack, place=place))

@@ -46,3 +46,19 @@ def call_site(depth: int = 2) -> str:
             fallback = f"{_relative(filename)}:{frame.f_lineno}"
         frame = frame.f_back
     return fallback or "<unknown>"
+
+
+def stacklevel(depth: int = 2) -> int:
+    """The ``stacklevel`` for a ``warnings.warn`` in the caller of this function that points at the frame
+    ``call_site(depth)`` names (so the warning and the recorded call site agree)."""
+    try:
+        frame = sys._getframe(depth)
+    except ValueError:
+        return 1
+    level = 2  # stacklevel 1 is the function calling warnings.warn: the frame above this one
+    while frame is not None:
+        if not _skipped(frame.f_code.co_filename):
+            return level
+        frame = frame.f_back
+        level += 1
+    return 2

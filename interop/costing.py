@@ -13,18 +13,6 @@ import collectives
 import devices
 import devices.cost
 
-# c10::toString(ScalarType) -> torch dtype name, as devices.cost expects.
-DTYPE_NAMES = {
-    "Float": "float32", "Double": "float64", "Half": "float16", "BFloat16": "bfloat16",
-    "Long": "int64", "Int": "int32", "Short": "int16", "Char": "int8", "Byte": "uint8", "Bool": "bool",
-    "UInt16": "uint16", "UInt32": "uint32", "UInt64": "uint64",
-    "Float8_e4m3fn": "float8_e4m3fn", "Float8_e5m2": "float8_e5m2", "Float8_e4m3fnuz": "float8_e4m3fnuz",
-    "Float8_e5m2fnuz": "float8_e5m2fnuz", "Float8_e8m0fnu": "float8_e8m0fnu", "Float4_e2m1fn_x2": "float4_e2m1fn_x2",
-    "ComplexFloat": "complex64", "ComplexDouble": "complex128",
-    "ComplexHalf": "complex32", "": "float32",
-}
-
-
 @dataclass(frozen=True, slots=True)
 class CopyCost:
     """A transfer's modelled time and the link it crossed."""
@@ -46,7 +34,10 @@ class Coster:
 
     def op(self, slot: int, name: str, in_shapes, out_shapes, dtype: str, causal: bool) -> devices.cost.Estimate:
         args = {"is_causal": True} if causal else None
-        return devices.cost.estimate(self.kinds[slot], name, in_shapes, DTYPE_NAMES.get(dtype, dtype),
+        # `dtype` is torch's name as the runtime records it; an op with no
+        # tensor at all (nothing to read or write) has none, and no bytes to
+        # cost in any dtype.
+        return devices.cost.estimate(self.kinds[slot], name, in_shapes, dtype or "float32",
                                      out_shapes=out_shapes, args=args)
 
     def copy(self, src: int, dst: int, nbytes: int) -> CopyCost:

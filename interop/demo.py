@@ -254,7 +254,7 @@ def data_parallel_step(cfg: DemoConfig, reference: GPT, rack: Rack, echo) -> Dat
     torch.nn.functional.cross_entropy(logits.flatten(0, 1), tgt.flatten()).backward()
     torch.optim.SGD(cpu.parameters(), lr=0.1, foreach=True).step()
     first = [p.detach().cpu() for p in replicas[0].parameters()]
-    mixed = any(d.backing != "emulated" for d in rack.devices)
+    mixed = any(not d.backing.is_emulated for d in rack.devices)
     if mixed:  # GPU kernels round differently from the CPU's: the replicas agree closely, not bitwise
         identical = all(torch.allclose(a, b.detach().cpu(), atol=GPU_TOLERANCE)
                         for m in replicas[1:] for a, b in zip(first, m.parameters()))

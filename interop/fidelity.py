@@ -48,6 +48,9 @@ class Divergence:
     """First call sites (``file:line``)."""
     count: int = 0
     """Times the op ran (from the C++ counter)."""
+    rack: str = ""
+    """The label of the rack whose slot it ran on (a divergence is per rack: hybrid:0 of one rack need not
+    be the chip of another's)."""
 
     @property
     def outcome(self) -> str:
@@ -57,7 +60,8 @@ class Divergence:
 
 _lock = threading.Lock()
 _strict = False
-_met: dict[tuple[str, int, str], Divergence] = {}
+_met: dict[tuple[int, str, int, str], Divergence] = {}
+"""(rack generation, op, slot, dtype name) -> what was met there."""
 _warned: set[tuple[str, str, str, str]] = set()
 
 # c10's dtype names (what torch's own "not implemented for '...'" errors print).
@@ -96,6 +100,7 @@ def apply(rack) -> None:
     from interop import _C
 
     _C._fidelity_reset()
+    _C._fidelity_clear_masks()  # a slot index the new rack lacks concerns nothing
     for d in rack.devices:
         caps = devices.capabilities(d.kind)
         concern = [getattr(torch, name) for name in devices.capability.DTYPES
@@ -113,10 +118,11 @@ def _message(s: devices.Support, op: str, slot: int, dtype: torch.dtype) -> str:
             "as the CPU does and lists it in the report)")
 
 
-def _hook(op: str, slot: int, dtype: torch.dtype) -> tuple[int, str]:
-    from interop.rack import current_rack
+def _hook(op: str, generation: int, slot: int, dtype: torch.dtype) -> tuple[int, str]:
+    from interop import session
 
-    rack = current_rack()
+    # The C++ fallback asks only about tensors of the current rack (a retired rack's are refused first).
+    rack = session.rack_of(generation)
     if rack is None or not 0 <= slot < len(rack):
         return 0, ""
     kind = rack.devices[slot].kind
@@ -127,15 +133,15 @@ def _hook(op: str, slot: int, dtype: torch.dtype) -> tuple[int, str]:
         return 0, ""
     if s.native:
         return 0, ""
-    from interop.callsite import call_site
+    from interop.callsite import call_site, stacklevel
 
     site = call_site(2)
-    key = (op, slot, name)
+    key = (generation, op, slot, name)
     with _lock:
         div = _met.get(key)
         if div is None:
             div = _met[key] = Divergence(op, slot, kind, s.op_class, name, s.level, s.reason, s.source, s.status,
-                                         s.error, s.instead)
+                                         s.error, s.instead, rack=rack.label)
         if site not in div.sites and len(div.sites) < 3:
             div.sites.append(site)
         first_warning = (kind, s.op_class, name, s.level) not in _warned
@@ -145,20 +151,21 @@ def _hook(op: str, slot: int, dtype: torch.dtype) -> tuple[int, str]:
     if first_warning:
         warnings.warn(f"{op} on hybrid:{slot} ({kind}) in {name} {div.outcome} on a real {kind}: {s.reason} "
                       f"[{s.status}: {s.source}]; instead: {s.instead or '-'} (warned once per kind, op class "
-                      "and dtype; interop.divergences() lists every one)", FidelityWarning, stacklevel=2)
+                      "and dtype; interop.divergences() lists every one)", FidelityWarning, stacklevel=stacklevel(2))
     return 1, ""
 
 
 def divergences() -> list[Divergence]:
-    """Every divergence met since the start (or :func:`reset`), with its count and first call sites."""
+    """Every divergence met since the start (or :func:`reset`), on any rack, with its count and first
+    call sites."""
     from interop import _C
 
-    counts = {(op, slot, dtype): n for op, slot, dtype, n in _C._fidelity_counts()}
+    counts = {(generation, op, slot, dtype): n for op, generation, slot, dtype, n in _C._fidelity_counts()}
     with _lock:
-        out = list(_met.values())
-    for d in out:
-        d.count = counts.get((d.op, d.slot, _c10_name(getattr(torch, d.dtype))), d.count)
-    return sorted(out, key=lambda d: (d.slot, d.level != "unsupported", d.op, d.dtype))
+        met = list(_met.items())
+    for (generation, op, slot, name), d in met:
+        d.count = counts.get((generation, op, slot, getattr(torch, name)), d.count)
+    return sorted((d for _, d in met), key=lambda d: (d.rack, d.slot, d.level != "unsupported", d.op, d.dtype))
 
 
 def reset() -> None:

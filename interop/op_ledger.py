@@ -1,8 +1,11 @@
-"""The op ledger: per ATen op and slot, how it ran and how often (``interop.ledger()``).
+"""The op ledger: per rack, ATen op and slot, how it ran and how often (``interop.ledger()``).
 
 Counted in C++ on the per-op path (a thread-local lookup and one relaxed
 atomic increment), for every op that reaches a slot whether or not the CUDA
-layer is installed.  Paths:
+layer is installed.  Like its memory accounting and timeline, each rack's
+counts are its own (``hybrid:0`` of one rack need not be the chip of
+another's): a row names its rack, and an op on a retired rack's tensor (a copy
+to the host) counts on that rack.  Paths:
 
 - ``dedicated hybrid kernel``: the backend's own kernel (allocation, views, copies);
 - ``zero-copy CPU kernel``: the CPU's own kernel, run on aliases of the slot's bytes;
@@ -35,15 +38,18 @@ class LedgerRow:
     count: int
     default_estimate: bool | None
     """True when the cost model had no formula for the op (or its shapes) and priced it by bytes moved
-    only; None when the op is not on the current timeline (recording off, or the timeline was reset)."""
+    only; None when the op is not on its rack's timeline (recording off, the timeline was reset, or the
+    rack no longer exists)."""
+    rack: str = ""
+    """The rack's label (``'trn2:1+h100:1'``, ``'fusion-default' (trn4:4+b200:4)``)."""
 
 
-def _estimates_by_default() -> dict[tuple[str, int], bool]:
-    """(op, slot) -> whether any of its records on the current timeline got the default estimate."""
-    import interop
-
+def _estimates_by_default(rack) -> dict[tuple[str, int], bool]:
+    """(op, slot) -> whether any of its records on ``rack``'s timeline got the default estimate."""
+    t = rack.timeline
+    t.ingest()
     out: dict[tuple[str, int], bool] = {}
-    for r in interop.timeline():
+    for r in t.records:
         if r.kind == "op":
             key = (r.op, r.slot)
             out[key] = out.get(key, False) or r.estimated_by_default
@@ -91,36 +97,49 @@ class Ledger:
         return total
 
     def table(self, limit: int | None = None) -> str:
-        """Plain text: op, slot (kind), path, count, default estimate; busiest first."""
+        """Plain text: op, slot (kind), path, count, default estimate; busiest first. A rack column is
+        added when the rows span more than one rack."""
         from interop.fmt import table
 
-        rows = sorted(self.rows, key=lambda r: (-r.count, r.op, r.slot))
+        rows = sorted(self.rows, key=lambda r: (-r.count, r.op, r.rack, r.slot))
         if limit is not None:
             rows = rows[:limit]
-        return table(["op", "slot", "path", "count", "cost"],
-                     [[r.op, f"hybrid:{r.slot} ({r.kind})", r.path, str(r.count),
-                       _COST_TEXT[r.default_estimate]] for r in rows],
-                     align="lllrl")
+        racks = len({r.rack for r in self.rows}) > 1
+        return table((["rack"] if racks else []) + ["op", "slot", "path", "count", "cost"],
+                     [([r.rack] if racks else []) + [r.op, f"hybrid:{r.slot} ({r.kind})", r.path, str(r.count),
+                                                     _COST_TEXT[r.default_estimate]] for r in rows],
+                     align=("l" if racks else "") + "lllrl")
 
 
 _COST_TEXT = {True: "default (bytes only)", False: "modelled", None: "-"}
 
 
-def ledger() -> Ledger:
-    """The op ledger since the process started (or :func:`reset_ledger`)."""
-    from interop import _C
-    from interop.rack import current_rack
+def ledger(rack=None) -> Ledger:
+    """The op ledger since the process started (or :func:`reset_ledger`): every rack's rows, or only
+    ``rack``'s (an :class:`interop.Rack`, current or retired)."""
+    from interop import _C, session
 
-    rack = current_rack()
-    defaults = _estimates_by_default()
+    wanted = None
+    if rack is not None:
+        table = getattr(rack, "_table", None)
+        if table is None:
+            raise TypeError(f"rack: expected an interop.Rack or None (every rack), got {rack!r}")
+        wanted = table.generation
+    defaults: dict[int, dict[tuple[str, int], bool]] = {}
     rows = []
-    for op, slot, path, count in _C._ledger():
-        kind = rack.devices[slot].kind if rack is not None and slot < len(rack) else "?"
+    for op, generation, label, slot, kind, path, count in _C._ledger():
+        if wanted is not None and generation != wanted:
+            continue
         # Dedicated kernels (allocation, views, copies) are not op records: copies are on the timeline as
         # transfers, the rest does no device work.
-        estimate = None if path == 0 else defaults.get((op, slot))
-        rows.append(LedgerRow(op, slot, kind, PATHS[path], int(count), estimate))
-    rows.sort(key=lambda r: (r.op, r.slot, r.path))
+        estimate = None
+        if path != 0:
+            if generation not in defaults:
+                owner = session.rack_of(generation)
+                defaults[generation] = {} if owner is None else _estimates_by_default(owner)
+            estimate = defaults[generation].get((op, slot))
+        rows.append(LedgerRow(op, slot, kind, PATHS[path], int(count), estimate, label))
+    rows.sort(key=lambda r: (r.rack, r.op, r.slot, r.path))
     return Ledger(rows)
 
 

@@ -10,6 +10,12 @@ depth) starting at the profiler's first event, and a counter track of each
 slot's allocated bytes (sampled at ``start``, every ``step()`` and ``stop``, at
 the slot's modelled time).  Every added duration is modelled, and says so.
 
+The window belongs to the rack that was current at ``start``: its timeline and
+its accounts, read even if another rack is current by the time of ``step``,
+``stop`` or the export (the profiler keeps that rack alive until it is
+discarded).  Work done meanwhile on another rack is on that rack's timeline,
+not in this trace.
+
 Installed by ``import interop`` (one wrap of four profiler methods; nothing on the per-op path).
 """
 
@@ -26,32 +32,31 @@ _installed = False
 
 
 def _timeline():
-    from interop import timelines
+    from interop import session
 
-    t = timelines.current()
-    t.ingest()
-    return t
+    return session.current_timeline()
 
 
 def _sample(window: dict) -> None:
-    import torch
-
-    t = _timeline()
-    for d in t.rack.devices:
-        window["memory"].append((d.index, t.now_ps(d.index), torch.hybrid.memory_allocated(d.index)))
+    # The window's rack, current or not: its own accounts and clocks.
+    t = window["timeline"]
+    t.ingest()
+    rack = t.rack
+    for d in rack.devices:
+        window["memory"].append((d.index, t.now_ps(d.index), rack.memory_allocated(d.index)))
 
 
 def _window(prof) -> dict:
     window = getattr(prof, "_hybrid_window", None)
     if window is None:
-        window = prof._hybrid_window = {"first": None, "last": None, "timeline": None, "memory": []}
+        window = prof._hybrid_window = {"first": None, "last": None, "timeline": None, "rack": None, "memory": []}
     return window
 
 
 def modelled_events(window: dict, base_us: float) -> list[dict]:
     """The modelled part of a profiler's window as trace events starting at ``base_us``."""
     from interop.hybrid.nvtx import ranges
-    from interop.trace import range_events, trace_events
+    from interop.timeline_export import range_events, trace_events
 
     t = window["timeline"]
     if t is None:
@@ -62,7 +67,7 @@ def modelled_events(window: dict, base_us: float) -> list[dict]:
     origin = min((r.start_ps for r in records), default=0)
     lo, hi = origin, max((r.end_ps for r in records), default=origin)
     events = trace_events(records, t.rack)
-    events += range_events([r for r in ranges() if r.start_ps >= lo and r.end_ps <= hi])
+    events += range_events([r for r in ranges(t) if r.start_ps >= lo and r.end_ps <= hi])
     slots_with_work = {e["pid"] for e in events if e["ph"] == "X"}
     events = [e for e in events if e["ph"] != "M" or e["pid"] in slots_with_work]
     for e in events:
@@ -112,7 +117,8 @@ def install() -> None:
     def wrapped_start(self):
         window = _window(self)
         t = _timeline()
-        window.update(timeline=t, first=len(t.records), last=None, memory=[])
+        # The rack is held: its Timeline refers to it weakly, and the export may come after it is dropped.
+        window.update(timeline=t, rack=t.rack, first=len(t.records), last=None, memory=[])
         _sample(window)
         return start(self)
 

@@ -1,10 +1,11 @@
-"""`Rack`: the set of slots the `hybrid` device exposes, and which one is current.
+"""`Rack`: the set of slots the `hybrid` device exposes.
 
 A rack is built from a :class:`devices.RackSpec` (a preset, a ``kind:count``
-string or a TOML file). Making it current installs its slot table in the C++
-runtime: ``hybrid:i`` is then slot ``i`` of the rack, with the chip kind,
-memory capacity and backing (emulated on the host, or a real CUDA device) that
-the spec gives it.
+string or a TOML file). It owns a slot table in the C++ runtime (each slot's
+chip kind, memory capacity and backing, emulated on the host or a real CUDA
+device, and its memory accounting) and its modelled timeline. Making it
+current (:func:`set_rack`, ``with rack:``; the session in :mod:`interop.session`
+keeps which one is) makes ``hybrid:i`` slot ``i`` of the rack.
 """
 
 from __future__ import annotations
@@ -13,9 +14,8 @@ import os
 from dataclasses import dataclass
 
 import devices
-
-# A DeviceIndex is an int8 in PyTorch, so a process can address 127 devices.
-MAX_LIVE_SLOTS = 127
+from devices import Backing
+from interop import session
 
 GPU_FAMILY = "gpu"
 
@@ -28,8 +28,8 @@ class RackDevice:
     """The device index: ``hybrid:<index>``."""
     kind: str
     """Chip kind (``trn3``, ``h100``...)."""
-    backing: str
-    """``emulated`` (host memory, CPU kernels) or ``cuda:N`` (a real GPU)."""
+    backing: Backing
+    """``emulated`` (host memory, CPU kernels) or ``cuda:N`` (a real GPU); never ``auto`` on a live rack."""
     capacity: int
     """Bytes the slot's allocator admits (the chip's HBM unless overridden)."""
     domain: str
@@ -43,12 +43,11 @@ class RackDevice:
         return f"{self.spec.name}{projected} [{self.backing}]"
 
 
-def _resolve_backing(requested: str, chip: devices.Chip, gpu_ordinal: int, cuda_count: int) -> str:
-    if requested == "emulated":
-        return "emulated"
-    if requested.startswith("cuda:"):
-        index = int(requested.split(":", 1)[1])
-        if index >= cuda_count:
+def _resolve_backing(requested: Backing, chip: devices.Chip, gpu_ordinal: int, cuda_count: int) -> Backing:
+    if requested.is_emulated:
+        return requested
+    if requested.is_cuda:
+        if requested.cuda_index >= cuda_count:
             raise ValueError(
                 f"backing: {requested!r} asked for, but this machine has {cuda_count} CUDA device(s)"
                 + ("" if cuda_count else " (torch.cuda.is_available() is False)")
@@ -57,8 +56,8 @@ def _resolve_backing(requested: str, chip: devices.Chip, gpu_ordinal: int, cuda_
     # auto: NVIDIA kinds ride on real GPUs where there are any; Trainium kinds
     # have no real counterpart here and stay emulated.
     if chip.family == GPU_FAMILY and cuda_count > 0:
-        return f"cuda:{gpu_ordinal % cuda_count}"
-    return "emulated"
+        return Backing.cuda(gpu_ordinal % cuda_count)
+    return Backing("emulated")
 
 
 def _cuda_count() -> int:
@@ -73,25 +72,32 @@ class Rack:
     """A heterogeneous rack whose slots are the indices of the ``hybrid`` device.
 
     Build one with :meth:`from_spec`, :meth:`preset` or :meth:`load`, then make it
-    current with :func:`interop.set_rack` or ``with rack:``. Changing the rack
-    while hybrid tensors are alive is refused: their memory is counted on slots
-    that would disappear.
+    current with :func:`interop.set_rack` or ``with rack:``. Each Rack owns its
+    slots, their memory accounting and its modelled :attr:`timeline`. Making
+    another rack current retires this one without destroying it: its tensors keep
+    their bytes and stay counted here (read with :meth:`memory_allocated`,
+    :meth:`memory_stats`); they refuse to compute until this rack is current
+    again, but move to the CPU, print, save and free as ever.
 
     Example::
 
         rack = interop.Rack.from_spec("trn3:2+h100:2")
         with rack:
             x = torch.randn(8, 512, device="hybrid:2")   # an H100 slot
+        x.cpu()                                          # fine: back on the host
+        with rack:
+            y = x * 2                                    # fine: its rack is current again
     """
 
     def __init__(self, spec: devices.RackSpec, *, backing: str | None = None, cuda_count: int | None = None):
         """Wrap a validated spec. ``backing`` overrides every slot's ``auto`` backing
         (``"emulated"`` forces host emulation even where a GPU exists)."""
-        if backing is not None and backing not in ("auto", "emulated") and not backing.startswith("cuda:"):
-            raise ValueError(f"backing: expected 'auto', 'emulated' or 'cuda:N', got {backing!r}")
-        if len(spec) > MAX_LIVE_SLOTS:
+        from interop import _C  # the runtime: its slot limit, and the slot table this rack owns
+
+        override = None if backing is None else Backing.parse(backing)
+        if len(spec) > _C.MAX_SLOTS:
             raise ValueError(
-                f"rack {spec.name!r} has {len(spec)} slots; a live rack may have at most {MAX_LIVE_SLOTS} "
+                f"rack {spec.name!r} has {len(spec)} slots; a live rack may have at most {_C.MAX_SLOTS} "
                 "(PyTorch device indices are 8-bit). Model larger systems without live tensors: "
                 "devices.estimate and collectives.estimate take any rack spec."
             )
@@ -101,12 +107,18 @@ class Rack:
         gpu_ordinal = 0
         for slot in spec.iter_slots():
             chip = devices.chip(slot.kind)
-            requested = slot.backing if backing is None or slot.backing != "auto" else backing
+            requested = override if override is not None and slot.backing.is_auto else slot.backing
             resolved = _resolve_backing(requested, chip, gpu_ordinal, cuda)
             if chip.family == GPU_FAMILY:
                 gpu_ordinal += 1
             rows.append(RackDevice(slot.index, slot.kind, resolved, slot.capacity, slot.domain, chip))
         self.devices: tuple[RackDevice, ...] = tuple(rows)
+        self._table = _C.SlotTable(self.label, [
+            (d.kind, int(d.capacity), -1 if d.backing.cuda_index is None else d.backing.cuda_index)
+            for d in self.devices])
+        self.timeline = session.timeline_of(self)
+        """This rack's modelled timeline (:class:`interop.timelines.Timeline`); ``interop.timeline()``
+        reads the current rack's."""
         self._previous: list[Rack | None] = []
 
     # -- construction -------------------------------------------------------------
@@ -138,63 +150,94 @@ class Rack:
     def __getitem__(self, index: int) -> RackDevice:
         return self.devices[index]
 
-    def slots_of(self, kind: str) -> list[int]:
-        """Indices of every slot of ``kind``."""
-        return [d.index for d in self.devices if d.kind == kind]
+    @property
+    def label(self) -> str:
+        """How messages name the rack: ``'trn3:2+h100:2'``, ``'h100-node' (h100:8)``."""
+        counts = "+".join(f"{k}:{n}" for k, n in self.spec.counts().items())
+        return repr(self.name) if counts == self.name else f"{self.name!r} ({counts})"
+
+    @property
+    def is_current(self) -> bool:
+        """True while this rack's slots are the ``hybrid`` device's."""
+        return session.current() is self
 
     def __repr__(self) -> str:
         counts = "+".join(f"{k}:{n}" for k, n in self.spec.counts().items())
         return f"Rack({self.name!r}, {counts}, {len(self)} slots)"
 
+    # -- memory (this rack's accounts, current or not) ---------------------------------
+
+    def _index(self, device) -> int:
+        if isinstance(device, str):
+            import torch
+
+            device = torch.device(device)
+        if getattr(device, "type", "hybrid") != "hybrid":
+            raise ValueError(f"device: expected a hybrid device, got {device}")
+        index = getattr(device, "index", device)
+        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(self):
+            raise ValueError(f"device: expected a slot of rack {self.label} (an int in 0..{len(self) - 1}, "
+                             f"'hybrid:i' or a torch.device), got {device!r}")
+        return index
+
+    def memory_stats(self, device) -> dict:
+        """torch.cuda.memory_stats-style counters of one of this rack's slots, current or not
+        (``allocated_bytes.all.current``...; ``capacity`` is the slot's modelled HBM)."""
+        return dict(sorted(self._table.memory_stats(self._index(device)).items()))
+
+    def memory_allocated(self, device) -> int:
+        """Bytes this rack's tensors hold on a slot, current or not; 0 once the last one is freed."""
+        return self._table.memory_stats(self._index(device))["allocated_bytes.all.current"]
+
+    def max_memory_allocated(self, device) -> int:
+        """Peak of :meth:`memory_allocated` since the rack was made or its peak was reset."""
+        return self._table.memory_stats(self._index(device))["allocated_bytes.all.peak"]
+
+    def reset_peak_memory_stats(self, device) -> None:
+        """Start the slot's peak tracking afresh from its current usage."""
+        self._table.reset_peak_stats(self._index(device))
+
     # -- activation ---------------------------------------------------------------
 
-    def _slot_rows(self) -> list[tuple[str, int, str]]:
-        return [(d.kind, int(d.capacity), d.backing) for d in self.devices]
-
     def __enter__(self) -> Rack:
-        self._previous.append(current_rack())
-        set_rack(self)
+        self._previous.append(session.current())
+        _install(self)
         return self
 
     def __exit__(self, *exc) -> None:
         previous = self._previous.pop()
         if previous is not None:
-            set_rack(previous)
+            _install(previous)
 
 
-_current: Rack | None = None
+def _install(rack: Rack) -> None:
+    if rack is session.current():
+        return
+    session.install(rack)
+    from interop import fidelity
+    from interop.numerics import mode as numerics_mode
+
+    fidelity.apply(rack)  # the C++ check reads per-slot masks: the new rack's kinds
+    numerics_mode.on_rack_change(rack)  # a rack file's device-mode slots take effect
 
 
 def current_rack() -> Rack | None:
     """The rack whose slots ``hybrid:i`` currently are."""
-    return _current
+    return session.current()
 
 
 def set_rack(rack: Rack | str) -> Rack:
     """Make ``rack`` (a :class:`Rack` or any spec string) current.
 
-    Raises RuntimeError while hybrid tensors are alive: delete them first.
+    The rack it replaces is retired, not destroyed: its tensors keep their bytes
+    and accounting, move to the CPU as ever, and compute again once it is current
+    again. Anything else asked of them raises an error that says so.
     """
-    global _current
-    from interop import _C
-
     if isinstance(rack, str):
         rack = Rack.from_spec(rack)
-    if rack is _current:
-        return rack
-    from interop import timelines as timeline
-
-    if _current is not None:
-        timeline.current().ingest()  # what ran on the old rack is costed on the old rack
-    _C._install_slots(rack._slot_rows())
-    from interop import fidelity
-
-    fidelity.apply(rack)
-    _current = rack
-    timeline.on_rack_change(rack)
-    from interop.numerics import mode as numerics_mode
-
-    numerics_mode.on_rack_change(rack)  # a rack file's device-mode slots take effect
+    if not isinstance(rack, Rack):
+        raise TypeError(f"rack: expected an interop.Rack or a rack spec string, got {rack!r}")
+    _install(rack)
     return rack
 
 

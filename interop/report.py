@@ -11,7 +11,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from interop.fmt import format_bytes, table
-from interop.timelines import PS, TimelineRecord, current
+from interop import session
+from interop.timelines import PS, TimelineRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,9 +125,6 @@ def build_report(records: list[TimelineRecord], rack, peak_memory: dict[int, int
 
 def report() -> RunReport:
     """The modelled report of the current timeline (peak memory: the allocator's peaks)."""
-    import torch
-
-    t = current()
-    t.ingest()
-    peaks = {d.index: torch.hybrid.max_memory_allocated(d.index) for d in t.rack.devices}
+    t = session.current_timeline()
+    peaks = {d.index: t.rack.max_memory_allocated(d.index) for d in t.rack.devices}
     return build_report(t.records, t.rack, peaks)

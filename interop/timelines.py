@@ -1,24 +1,28 @@
-"""The modelled timeline: every op, copy, wait and collective on the rack,
-placed on per-slot, per-stream modelled clocks.
+"""The modelled timeline of one rack: every op, copy, wait and collective on
+it, placed on per-slot, per-stream modelled clocks.
 
-The C++ dispatch only appends compact records; this module costs them in
-batches when a clock is read (``timeline()``, ``report()``, an event's
-``elapsed_time``, ``torch.hybrid.synchronize``). Clocks count integer
+The C++ dispatch only appends compact records, each naming the rack it ran on;
+the session (:mod:`interop.session`) drains them in batches when a clock is
+read (``timeline()``, ``report()``, an event's ``elapsed_time``,
+``torch.hybrid.synchronize``) and hands each rack's records to that rack's
+:class:`Timeline`, which costs and places them. Clocks count integer
 picoseconds so that an interval is exactly the sum of the durations in it.
 """
 
 from __future__ import annotations
 
 import gc
+import weakref
 from dataclasses import dataclass
+from typing import Callable
 
 from interop.costing import Coster
 
 PS = 10**12  # picoseconds per second
 
-OP, COPY, MARKER, WAIT, COLLECTIVE = range(5)
-ASYNC_COPY = 4  # record flag (csrc/runtime/HybridTimeline.h kNonBlocking): an asynchronous DMA
-KIND_NAMES = {OP: "op", COPY: "copy", COLLECTIVE: "collective"}
+# Record kinds as the C++ side numbers them (csrc/runtime/HybridTimeline.h).
+OP, COPY, MARKER, WAIT = range(4)
+ASYNC_COPY = 4  # record flag (csrc/runtime/HybridTimeline.h kAsync): an asynchronous DMA
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,17 +96,29 @@ def _decode_shapes(arena, pos: int, count: int) -> tuple[tuple, int]:
 
 
 class Timeline:
-    """The placed records and clocks of one rack."""
+    """The placed records and clocks of one rack (``rack.timeline``); it lives as
+    long as its rack, and continues when the rack is made current again."""
 
-    def __init__(self, rack):
-        self.rack = rack
-        self.coster = Coster(rack)
+    def __init__(self, rack, drain: Callable[[], None]):
+        # The rack owns its timeline; references back are weak, so that a rack
+        # nobody holds is freed at once, and with it its slot table.
+        self._rack = weakref.ref(rack)
+        self.coster = Coster(weakref.proxy(rack))
         self.records: list[TimelineRecord] = []
         self.clocks: dict[tuple[int, int], int] = {}
         self.markers: dict[int, tuple[int, int, int]] = {}
         self.host_floor_ps = 0
         """Nothing issued after a synchronous host copy starts before it ends (the host waited for it)."""
         self._names: dict[int, str] = {}
+        self._drain = drain  # the session's: places what every rack recorded so far
+
+    @property
+    def rack(self):
+        """The rack this timeline belongs to."""
+        rack = self._rack()
+        if rack is None:
+            raise RuntimeError("this timeline's rack no longer exists")
+        return rack
 
     # -- ingest -----------------------------------------------------------------
 
@@ -115,26 +131,25 @@ class Timeline:
         return name
 
     def ingest(self) -> None:
-        """Cost and place everything the C++ side recorded since the last call."""
-        from interop import _C
+        """Cost and place everything recorded so far (on this rack and every other live one)."""
+        self._drain()
 
-        cols, arena = _C._drain_timeline()
-        kinds = cols["kind"]
-        if not kinds:
-            return
+    def place(self, cols: dict, arena, indices) -> None:
+        """Cost and place the records ``indices`` of a drained batch (``_C._drain_timeline()``)."""
         # Placing allocates a few objects per record; with a training graph
         # alive, letting the cyclic collector scan it every few hundred records
         # would cost more than the placing itself.
         collecting = gc.isenabled()
         gc.disable()
         try:
-            self._ingest(cols, arena, kinds)
+            self._place(cols, arena, indices)
         finally:
             if collecting:
                 gc.enable()
 
-    def _ingest(self, cols, arena, kinds) -> None:
-        for i in range(len(kinds)):
+    def _place(self, cols, arena, indices) -> None:
+        kinds = cols["kind"]
+        for i in indices:
             kind = kinds[i]
             slot, stream = cols["slot"][i], cols["stream"][i]
             if kind == OP:
@@ -210,7 +225,7 @@ class Timeline:
             a, b = self.markers[start_marker], self.markers[end_marker]
         except KeyError:
             raise RuntimeError("elapsed_time: an event was recorded before the current timeline began "
-                               "(reset_timeline or a rack change since)") from None
+                               "(reset_timeline since) or on another rack") from None
         return (b[2] - a[2]) / 1e9
 
     def now_ps(self, slot: int | None = None) -> int:
@@ -218,53 +233,3 @@ class Timeline:
         self.ingest()
         values = [t for (s, _), t in self.clocks.items() if slot is None or s == slot]
         return max(values, default=0)
-
-
-_current: Timeline | None = None
-
-
-def current() -> Timeline:
-    """The current rack's timeline."""
-    global _current
-    from interop.rack import current_rack
-
-    rack = current_rack()
-    if _current is None or _current.rack is not rack:
-        _current = Timeline(rack)
-    return _current
-
-
-def on_rack_change(new_rack) -> None:
-    """Called by set_rack: records of the old rack are placed on its timeline,
-    then a new timeline starts for the new rack."""
-    global _current
-    if _current is not None:
-        _current.ingest()
-    _current = Timeline(new_rack) if new_rack is not None else None
-
-
-def timeline() -> list[TimelineRecord]:
-    """Every record placed so far on the current rack's modelled timeline."""
-    t = current()
-    t.ingest()
-    return list(t.records)
-
-
-def reset_timeline() -> None:
-    """Discard the current timeline (pending records included) and restart its clocks at zero."""
-    global _current
-    from interop import _C
-
-    _C._drain_timeline()
-    _current = None
-
-
-def set_recording(enabled: bool) -> None:
-    """Turn op recording on or off (on by default). Off, ops still run; nothing is placed."""
-    from interop import _C
-
-    _C._set_timeline_enabled(bool(enabled))
-
-
-def _elapsed_hook(start_marker: int, end_marker: int) -> float:
-    return current().elapsed_ms(start_marker, end_marker)

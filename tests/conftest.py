@@ -26,8 +26,9 @@ def _has_extension() -> bool:
 def use_rack():
     """Install a rack for one test and restore the previous one afterwards.
 
-    Hybrid tensors must be gone before a rack changes, so the fixture collects
-    garbage around the switch; a test that keeps tensors alive fails loudly.
+    Tensors left alive on the test's rack are retired with it (they keep their
+    bytes and their accounting on that rack); garbage is collected around the
+    switch so that what a test dropped is freed before the next one counts.
     """
     import interop
 

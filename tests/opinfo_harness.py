@@ -561,7 +561,7 @@ def setup_process() -> None:
 
 def slot_bytes() -> int:
     """Bytes hybrid:0 holds now."""
-    return interop._C._memory_stats(0)["allocated_bytes"]
+    return torch.hybrid.memory_allocated(0)
 
 
 def leaked_since(held: int) -> int:

@@ -123,11 +123,53 @@ def test_zero_byte_tensors_hold_nothing():
     del z
 
 
-def test_changing_rack_with_live_tensors_is_refused():
+def test_changing_rack_with_live_tensors_retires_them():
+    # Issue 7 changed this on purpose: a rack change is no longer refused while
+    # tensors live. They stay counted on their own rack and refuse to run on
+    # another's slots until their rack is current again.
     x = torch.ones(3, device="hybrid:0")
-    rack = interop.Rack.from_spec("h100:2")
-    with pytest.raises(RuntimeError, match="cannot change the rack while hybrid tensors are alive"):
-        interop.set_rack(rack)
-    assert interop.current_rack().name == "fusion-default"
-    assert x.sum().item() == 3  # still usable
+    outer = interop.current_rack()
+    before = torch.hybrid.memory_allocated(0)
+    with interop.Rack.from_spec("h100:2"):
+        assert torch.hybrid.memory_allocated(0) == 0  # the new rack's own accounts
+        with pytest.raises(RuntimeError, match="Re-enter its rack"):
+            x.sum()
+        assert x.cpu().tolist() == [1.0, 1.0, 1.0]
+    assert interop.current_rack() is outer
+    assert torch.hybrid.memory_allocated(0) == before
+    assert x.sum().item() == 3  # usable again
     del x
+
+
+def test_failed_resize_leaves_the_tensor_exactly_as_it_was(use_rack, tmp_path):
+    # Issue 7, section 3: an out-of-memory resize_ used to leave the new shape
+    # over the old storage, and the next op read past it (segfault).
+    rack_file = tmp_path / "small.toml"
+    rack_file.write_text('[rack]\nname = "small"\n[[slots]]\nkind = "h100"\ncount = 1\ncapacity = "64MiB"\n')
+    use_rack(str(rack_file))
+    x = torch.ones(10 << 20, device="hybrid:0")
+    storage_bytes, data = x.untyped_storage().nbytes(), x.data_ptr()
+    before = stats(0)
+    with pytest.raises(torch.OutOfMemoryError, match="hybrid:0"):
+        x.resize_(20 << 20)
+    assert x.shape == (10 << 20,) and x.stride() == (1,) and x.storage_offset() == 0
+    assert x.untyped_storage().nbytes() == storage_bytes and x.data_ptr() == data
+    now = stats(0)
+    assert now["allocated_bytes.all.current"] == before["allocated_bytes.all.current"]
+    assert now["allocation.all.current"] == before["allocation.all.current"]
+    assert x.sum().item() == 10 << 20
+    # A 2-d resize that fails keeps the strides too; one that fits still works.
+    y = torch.ones(4, 6, device="hybrid:0").t()
+    with pytest.raises(torch.OutOfMemoryError):
+        y.resize_(1 << 14, 1 << 10)
+    assert y.shape == (6, 4) and y.stride() == (1, 6)
+    assert torch.equal(y.cpu(), torch.ones(6, 4))
+    z = torch.arange(6.0, device="hybrid:0")
+    z.resize_(2, 5)
+    assert z.shape == (2, 5) and z.flatten()[:6].cpu().tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    # set_ onto a geometry larger than the storage grows it, or fails cleanly.
+    w = torch.ones(8, device="hybrid:0")
+    with pytest.raises(torch.OutOfMemoryError):
+        w.set_(w.untyped_storage(), 0, (20 << 20,), (1,))
+    assert w.shape == (8,) and w.untyped_storage().nbytes() == 32 and w.sum().item() == 8
+    del x, y, z, w

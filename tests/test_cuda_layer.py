@@ -300,3 +300,25 @@ print(json.dumps(out))
         assert ("hybrid:0 (trn3)" in message or "mapped twice" in message or "two CUDA devices" in message
                 or "must be 0..0" in message)
     assert "has no b200 slot; it has hybrid:0 (trn3), hybrid:1 (trn3), hybrid:2 (h100)" in got["errors"][1]
+
+
+def test_a_rack_switch_under_the_layer_follows_core_semantics(tmp_path):
+    """cuda:N follows the rack made current (same --map, same current CUDA index); tensors stay on their
+    rack: a retired one refuses ops, goes to the CPU and stays counted there; a map the new rack cannot
+    satisfy is a MapError on use, and the map comes back with its rack."""
+    out = hybrid("--rack", "trn2:2+h100:2", "--report", "rep", script("rack_switch.py"), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout)
+    assert got["before"] == ["hybrid:3", "NVIDIA H100 SXM5", 1, 16]
+    assert got["inside"][:4] == ["hybrid:1", "NVIDIA B200 (HGX)", 1, 2]
+    assert got["inside"][4] == 8 and got["inside"][5] == "hybrid:0"  # other's accounts, other's cuda:0
+    assert "rack" in got["retired_op"] and got["retired_op"].startswith("RuntimeError")
+    assert got["retired_to_cpu"] == [1.0] * 4 and got["retired_counted_on_its_rack"] == 16
+    assert got["after"] == ["hybrid:3", "NVIDIA H100 SXM5", [2.0] * 4]
+    assert got["retired_other"][0] == 8 and got["retired_other"][1].startswith("RuntimeError")
+    assert got["map_does_not_fit"].startswith("MapError") and "0=hybrid:3" in got["map_does_not_fit"]
+    assert "hybrid:0 (h100)" in got["map_does_not_fit"] and got["cpu_still_fine"] == "cpu"
+    assert got["map_back"] == "hybrid:3"
+    report = load(tmp_path / "rep.json")
+    racks = {r["rack"] for r in report["op_ledger"]}
+    assert len(racks) >= 2  # ops ran on both racks, each row names its own

@@ -704,17 +704,22 @@ def test_single_rank_group_in_process():
 
 def test_engine_choice():
     from collectives.distributed._engine import choose
+    from devices import Backing
 
-    assert choose(["emulated", "emulated"], ["a", "a"], "auto", True) == "gloo"
-    assert choose(["cuda:0", "cuda:1"], ["a", "a"], "auto", True) == "nccl"
-    assert choose(["cuda:0", "cuda:0"], ["a", "a"], "auto", True) == "gloo"  # one GPU shared: NCCL refuses
-    assert choose(["cuda:0", "cuda:0"], ["a", "b"], "auto", True) == "nccl"  # two hosts
-    assert choose(["cuda:0", "emulated"], ["a", "a"], "auto", True) == "gloo"  # mixed: staged through host
-    assert choose(["cuda:0", "cuda:1"], ["a", "a"], "auto", False) == "gloo"
+    def b(*texts):  # the chooser takes parsed backings (None: a rank without a slot)
+        return [None if t == "host" else Backing.parse(t) for t in texts]
+
+    assert choose(b("emulated", "emulated"), ["a", "a"], "auto", True) == "gloo"
+    assert choose(b("cuda:0", "cuda:1"), ["a", "a"], "auto", True) == "nccl"
+    assert choose(b("cuda:0", "cuda:0"), ["a", "a"], "auto", True) == "gloo"  # one GPU shared: NCCL refuses
+    assert choose(b("cuda:0", "cuda:0"), ["a", "b"], "auto", True) == "nccl"  # two hosts
+    assert choose(b("cuda:0", "emulated"), ["a", "a"], "auto", True) == "gloo"  # mixed: staged through host
+    assert choose(b("cuda:0", "cuda:1"), ["a", "a"], "auto", False) == "gloo"
+    assert choose(b("cuda:0", "host"), ["a", "a"], "auto", True) == "gloo"
     with pytest.raises(ValueError, match="real GPU"):
-        choose(["emulated", "cuda:0"], ["a", "a"], "nccl", True)
+        choose(b("emulated", "cuda:0"), ["a", "a"], "nccl", True)
     with pytest.raises(ValueError, match="engine"):
-        choose(["emulated"], ["a"], "mpi", True)
+        choose(b("emulated"), ["a"], "mpi", True)
 
 
 def test_reduce_checks():

@@ -108,3 +108,37 @@ def test_int64_on_trainium_is_a_conversion_not_a_refusal(use_rack):
     levels = {d.level for d in interop.divergences()}
     assert levels == {"converted"}
     del i
+
+
+def test_ledger_and_divergences_are_per_rack(use_rack):
+    """hybrid:0 of one rack is not hybrid:0 of another: each rack's counts, kinds and divergences are its
+    own, a retired rack's tensor copied to the host counts on its rack, and a refused op counts nowhere."""
+    interop.reset_ledger()
+    interop.fidelity.reset()
+    trn = use_rack("trn2:1")
+    a = torch.ones(4, 4, device="hybrid:0", dtype=torch.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", interop.FidelityWarning)
+        a @ a
+    gpu = use_rack("h100:1")
+    b = torch.ones(4, 4, device="hybrid:0", dtype=torch.float64)
+    for _ in range(2):
+        b @ b  # float64 matmul is native on an H100: no divergence, and trn2's verdict does not leak here
+    with pytest.raises(RuntimeError, match="rack"):
+        a @ a  # a retired rack's tensor: refused, counted on neither rack
+    host = a.cpu()  # allowed: the copy counts on a's own rack
+    assert torch.equal(host, torch.ones(4, 4, dtype=torch.float64))
+
+    on_trn, on_gpu, every = interop.ledger(trn), interop.ledger(gpu), interop.ledger()
+    assert on_trn.count("aten::mm") == 1 and on_gpu.count("aten::mm") == 2 and every.count("aten::mm") == 3
+    assert {r.kind for r in on_trn} == {"trn2"} and {r.kind for r in on_gpu} == {"h100"}
+    assert {r.rack for r in on_trn} == {trn.label} and {r.rack for r in on_gpu} == {gpu.label}
+    assert on_trn.count("aten::_copy_from") == 1 and on_gpu.count("aten::_copy_from") == 0
+    assert next(r for r in on_trn if r.op == "aten::mm").default_estimate is False  # from trn's own timeline
+    assert "rack" in every.table().splitlines()[0] and "rack" not in on_gpu.table().splitlines()[0]
+    with pytest.raises(TypeError, match="rack"):
+        interop.ledger("h100:1")
+
+    mm = [d for d in interop.divergences() if d.op == "aten::mm"]
+    assert [(d.rack, d.kind, d.dtype, d.count) for d in mm] == [(trn.label, "trn2", "float64", 1)]
+    del a, b, host

@@ -67,3 +67,33 @@ def test_export_trace_shows_named_ranges(tmp_path, use_rack):
     assert ranges["inner"]["ts"] <= mm["ts"] and mm["ts"] + mm["dur"] <= ranges["inner"]["ts"] + ranges["inner"]["dur"]
     assert ranges["outer"]["dur"] >= ranges["inner"]["dur"]
     del a, b
+
+
+def test_profiler_window_stays_on_its_rack_after_a_switch(tmp_path, use_rack):
+    """A profile started on one rack traces that rack's timeline and accounts, even when it is stopped and
+    exported after another rack became current and the user dropped the first Rack object."""
+    use_rack("h100:1")
+    first = interop.Rack.from_spec("trn3:2")
+    with first:
+        a = torch.randn(16, 16, device="hybrid:1")
+        prof = profile(activities=[ProfilerActivity.CPU])
+        prof.start()
+        torch.hybrid.nvtx.range_push("on trn3", device=1)
+        b = a @ a
+        torch.hybrid.nvtx.range_pop()
+    c = torch.randn(16, 16, device="hybrid:0")  # the h100 rack is current: its own timeline, not this window
+    c = c @ c
+    prof.stop()
+    del first
+    path = tmp_path / "trace.json"
+    prof.export_chrome_trace(str(path))
+    modelled = [e for e in json.loads(path.read_text())["traceEvents"]
+                if isinstance(e.get("pid"), int) and e["pid"] >= PID_BASE]
+    ops = [e["name"].split(" ")[0] for e in modelled if e.get("cat") == "op"]
+    assert ops == ["aten::mm"] and {e["pid"] for e in modelled if e["ph"] == "X"} == {PID_BASE + 1}
+    names = [e["args"]["name"] for e in modelled if e.get("name") == "process_name"]
+    assert len(names) == 1 and names[0].startswith("hybrid:1 trn3")
+    assert [e["name"] for e in modelled if e.get("cat") == "range"] == ["on trn3"]
+    memory = [e["args"]["allocated"] for e in modelled if e["ph"] == "C" and e["pid"] == PID_BASE + 1]
+    assert memory and min(memory) >= a.numel() * 4 and max(memory) >= 2 * a.numel() * 4  # trn3's own account
+    del a, b, c, prof

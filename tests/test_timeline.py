@@ -175,3 +175,17 @@ def test_export_trace_and_gantt(tmp_path):
     assert "modelled" in doc["otherData"]["note"]
     png = interop.gantt(tmp_path / "gantt.png")
     assert open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_records_carry_torchs_own_dtype_names():
+    # One vocabulary: the runtime hands the cost model torch's names, not c10's ("BFloat16").
+    interop.timeline()  # everything earlier is placed
+    a = torch.ones(8, 8, dtype=torch.bfloat16, device="hybrid:4")
+    (a @ a).to(torch.float8_e4m3fn).to("hybrid:5")
+    cols, _ = interop._C._drain_timeline()  # raw records, before the session costs them
+    interop.reset_timeline()
+    names = set(cols["dtype"])
+    assert {"bfloat16", "float8_e4m3fn"} <= names
+    assert names <= {str(t).removeprefix("torch.") for t in (torch.bfloat16, torch.float8_e4m3fn, torch.float32)}
+    for name in names:  # the cost model's vocabulary, as is
+        assert devices.estimate("b200", "aten::add.Tensor", [(8,), (8,)], name).dtype == name

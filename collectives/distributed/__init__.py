@@ -63,6 +63,8 @@ from typing import TYPE_CHECKING
 import torch
 import torch.distributed as dist
 
+from devices import Backing
+
 BACKEND = "hybrid"
 """The name to pass to ``init_process_group`` / ``new_group``."""
 DEVICE = "hybrid"
@@ -194,7 +196,9 @@ def create(store, rank: int, size: int, timeout: timedelta, options: Options | N
     if len(set(taken)) != len(taken):
         raise ValueError("hybrid backend: ranks share a slot: " + ", ".join(
             f"rank {r} -> hybrid:{s}" for r, s in enumerate(slots)) + "; each rank needs its own (Options(slot=...))")
-    engine = choose(backings, hosts, options.engine, dist.is_nccl_available())
+    # The store carries each rank's backing as text; parsed once, here, where it arrives.
+    parsed = [None if b == "host" else Backing.parse(b, f"rank {r}'s backing") for r, b in enumerate(backings)]
+    engine = choose(parsed, hosts, options.engine, dist.is_nccl_available())
     pg = ProcessGroupHybrid(store, rank, size, timeout, slot=slot, slots=tuple(slots) if slot >= 0 else (),
                             engine=engine, check_peers=options.check_peers, timeline=options.timeline, hosts=hosts,
                             pids=pids)

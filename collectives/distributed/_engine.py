@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from collectives.distributed._checks import GLOO_REDUCE
+from devices import Backing
 
 
 class Engine:
@@ -105,23 +106,23 @@ class Run:
         return bool(self._after or self._back)
 
 
-def choose(backings: list[str], hosts: list[str], requested: str, nccl_available: bool) -> str:
+def choose(backings: list[Backing | None], hosts: list[str], requested: str, nccl_available: bool) -> str:
     """The engine for a group's hybrid tensors: ``gloo`` or ``nccl``.
 
-    ``backings``: each rank's slot backing (``emulated``, ``cuda:N``, ``host``);
+    ``backings``: each rank's slot backing, parsed (None: a rank without a slot);
     ``hosts``: each rank's host name.  ``auto`` takes NCCL only when every slot
     is a real GPU and no two ranks share one (NCCL refuses duplicate GPUs).
     """
     if requested not in ("auto", "gloo", "nccl"):
         raise ValueError(f"engine: expected 'auto', 'gloo' or 'nccl', got {requested!r}")
-    all_gpu = bool(backings) and all(b.startswith("cuda:") for b in backings)
+    all_gpu = bool(backings) and all(b is not None and b.is_cuda for b in backings)
     distinct = len(set(zip(hosts, backings))) == len(backings)
     if requested == "nccl":
         if not nccl_available:
             raise ValueError("engine='nccl': this torch has no NCCL")
         if not (all_gpu and distinct):
             raise ValueError("engine='nccl' needs every rank's slot backed by its own real GPU; backings: "
-                             + ", ".join(backings))
+                             + ", ".join(b or "host" for b in backings))
         return "nccl"
     if requested == "auto" and all_gpu and distinct and nccl_available:
         return "nccl"

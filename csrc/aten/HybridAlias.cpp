@@ -30,18 +30,21 @@ c10::DispatchKeySet keys_like(c10::DispatchKey backend, const c10::TensorImpl* s
 
 } // namespace
 
-c10::Device execution_device(c10::DeviceIndex slot) {
-  const SlotInfo& info = slot_info(slot);
-  return info.backing == Backing::Emulated ? c10::Device(c10::kCPU)
-                                           : c10::Device(c10::kCUDA, info.cuda_index);
+void raise_other_rack(c10::DeviceIndex slot, const SlotTable& owner, const SlotTable& rack,
+                      std::string_view op) {
+  TORCH_CHECK(false, "a tensor on ", owner.label(slot), " of rack ", owner.name(),
+              " cannot be used while another rack is current (now ", rack.name(),
+              "): it never runs on, nor is counted on, another rack's slots. Re-enter its rack to use it "
+              "(`with rack:` or interop.set_rack(rack)), or move it to the CPU first (tensor.cpu()). (", op,
+              ")");
 }
 
-c10::DispatchKey execution_key(c10::DeviceIndex slot) {
-  return is_emulated(slot) ? c10::DispatchKey::CPU : c10::DispatchKey::CUDA;
-}
-
-AliasSet::AliasSet(c10::DeviceIndex slot)
-    : slot_(slot), exec_(execution_device(slot)), exec_key_(execution_key(slot)) {}
+AliasSet::AliasSet(const SlotTablePtr& rack, c10::DeviceIndex slot, std::string_view op)
+    : rack_(rack),
+      slot_(slot),
+      op_(op),
+      exec_(execution_device(*rack, slot)),
+      exec_key_(execution_key(*rack, slot)) {}
 
 c10::Storage AliasSet::alias_storage(const c10::Storage& original) {
   c10::StorageImpl* impl = original.unsafeGetStorageImpl();
@@ -62,6 +65,7 @@ c10::Storage AliasSet::alias_storage(const c10::Storage& original) {
 }
 
 at::Tensor AliasSet::alias(const at::Tensor& t, bool written) {
+  check_rack(t, *rack_, op_);
   c10::TensorImpl* src = t.unsafeGetTensorImpl();
   // One tensor passed as two arguments stays one tensor: kernels test identity
   // (x.logical_and_(y) arrives as logical_and.out(x, y, out=x), and only an
@@ -91,7 +95,7 @@ c10::Storage AliasSet::hybrid_storage_for(c10::StorageImpl* result) {
     // A new storage the kernel made. Relabelled in place: nothing but the
     // kernel's own (dying) tensors refer to it.
     c10::DataPtr old = result->set_data_ptr(c10::DataPtr(nullptr, label));
-    result->set_data_ptr_noswap(adopt(std::move(old), result->nbytes(), slot_));
+    result->set_data_ptr_noswap(adopt(std::move(old), result->nbytes(), rack_, slot_));
     result->set_allocator(device_allocator());
   }
   return c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(result));
@@ -139,7 +143,7 @@ void AliasSet::write_back(const TensorEntry& e) {
     // The kernel resized the storage: the new bytes (drawn from the slot)
     // become the hybrid storage's.
     c10::DataPtr moved = alias_storage->set_data_ptr(c10::DataPtr(nullptr, exec_));
-    own->set_data_ptr_noswap(adopt(std::move(moved), alias_storage->nbytes(), slot_));
+    own->set_data_ptr_noswap(adopt(std::move(moved), alias_storage->nbytes(), rack_, slot_));
     own->set_nbytes(alias_storage->nbytes());
   }
   if (dst->sizes() != src->sizes() || dst->strides() != src->strides() ||

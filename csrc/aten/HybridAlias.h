@@ -4,24 +4,54 @@
 // can run on an alias of the same bytes. This file builds those aliases and maps
 // the kernel's results back to hybrid tensors.
 
+#include "runtime/HybridAllocator.h"
+#include "runtime/HybridSlots.h"
+
 #include <ATen/core/Tensor.h>
 #include <c10/core/Storage.h>
+#include <c10/macros/Macros.h>
 #include <c10/util/SmallVector.h>
+
+#include <string_view>
 
 namespace hybrid {
 
 // Where a slot's kernels run: CPU for an emulated slot, cuda:N for a backed one.
-c10::Device execution_device(c10::DeviceIndex slot);
-c10::DispatchKey execution_key(c10::DeviceIndex slot);
+inline c10::Device execution_device(const SlotTable& rack, c10::DeviceIndex slot) {
+  const SlotInfo& info = rack.slot(slot);
+  return info.backing == Backing::Emulated ? c10::Device(c10::kCPU) : c10::Device(c10::kCUDA, info.cuda_index);
+}
+inline c10::DispatchKey execution_key(const SlotTable& rack, c10::DeviceIndex slot) {
+  return rack.is_emulated(slot) ? c10::DispatchKey::CPU : c10::DispatchKey::CUDA;
+}
+
+// The error for a tensor whose bytes belong to a rack that is not `rack`: it
+// names the tensor's rack and slot and says how to use it (re-enter its rack,
+// or move it to the CPU first). `op` says what was asked of it.
+[[noreturn]] C10_NOINLINE void raise_other_rack(c10::DeviceIndex slot, const SlotTable& owner,
+                                                const SlotTable& rack, std::string_view op);
+
+// Ensures a hybrid tensor's bytes belong to `rack` (a storage that is not slot
+// memory belongs to no rack, and passes). One pointer compare on the hot path.
+inline void check_rack(const at::Tensor& t, const SlotTable& rack, std::string_view op) {
+  const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  if (!impl->has_storage()) return;
+  const SlotTablePtr* owner = owner_of(*impl->unsafe_storage().unsafeGetStorageImpl());
+  if (C10_UNLIKELY(owner != nullptr && owner->get() != &rack)) {
+    raise_other_rack(t.device().index(), **owner, rack, op);
+  }
+}
 
 // One op's worth of aliases. Tensors that share a hybrid storage share one alias
 // storage, so views stay views of each other inside the kernel.
 class AliasSet {
  public:
-  explicit AliasSet(c10::DeviceIndex slot);
+  // Aliases of tensors on `slot` of `rack`; `op` names the op in errors. The
+  // rack must outlive the set (the op's entry point holds it).
+  AliasSet(const SlotTablePtr& rack, c10::DeviceIndex slot, std::string_view op);
 
   // An execution-device tensor over `t`'s bytes, with its sizes, strides, offset
-  // and conj/neg/zero bits.
+  // and conj/neg/zero bits. Refuses a tensor of another rack.
   // `written`: the op's schema marks the argument as mutated, so write_back_all
   // carries the kernel's metadata changes back to `t`.
   at::Tensor alias(const at::Tensor& t, bool written);
@@ -55,7 +85,9 @@ class AliasSet {
   c10::Storage hybrid_storage_for(c10::StorageImpl* result_storage);
   void write_back(const TensorEntry& entry);
 
+  const SlotTablePtr& rack_;
   c10::DeviceIndex slot_;
+  std::string_view op_;
   c10::Device exec_;
   c10::DispatchKey exec_key_;
   c10::SmallVector<StorageEntry, 4> storages_;

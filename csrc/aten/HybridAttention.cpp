@@ -25,7 +25,9 @@ int64_t choose_sdp_backend(const at::Tensor& query, const at::Tensor& key, const
                            const std::optional<at::Tensor>& attn_mask, double dropout_p, bool is_causal,
                            std::optional<double> scale, bool enable_gqa) {
   const c10::DeviceIndex slot = query.device().index();
-  const c10::DeviceType exec = is_emulated(slot) ? c10::DeviceType::CPU : c10::DeviceType::CUDA;
+  const SlotTablePtr& rack = current_table();
+  check_rack(query, *rack, "scaled_dot_product_attention");
+  const c10::DeviceType exec = rack->is_emulated(slot) ? c10::DeviceType::CPU : c10::DeviceType::CUDA;
   if (exec == c10::DeviceType::CUDA) {
     // The fused CUDA kernels would be reached with hybrid tensors through the
     // composite's CUDA-only branches; the math path runs the same on any device.
@@ -42,7 +44,9 @@ int64_t execution_device_choice(const at::Tensor& query, const at::Tensor& key,
                                 double dropout_p, bool is_causal, std::optional<double> scale,
                                 bool enable_gqa) {
   const c10::DeviceIndex slot = query.device().index();
-  AliasSet aliases(slot);
+  const SlotTablePtr& rack = current_table();
+  check_rack(query, *rack, "aten::_fused_sdp_choice");
+  AliasSet aliases(rack, slot, "aten::_fused_sdp_choice");
   auto alias = [&aliases](const at::Tensor& t) {
     if (!t.defined() || !t.is_privateuseone()) return t;
     at::Tensor a = aliases.alias(t, /*written=*/false);
@@ -52,7 +56,7 @@ int64_t execution_device_choice(const at::Tensor& query, const at::Tensor& key,
   std::optional<at::Tensor> mask;
   if (attn_mask.has_value()) mask = alias(*attn_mask);
   return at::_ops::_fused_sdp_choice::redispatch(
-      c10::DispatchKeySet(execution_key(slot)), alias(query), alias(key), alias(value), mask,
+      c10::DispatchKeySet(execution_key(*rack, slot)), alias(query), alias(key), alias(value), mask,
       dropout_p, is_causal, scale, enable_gqa);
 }
 

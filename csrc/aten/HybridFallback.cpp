@@ -7,10 +7,10 @@
 #include "aten/HybridAlias.h"
 #include "aten/HybridFallback.h"
 #include "aten/HybridFidelity.h"
-#include "runtime/HybridLedger.h"
-#include "runtime/HybridAllocator.h"
+#include "runtime/HybridCpuRouting.h"
 #include "runtime/HybridGenerator.h"
 #include "runtime/HybridGuard.h"
+#include "runtime/HybridLedger.h"
 #include "runtime/HybridSlots.h"
 #include "runtime/HybridTimeline.h"
 
@@ -47,9 +47,12 @@ bool accepts_host_tensors(const c10::OperatorHandle& op) {
   return false;
 }
 
-// Walks the arguments once: which slot the op runs on, and whether a host
-// tensor that CUDA would refuse is among them.
+// Walks the arguments once: which slot the op runs on, whether a host tensor
+// that CUDA would refuse is among them, and that every hybrid tensor belongs
+// to the current rack (a tensor of a retired rack never runs on, nor is
+// counted on, a slot of another).
 struct Placement {
+  const SlotTable& rack;
   c10::DeviceIndex slot = -1;
   std::optional<c10::Device> host_tensor;
   c10::ScalarType dtype = c10::ScalarType::Undefined;
@@ -68,6 +71,7 @@ struct Placement {
   void note_tensor(const c10::OperatorHandle& op, const at::Tensor& t) {
     if (!t.defined()) return;
     if (t.is_privateuseone()) {
+      check_rack(t, rack, op.operator_name().name);
       note_device(op, t.device().index());
       if (dtype == c10::ScalarType::Undefined) dtype = t.scalar_type();
     } else if (t.dim() > 0 && !host_tensor) {
@@ -76,8 +80,8 @@ struct Placement {
   }
 };
 
-Placement place(const c10::OperatorHandle& op, const c10::IValue* args, size_t n) {
-  Placement p;
+Placement place(const c10::OperatorHandle& op, const c10::IValue* args, size_t n, const SlotTable& rack) {
+  Placement p{rack};
   for (size_t i = 0; i < n; ++i) {
     const c10::IValue& v = args[i];
     if (v.isTensor()) {
@@ -125,7 +129,9 @@ void run_on_slot(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const size_t begin = stack->size() - n_args;
   c10::IValue* args = stack->data() + begin;
 
-  const Placement placement = place(op, args, n_args);
+  // Taken once: the table stays valid for the whole op (see current_table).
+  const SlotTablePtr& rack = current_table();
+  const Placement placement = place(op, args, n_args, *rack);
   if (placement.slot < 0) {
     // No hybrid tensor or device among the arguments (a hybrid generator
     // alone brought the op here): run it where its tensors are, which lets the
@@ -134,16 +140,17 @@ void run_on_slot(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     return;
   }
   const c10::DeviceIndex slot = placement.slot;
-  const bool emulated = is_emulated(slot);
-  const c10::Device exec = execution_device(slot);
-  fidelity::check(op, slot, placement.dtype);
-  ledger::count_fallback(op, slot, emulated);
+  const bool emulated = rack->is_emulated(slot);
+  const c10::Device exec = execution_device(*rack, slot);
+  // After the rack check (place): a retired rack's tensor is refused, never counted.
+  fidelity::check(op, *rack, slot, placement.dtype);
+  ledger::count_fallback(op, *rack, slot, emulated);
 
   const bool recording = timeline::enabled();
   c10::SmallVector<c10::IValue, 8> inputs_for_record;
   if (recording) inputs_for_record.assign(args, args + n_args);
 
-  AliasSet aliases(slot);
+  AliasSet aliases(rack, slot, op.operator_name().name);
   uint8_t flags = 0;
 
   for (size_t i = 0; i < n_args; ++i) {
@@ -191,9 +198,12 @@ void run_on_slot(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
   std::unique_ptr<timeline::Measurement> measured;
   {
-    RouteCpuAllocations route(emulated ? slot : static_cast<c10::DeviceIndex>(-1));
+    std::optional<RouteCpuAllocations> route;
     std::optional<c10::DeviceGuard> cuda_guard;
-    if (!emulated) {
+    if (emulated) {
+      route.emplace(rack, slot);
+    } else {
+      route.emplace();  // a CUDA kernel's host-side temporaries are the host's
       cuda_guard.emplace(exec);
       if (recording) {
         // On a real GPU the timeline keeps the op's measured time too.
@@ -201,7 +211,7 @@ void run_on_slot(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
         measured->start.record(c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(exec));
       }
     }
-    op.redispatchBoxed(c10::DispatchKeySet(execution_key(slot)), stack);
+    op.redispatchBoxed(c10::DispatchKeySet(execution_key(*rack, slot)), stack);
     if (measured) {
       measured->end.record(c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(exec));
     }
@@ -230,7 +240,7 @@ void run_on_slot(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       // Factory ops (no tensor input) are costed in their output's dtype.
       if (rets[i].isTensor() && rets[i].toTensor().defined()) dtype = rets[i].toTensor().scalar_type();
     }
-    timeline::record_op(op, slot, inputs_for_record.data(), inputs_for_record.size(), rets,
+    timeline::record_op(op, rack->generation(), slot, inputs_for_record.data(), inputs_for_record.size(), rets,
                         n_returns, dtype, flags, std::move(measured));
   }
 }

@@ -11,17 +11,18 @@ static_assert(static_cast<int>(c10::ScalarType::NumOptions) <= 64,
               "the fidelity mask holds one bit per ScalarType");
 
 namespace detail {
-std::atomic<uint64_t> g_masks[128] = {};
+std::atomic<uint64_t> g_masks[kMaxSlots] = {};
 } // namespace detail
 
 namespace {
 
 struct Key {
   const void* op;
+  uint64_t rack;
   c10::DeviceIndex slot;
   c10::ScalarType dtype;
   bool operator<(const Key& o) const {
-    return std::tie(op, slot, dtype) < std::tie(o.op, o.slot, o.dtype);
+    return std::tie(op, rack, slot, dtype) < std::tie(o.op, o.rack, o.slot, o.dtype);
   }
 };
 
@@ -57,10 +58,14 @@ std::string op_name(const c10::OperatorHandle& op) {
 } // namespace
 
 void set_mask(c10::DeviceIndex slot, const std::vector<c10::ScalarType>& dtypes) {
-  TORCH_CHECK(slot >= 0 && slot < 128, "fidelity mask: slot ", static_cast<int>(slot), " out of range");
+  TORCH_CHECK(slot >= 0 && slot < kMaxSlots, "fidelity mask: slot ", static_cast<int>(slot), " out of range");
   uint64_t mask = 0;
   for (c10::ScalarType t : dtypes) mask |= uint64_t{1} << static_cast<unsigned>(t);
   detail::g_masks[slot].store(mask, std::memory_order_relaxed);
+}
+
+void clear_masks() {
+  for (auto& mask : detail::g_masks) mask.store(0, std::memory_order_relaxed);
 }
 
 void set_hook(Hook hook) {
@@ -75,9 +80,10 @@ void reset_decisions() {
   s.verdicts.clear();
 }
 
-void detail::check_slow(const c10::OperatorHandle& op, c10::DeviceIndex slot, c10::ScalarType dtype) {
+void detail::check_slow(const c10::OperatorHandle& op, const SlotTable& rack, c10::DeviceIndex slot,
+                        c10::ScalarType dtype) {
   State& s = state();
-  const Key key{&op.schema(), slot, dtype};
+  const Key key{&op.schema(), rack.generation(), slot, dtype};
   Hook hook;
   {
     std::lock_guard<std::mutex> lock(s.mutex);
@@ -94,7 +100,7 @@ void detail::check_slow(const c10::OperatorHandle& op, c10::DeviceIndex slot, c1
   // Decided outside the lock: the hook takes the GIL, and another thread
   // holding it may be waiting to record its own op here.
   const std::string name = op_name(op);
-  auto [decision, message] = hook(name, slot, dtype);
+  auto [decision, message] = hook(name, rack.generation(), slot, dtype);
   {
     std::lock_guard<std::mutex> lock(s.mutex);
     s.verdicts.emplace(key, Verdict{decision, message});
@@ -107,12 +113,12 @@ void detail::check_slow(const c10::OperatorHandle& op, c10::DeviceIndex slot, c1
   TORCH_CHECK_NOT_IMPLEMENTED(decision != Decision::Refuse, message);
 }
 
-std::vector<std::tuple<std::string, int, std::string, uint64_t>> counts() {
+std::vector<std::tuple<std::string, uint64_t, int, c10::ScalarType, uint64_t>> counts() {
   State& s = state();
-  std::vector<std::tuple<std::string, int, std::string, uint64_t>> out;
+  std::vector<std::tuple<std::string, uint64_t, int, c10::ScalarType, uint64_t>> out;
   std::lock_guard<std::mutex> lock(s.mutex);
   for (const auto& [key, t] : s.tallies) {
-    out.emplace_back(t.op, static_cast<int>(key.slot), std::string(c10::toString(key.dtype)), t.count);
+    out.emplace_back(t.op, key.rack, static_cast<int>(key.slot), key.dtype, t.count);
   }
   return out;
 }

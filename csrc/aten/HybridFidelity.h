@@ -5,6 +5,11 @@
 // the few (op, slot, dtype) that are, consults a cached decision. The first
 // time a combination is met, Python decides (and records the divergence with
 // its call site); later calls count in C++ or, in strict mode, raise.
+// Masks are the current rack's (set whenever a rack is installed; the fallback
+// has refused a retired rack's tensor before it asks); decisions and tallies
+// are per rack, as hybrid:0 of one rack need not be the chip of another's.
+
+#include "runtime/HybridSlots.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/Device.h>
@@ -26,33 +31,36 @@ enum class Decision : uint8_t {
 };
 
 // Python's verdict on a first meeting: (decision, message for Refuse).
-using Hook = std::function<std::pair<Decision, std::string>(const std::string& op,
+using Hook = std::function<std::pair<Decision, std::string>(const std::string& op, uint64_t rack,
                                                             c10::DeviceIndex slot,
                                                             c10::ScalarType dtype)>;
 
 // The dtypes (bit per ScalarType) that any op class treats other than natively on a slot.
 void set_mask(c10::DeviceIndex slot, const std::vector<c10::ScalarType>& dtypes);
+// No dtype concerns any slot (before the masks of a newly installed rack are set).
+void clear_masks();
 void set_hook(Hook hook);
 // Forgets every cached decision (strict mode or the rack changed).
 void reset_decisions();
 
 namespace detail {
-extern std::atomic<uint64_t> g_masks[128];
-void check_slow(const c10::OperatorHandle& op, c10::DeviceIndex slot, c10::ScalarType dtype);
+extern std::atomic<uint64_t> g_masks[kMaxSlots];
+void check_slow(const c10::OperatorHandle& op, const SlotTable& rack, c10::DeviceIndex slot, c10::ScalarType dtype);
 } // namespace detail
 
 // On the hot path: one load and one bit test unless the dtype concerns the slot.
-inline void check(const c10::OperatorHandle& op, c10::DeviceIndex slot, c10::ScalarType dtype) {
-  if (dtype == c10::ScalarType::Undefined || slot < 0) return;
+inline void check(const c10::OperatorHandle& op, const SlotTable& rack, c10::DeviceIndex slot,
+                  c10::ScalarType dtype) {
+  if (dtype == c10::ScalarType::Undefined || slot < 0 || slot >= kMaxSlots) return;
   const auto bit = static_cast<unsigned>(dtype);
   if (bit >= 64) return;
   if ((detail::g_masks[slot].load(std::memory_order_relaxed) >> bit) & 1u) {
-    detail::check_slow(op, slot, dtype);
+    detail::check_slow(op, rack, slot, dtype);
   }
 }
 
-// (op, slot, dtype, count) of every divergence met, for the report.
-std::vector<std::tuple<std::string, int, std::string, uint64_t>> counts();
+// (op, rack generation, slot, dtype, count) of every divergence met, for the report.
+std::vector<std::tuple<std::string, uint64_t, int, c10::ScalarType, uint64_t>> counts();
 void reset_counts();
 
 } // namespace hybrid::fidelity

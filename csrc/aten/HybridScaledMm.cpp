@@ -11,6 +11,7 @@
 // the blocks and multiply in float32. Either way the op is one record on the
 // slot's timeline. A cuda-backed slot runs CUDA's own kernel for everything.
 
+#include "aten/HybridAlias.h"
 #include "aten/HybridFallback.h"
 #include "runtime/HybridSlots.h"
 
@@ -110,6 +111,7 @@ void scaled_mm(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto out_dtype = args[6].toOptional<c10::ScalarType>().value_or(mat1.scalar_type());
   check_cuda_contract(mat1, mat2, bias, out_dtype, args[7].toBool());
   const c10::DeviceIndex slot = slot_of(mat1);
+  if (slot >= 0) check_rack(mat1, *current_table(), "aten::_scaled_mm");  // before the slot is looked up
   if (slot >= 0 && is_emulated(slot) && is_block_scaled(mat1, scale_a) && is_block_scaled(mat2.t(), scale_b)) {
     run_on_slot(blockwise_op("hybrid::_scaled_mm"), stack);
     return;
@@ -139,6 +141,7 @@ void scaled_mm_v2(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     check_cuda_contract(mat1, mat2, bias, out_dtype, args[11].toBool());
   }
   const c10::DeviceIndex slot = slot_of(mat1);
+  if (slot >= 0) check_rack(mat1, *current_table(), "aten::_scaled_mm_v2");  // before the slot is looked up
   if (slot >= 0 && is_emulated(slot) && block_recipe(args[3]) && block_recipe(args[6])) {
     run_on_slot(blockwise_op("hybrid::_scaled_mm_v2"), stack);
     return;

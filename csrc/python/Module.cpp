@@ -3,12 +3,15 @@
 
 #include "aten/HybridAlias.h"
 #include "aten/native/Memory.h"
+#include "runtime/HybridAccounting.h"
 #include "runtime/HybridAllocator.h"
+#include "runtime/HybridCpuRouting.h"
 #include "runtime/HybridGenerator.h"
 #include "runtime/HybridGuard.h"
 #include "runtime/HybridSlots.h"
 #include "runtime/HybridTimeline.h"
 
+#include <torch/csrc/DynamicTypes.h>
 #include <torch/csrc/Generator.h>
 #include <torch/extension.h>
 
@@ -21,40 +24,68 @@ void bind_layer(pybind11::module& m);
 
 namespace {
 
-std::vector<SlotInfo> parse_slots(const std::vector<std::tuple<std::string, int64_t, std::string>>& rows) {
+// Rows are (kind, capacity in bytes, cuda device index or -1 for emulated):
+// Python has parsed the backing already (devices.Backing).
+std::vector<SlotInfo> slot_rows(const std::vector<std::tuple<std::string, int64_t, int>>& rows) {
   std::vector<SlotInfo> slots;
   slots.reserve(rows.size());
-  for (const auto& [kind, capacity, backing] : rows) {
+  for (const auto& [kind, capacity, cuda_index] : rows) {
     SlotInfo info;
     info.kind = kind;
     info.capacity = capacity;
-    if (backing == "emulated") {
-      info.backing = Backing::Emulated;
-    } else if (backing.rfind("cuda:", 0) == 0) {
-      info.backing = Backing::Cuda;
-      info.cuda_index = static_cast<c10::DeviceIndex>(std::stoi(backing.substr(5)));
-    } else {
-      TORCH_CHECK(false, "backing must be 'emulated' or 'cuda:N', got '", backing, "'");
-    }
+    info.backing = cuda_index < 0 ? Backing::Emulated : Backing::Cuda;
+    info.cuda_index = static_cast<c10::DeviceIndex>(cuda_index);
     slots.push_back(std::move(info));
   }
   return slots;
 }
 
-py::dict stats_dict(c10::DeviceIndex slot) {
-  const SlotStats s = slot_stats(slot);
-  py::dict d;
-  d["allocated_bytes"] = s.allocated_bytes;
-  d["peak_allocated_bytes"] = s.peak_allocated_bytes;
-  d["allocated_bytes_total"] = s.allocated_bytes_total;
-  d["freed_bytes_total"] = s.freed_bytes_total;
-  d["num_allocs"] = s.num_allocs;
-  d["num_frees"] = s.num_frees;
-  d["live_allocations"] = s.live_allocations;
-  d["peak_live_allocations"] = s.peak_live_allocations;
-  d["num_ooms"] = s.num_ooms;
-  d["capacity"] = slot_info(slot).capacity;
-  return d;
+// c10's DeviceStats under torch.cuda.memory_stats' keys
+// ("allocated_bytes.all.current", ...), plus the slot's capacity.
+py::dict stats_dict(const SlotTable& table, c10::DeviceIndex slot) {
+  using c10::CachingAllocator::Stat;
+  using c10::CachingAllocator::StatArray;
+  const auto stats = table.account(slot).stats();
+  py::dict out;
+  auto put_stat = [&out](const std::string& prefix, const Stat& stat) {
+    out[py::str(prefix + ".current")] = stat.current;
+    out[py::str(prefix + ".peak")] = stat.peak;
+    out[py::str(prefix + ".allocated")] = stat.allocated;
+    out[py::str(prefix + ".freed")] = stat.freed;
+  };
+  // c10::CachingAllocator::StatType's order.
+  static constexpr const char* kPools[] = {"all", "small_pool", "large_pool"};
+  auto put_array = [&](const char* family, const StatArray& array) {
+    for (size_t pool = 0; pool < array.size(); ++pool) {
+      put_stat(std::string(family) + "." + kPools[pool], array[pool]);
+    }
+  };
+  put_array("allocation", stats.allocation);
+  put_array("segment", stats.segment);
+  put_array("active", stats.active);
+  put_array("inactive_split", stats.inactive_split);
+  put_array("allocated_bytes", stats.allocated_bytes);
+  put_array("reserved_bytes", stats.reserved_bytes);
+  put_array("active_bytes", stats.active_bytes);
+  put_array("inactive_split_bytes", stats.inactive_split_bytes);
+  put_array("requested_bytes", stats.requested_bytes);
+  put_stat("oversize_allocations", stats.oversize_allocations);
+  put_stat("oversize_segments", stats.oversize_segments);
+  out["num_alloc_retries"] = stats.num_alloc_retries;
+  out["num_ooms"] = stats.num_ooms;
+  out["num_sync_all_streams"] = stats.num_sync_all_streams;
+  out["num_device_alloc"] = stats.num_device_alloc;
+  out["num_device_free"] = stats.num_device_free;
+  out["max_split_size"] = stats.max_split_size;
+  out["capacity"] = table.slot(slot).capacity;
+  return out;
+}
+
+// torch's own dtype names ("float32", "bfloat16", "float8_e4m3fn"), the
+// vocabulary devices.cost takes; "" for a record without a dtype.
+py::str dtype_name(c10::ScalarType dtype) {
+  if (dtype == c10::ScalarType::Undefined) return py::str("");
+  return py::str(torch::getTHPDtype(dtype)->name);
 }
 
 // Records go to Python as parallel lists (one tuple per record would cost a
@@ -62,14 +93,14 @@ py::dict stats_dict(c10::DeviceIndex slot) {
 py::tuple drain_timeline() {
   timeline::Batch batch = timeline::drain();
   const size_t n = batch.records.size();
-  py::list kind(n), flags(n), dtype(n), slot(n), peer(n), name(n), shapes_begin(n),
+  py::list rack(n), kind(n), flags(n), dtype(n), slot(n), peer(n), name(n), shapes_begin(n),
       n_inputs(n), n_outputs(n), stream(n), peer_stream(n), value(n), measured(n);
   for (size_t i = 0; i < n; ++i) {
     const timeline::Record& r = batch.records[i];
+    rack[i] = r.rack;
     kind[i] = static_cast<int>(r.kind);
     flags[i] = static_cast<int>(r.flags);
-    dtype[i] = r.dtype == c10::ScalarType::Undefined ? std::string()
-                                                      : std::string(c10::toString(r.dtype));
+    dtype[i] = dtype_name(r.dtype);
     slot[i] = static_cast<int>(r.slot);
     peer[i] = static_cast<int>(r.peer);
     name[i] = r.name;
@@ -82,6 +113,7 @@ py::tuple drain_timeline() {
     measured[i] = r.measured_s;
   }
   py::dict columns;
+  columns["rack"] = rack;
   columns["kind"] = kind;
   columns["flags"] = flags;
   columns["dtype"] = dtype;
@@ -100,7 +132,9 @@ py::tuple drain_timeline() {
 
 at::Tensor execution_alias(const at::Tensor& t) {
   TORCH_CHECK(t.is_privateuseone(), "expected a hybrid tensor, got one on ", t.device());
-  AliasSet aliases(t.device().index());
+  const SlotTablePtr& rack = current_table();
+  check_rack(t, *rack, "a collective");
+  AliasSet aliases(rack, t.device().index(), "a collective");
   return aliases.alias(t, false);
 }
 
@@ -118,12 +152,33 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
 
   bind_layer(m);
 
-  m.def("_install_slots", [](const std::vector<std::tuple<std::string, int64_t, std::string>>& rows) {
-    install_slots(parse_slots(rows));
-  }, "Install the slot table of the current rack (refused while hybrid tensors are alive).");
+  m.attr("MAX_SLOTS") = static_cast<int>(kMaxSlots);
+
+  py::class_<SlotTable, SlotTablePtr>(m, "SlotTable",
+      "The slots of one rack and their memory accounting (one per interop.Rack). It lives as long as its "
+      "Rack object or any allocation made on it.")
+      .def(py::init([](std::string name, const std::vector<std::tuple<std::string, int64_t, int>>& rows) {
+             return std::make_shared<SlotTable>(std::move(name), slot_rows(rows));
+           }),
+           py::arg("name"), py::arg("rows"))
+      .def_property_readonly("generation", &SlotTable::generation)
+      .def_property_readonly("name", &SlotTable::name)
+      .def("__len__", [](const SlotTable& t) { return static_cast<int>(t.size()); })
+      .def("label", [](const SlotTable& t, int i) { return t.label(static_cast<c10::DeviceIndex>(i)); })
+      .def("memory_stats", [](const SlotTable& t, int i) { return stats_dict(t, static_cast<c10::DeviceIndex>(i)); })
+      .def("reset_peak_stats", [](const SlotTable& t, int i) {
+        t.account(static_cast<c10::DeviceIndex>(i)).reset_peak();
+      })
+      .def("reset_accumulated_stats", [](const SlotTable& t, int i) {
+        t.account(static_cast<c10::DeviceIndex>(i)).reset_accumulated();
+      });
+
+  m.def("_install", [](const SlotTablePtr& table) { install(table); },
+        "Make a rack's slot table current (the previous one is retired, its allocations intact).");
+  m.def("_current_generation", []() { return current_table()->generation(); });
+  m.def("_live_slot_tables", &live_slot_tables,
+        "Slot tables alive: held by a Rack, installed, or kept by allocations of a retired rack.");
   m.def("_slot_count", []() { return static_cast<int>(slot_count()); });
-  m.def("_slot_label", [](int i) { return slot_label(static_cast<c10::DeviceIndex>(i)); });
-  m.def("_live_allocations", &live_allocation_summary);
 
   m.def("_current_slot", []() { return static_cast<int>(current_slot()); });
   m.def("_set_current_slot", [](int i) { set_current_slot(static_cast<c10::DeviceIndex>(i)); });
@@ -144,12 +199,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     return HybridGuardImpl().elapsedTime(reinterpret_cast<void*>(start), reinterpret_cast<void*>(end), -1);
   });
 
-  m.def("_memory_stats", [](int i) { return stats_dict(static_cast<c10::DeviceIndex>(i)); });
-  m.def("_reset_peak_stats", [](int i) { reset_peak_stats(static_cast<c10::DeviceIndex>(i)); });
-  m.def("_reset_accumulated_stats", [](int i) {
-    reset_accumulated_stats(static_cast<c10::DeviceIndex>(i));
-  });
-
   m.def("_default_generator", [](int i) {
     return py::reinterpret_steal<py::object>(
         THPGenerator_initDefaultGenerator(default_generator(static_cast<c10::DeviceIndex>(i))));
@@ -157,24 +206,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
 
   m.def("_execution_alias", &execution_alias,
         "A tensor on the slot's execution device (CPU for emulated) over the same bytes.");
-  m.def("_is_slot_memory", [](const at::Tensor& t) {
-    return t.has_storage() && is_slot_memory(t.storage().data_ptr());
-  });
 
   m.def("_timeline_enabled", &timeline::enabled);
   m.def("_set_timeline_enabled", &timeline::set_enabled);
   m.def("_drain_timeline", &drain_timeline);
   m.def("_op_name", &timeline::name_of);
-  m.def("_record_marker", [](int slot, int64_t stream) {
-    return timeline::record_marker(static_cast<c10::DeviceIndex>(slot), stream);
-  });
-  m.def("_record_wait", [](int slot, int64_t stream, int64_t marker) {
-    timeline::record_wait(static_cast<c10::DeviceIndex>(slot), stream, marker);
-  });
-  m.def("_record_copy", [](int src, int dst, int64_t nbytes) {
-    timeline::record_copy(static_cast<c10::DeviceIndex>(src), static_cast<c10::DeviceIndex>(dst),
-                          nbytes, c10::ScalarType::Byte, false);
-  });
   m.def("_set_elapsed_hook", [](py::function fn) {
     // Kept for the life of the process: destroying a Python object during
     // interpreter shutdown, from a static destructor, would crash.

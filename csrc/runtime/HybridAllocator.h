@@ -1,70 +1,70 @@
 #pragma once
-// Per-slot memory: every byte a slot holds is counted against its modelled HBM
-// capacity. Emulated slots hold host memory; cuda-backed slots hold memory of the
-// real GPU behind them, drawn from torch's CUDA caching allocator.
+// Slot memory: allocations on a slot of a rack, each counted on that slot's
+// account (HybridAccounting.h) and carrying its rack for as long as it lives.
+// Emulated slots hold host memory; cuda-backed slots hold memory of the real
+// GPU behind them, drawn from torch's CUDA caching allocator.
+//
+// A hybrid storage's DataPtr has SlotBlock as its context. The block holds a
+// strong reference to its rack's SlotTable, so a retired rack's accounting
+// lives exactly as long as its last allocation, and owner_of() tells which rack
+// a storage belongs to without a lookup. The deleter never takes the GIL.
+
+#include "runtime/HybridSlots.h"
 
 #include <c10/core/Allocator.h>
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/Device.h>
+#include <c10/core/StorageImpl.h>
 
-#include <cstdint>
-#include <string>
+#include <cstddef>
 
 namespace hybrid {
 
-// Allocates `nbytes` on `slot`, charging its capacity first: over capacity it
-// throws c10::OutOfMemoryError and leaves every statistic as it was. The DataPtr
-// carries device `label`: PrivateUse1 for hybrid storages, CPU while a CPU
-// kernel runs on an emulated slot's behalf (see RouteCpuAllocations).
-c10::DataPtr allocate_on(c10::DeviceIndex slot, size_t nbytes, c10::Device label);
+// One allocation on a slot. On an emulated slot the block sits in a header in
+// front of the bytes it describes (one host allocation per block); elsewhere
+// it is allocated on its own.
+struct SlotBlock {
+  SlotTablePtr table;      // the rack it was drawn from
+  c10::DeviceIndex slot;
+  bool in_header;          // lives in the header of its own host allocation
+  size_t size;             // bytes counted on the slot's account (0: nothing counted)
+  c10::DataPtr inner;      // owns the bytes when they came from elsewhere (CUDA, a kernel)
 
-// Takes ownership of memory allocated outside the slot allocator (a CPU or CUDA
-// kernel's output) and charges it to `slot`. Throws OutOfMemoryError over
-// capacity, in which case `foreign` is freed.
-c10::DataPtr adopt(c10::DataPtr&& foreign, size_t nbytes, c10::DeviceIndex slot);
-
-// True when `ptr` was made by allocate_on / adopt (so it is already counted).
-bool is_slot_memory(const c10::DataPtr& ptr) noexcept;
-
-struct SlotStats {
-  int64_t allocated_bytes = 0;       // live bytes
-  int64_t peak_allocated_bytes = 0;  // since the last reset_peak
-  int64_t allocated_bytes_total = 0; // cumulative bytes ever allocated
-  int64_t freed_bytes_total = 0;
-  int64_t num_allocs = 0;            // cumulative
-  int64_t num_frees = 0;             // cumulative
-  int64_t live_allocations = 0;
-  int64_t peak_live_allocations = 0;
-  int64_t num_ooms = 0;
+  // The bytes: right after the header, or what `inner` holds.
+  void* data() const;
 };
 
-SlotStats slot_stats(c10::DeviceIndex slot);
-void reset_peak_stats(c10::DeviceIndex slot);
-void reset_accumulated_stats(c10::DeviceIndex slot);
-// Zeroes the counters of slots [0, n): called when a new rack is installed.
-void reset_slot_stats(c10::DeviceIndex n);
-// "" when nothing is live, else e.g. "hybrid:0 holds 3 allocations (4.0 KiB)".
-std::string live_allocation_summary();
+// Draws `nbytes` from `slot` of `table`, charging its account first: over
+// capacity it throws c10::OutOfMemoryError and leaves every statistic as it
+// was. A zero-byte block holds no memory and is not counted, but still knows
+// its rack.
+SlotBlock* allocate_block(const SlotTablePtr& table, c10::DeviceIndex slot, size_t nbytes);
+// Frees the bytes, uncharges the account, drops the block's rack reference.
+void free_block(SlotBlock* block) noexcept;
 
-// While alive on this thread, CPU allocations (the CPU kernels' outputs and
-// workspace) are drawn from `slot` and counted against it.
-class RouteCpuAllocations {
- public:
-  explicit RouteCpuAllocations(c10::DeviceIndex slot) noexcept;
-  ~RouteCpuAllocations();
-  RouteCpuAllocations(const RouteCpuAllocations&) = delete;
-  RouteCpuAllocations& operator=(const RouteCpuAllocations&) = delete;
+// A hybrid storage's DataPtr over a fresh allocation on `slot` of `table`.
+c10::DataPtr allocate_on(const SlotTablePtr& table, c10::DeviceIndex slot, size_t nbytes);
 
- private:
-  c10::DeviceIndex previous_;
-};
+// A hybrid DataPtr for bytes a kernel produced on `slot`'s behalf: memory the
+// CPU routing drew from the slot (already counted) is handed over; memory from
+// anywhere else (a CUDA kernel's output) is charged now, and freed with the
+// error if it does not fit.
+c10::DataPtr adopt(c10::DataPtr&& produced, size_t nbytes, const SlotTablePtr& table, c10::DeviceIndex slot);
 
-// Installs the routing CPU allocator (once, at module load).
-void install_cpu_routing();
+// The deleter of every hybrid storage's DataPtr (its context is the SlotBlock).
+void delete_slot_block(void* block) noexcept;
 
-// The allocator registered for PrivateUse1 (draws from the current slot).
+// The rack a storage's bytes belong to; nullptr when they are not slot memory.
+// The pointer lives as long as the storage's bytes. Inline: the fallback asks
+// this of every tensor argument.
+inline const SlotTablePtr* owner_of(const c10::StorageImpl& storage) {
+  const c10::DataPtr& ptr = storage.data_ptr();
+  if (ptr.get_deleter() != &delete_slot_block) return nullptr;
+  return &static_cast<const SlotBlock*>(ptr.get_context())->table;
+}
+
+// The allocator registered for PrivateUse1: draws from the current slot of the
+// current rack, like CUDA's allocator draws from the current device.
 c10::DeviceAllocator* device_allocator();
-
-std::string format_bytes(int64_t bytes);
 
 } // namespace hybrid

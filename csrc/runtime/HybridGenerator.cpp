@@ -53,10 +53,10 @@ HybridGeneratorImpl* HybridGeneratorImpl::clone_impl() const {
 const at::Generator& default_generator(c10::DeviceIndex index) {
   // One per possible index, created on first use and kept across racks: a
   // seed set before a rack change still holds after it, as with CUDA devices.
-  static std::array<at::Generator, 128> generators;
-  static std::array<std::once_flag, 128> created;
-  TORCH_CHECK_INDEX(index >= 0 && index < 128, "hybrid generator index ",
-                    static_cast<int>(index), " out of range");
+  static std::array<at::Generator, kMaxSlots> generators;
+  static std::array<std::once_flag, kMaxSlots> created;
+  TORCH_CHECK_INDEX(index >= 0 && index < kMaxSlots, "hybrid generator index ",
+                    static_cast<int>(index), " out of range (0..", static_cast<int>(kMaxSlots) - 1, ")");
   std::call_once(created[index], [index] {
     generators[index] = at::make_generator<HybridGeneratorImpl>(index);
   });

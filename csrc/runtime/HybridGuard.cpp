@@ -13,7 +13,7 @@ namespace {
 
 thread_local c10::DeviceIndex t_current_slot = 0;
 // Stream 0 is every slot's default stream; others are handed out by new_stream.
-thread_local std::array<c10::StreamId, 128> t_current_stream{};
+thread_local std::array<c10::StreamId, kMaxSlots> t_current_stream{};
 std::atomic<c10::StreamId> g_next_stream{1};
 
 c10::DeviceIndex resolve(c10::Device d) {
@@ -46,7 +46,7 @@ void set_current_slot(c10::DeviceIndex index) {
 }
 
 c10::StreamId current_stream_id(c10::DeviceIndex index) noexcept {
-  return (index >= 0 && index < 128) ? t_current_stream[index] : 0;
+  return (index >= 0 && index < kMaxSlots) ? t_current_stream[index] : 0;
 }
 
 c10::Stream current_stream(c10::DeviceIndex index) {
@@ -107,7 +107,7 @@ c10::DeviceIndex HybridGuardImpl::deviceCount() const noexcept {
   // and a larger rack installed later would otherwise index past them. The
   // rack's own size is what torch.hybrid.device_count() and torch.accelerator
   // report (through the Python device module and the hooks).
-  return kMaxSlotIndex + 1;
+  return kMaxSlots;
 }
 
 void HybridGuardImpl::destroyEvent(void* event, const c10::DeviceIndex) const noexcept {
@@ -126,8 +126,9 @@ void HybridGuardImpl::record(void** event, const c10::Stream& stream,
   auto* e = static_cast<Event*>(*event);
   e->slot = stream.device_index();
   e->stream = stream.id();
-  e->marker = timeline::record_marker(e->slot, e->stream);
-  const SlotInfo& info = slot_info(e->slot);
+  const SlotTablePtr& rack = current_table();
+  const SlotInfo& info = rack->slot(e->slot);
+  e->marker = timeline::record_marker(rack->generation(), e->slot, e->stream);
   if (info.backing == Backing::Cuda) {
     // Timing-enabled (BACKEND_DEFAULT) so elapsed_time can measure.
     const c10::Device device(c10::DeviceType::CUDA, info.cuda_index);
@@ -140,7 +141,7 @@ void HybridGuardImpl::record(void** event, const c10::Stream& stream,
 void HybridGuardImpl::block(void* event, const c10::Stream& stream) const {
   if (event == nullptr) return;  // never recorded: nothing to wait for, as in CUDA
   auto* e = static_cast<Event*>(event);
-  timeline::record_wait(stream.device_index(), stream.id(), e->marker);
+  timeline::record_wait(current_table()->generation(), stream.device_index(), stream.id(), e->marker);
 }
 
 bool HybridGuardImpl::queryEvent(void* event) const {

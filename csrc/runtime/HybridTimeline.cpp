@@ -70,8 +70,9 @@ uint32_t push_shapes(std::vector<int64_t>& arena, const c10::IValue* values, siz
   return count;
 }
 
-Record blank(RecordKind kind, c10::DeviceIndex slot) {
+Record blank(RecordKind kind, uint64_t rack, c10::DeviceIndex slot) {
   Record r{};
+  r.rack = rack;
   r.kind = kind;
   r.dtype = c10::ScalarType::Undefined;
   r.slot = slot;
@@ -85,11 +86,11 @@ Record blank(RecordKind kind, c10::DeviceIndex slot) {
 bool enabled() noexcept { return g_enabled.load(std::memory_order_relaxed); }
 void set_enabled(bool on) noexcept { g_enabled.store(on, std::memory_order_relaxed); }
 
-void record_op(const c10::OperatorHandle& op, c10::DeviceIndex slot,
+void record_op(const c10::OperatorHandle& op, uint64_t rack, c10::DeviceIndex slot,
                const c10::IValue* inputs, size_t n_inputs,
                const c10::IValue* outputs, size_t n_outputs,
                c10::ScalarType dtype, uint8_t flags, std::unique_ptr<Measurement> measured) {
-  Record r = blank(RecordKind::Op, slot);
+  Record r = blank(RecordKind::Op, rack, slot);
   r.dtype = dtype;
   r.flags = flags;
   Log& l = log();
@@ -110,27 +111,27 @@ void append(Record r) {
   l.records.push_back(r);
 }
 
-void record_copy(c10::DeviceIndex src, c10::DeviceIndex dst, int64_t nbytes,
-                 c10::ScalarType dtype, bool non_blocking) {
-  Record r = blank(RecordKind::Copy, src);
+void record_copy(uint64_t rack, c10::DeviceIndex src, c10::DeviceIndex dst, int64_t nbytes,
+                 c10::ScalarType dtype, bool asynchronous) {
+  Record r = blank(RecordKind::Copy, rack, src);
   r.peer = dst;
   r.peer_stream = dst >= 0 ? current_stream_id(dst) : 0;
   r.value = nbytes;
   r.dtype = dtype;
-  r.flags = non_blocking ? kNonBlocking : 0;
+  r.flags = asynchronous ? kAsync : 0;
   append(r);
 }
 
-int64_t record_marker(c10::DeviceIndex slot, c10::StreamId stream) {
-  Record r = blank(RecordKind::Marker, slot);
+int64_t record_marker(uint64_t rack, c10::DeviceIndex slot, c10::StreamId stream) {
+  Record r = blank(RecordKind::Marker, rack, slot);
   r.stream = stream;
   r.value = g_next_marker.fetch_add(1);
   append(r);
   return r.value;
 }
 
-void record_wait(c10::DeviceIndex slot, c10::StreamId stream, int64_t marker) {
-  Record r = blank(RecordKind::Wait, slot);
+void record_wait(uint64_t rack, c10::DeviceIndex slot, c10::StreamId stream, int64_t marker) {
+  Record r = blank(RecordKind::Wait, rack, slot);
   r.stream = stream;
   r.value = marker;
   append(r);

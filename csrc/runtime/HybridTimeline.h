@@ -29,10 +29,14 @@ enum class RecordKind : uint8_t {
 enum RecordFlags : uint8_t {
   kCausal = 1,    // the op had is_causal=True (attention FLOPs halve)
   kMeasured = 2,  // measured_s holds a real CUDA-event time
-  kNonBlocking = 4,
+  kAsync = 4,     // a copy: an asynchronous DMA (non_blocking with a pinned host end, or slot to slot)
 };
 
+// Every record names the rack it happened on (its SlotTable's generation), so
+// that a record of a retired rack (a tensor of it copied to the host) lands on
+// that rack's timeline, never on the current one's.
 struct Record {
+  uint64_t rack;
   RecordKind kind;
   uint8_t flags;
   c10::ScalarType dtype;
@@ -61,15 +65,15 @@ struct Measurement {
 // Appends an op record. `inputs` are the op's arguments (tensors and tensor
 // lists are read; everything else skipped), `outputs` its returns.
 // `measured`, when given, is resolved into measured_s at drain time.
-void record_op(const c10::OperatorHandle& op, c10::DeviceIndex slot,
+void record_op(const c10::OperatorHandle& op, uint64_t rack, c10::DeviceIndex slot,
                const c10::IValue* inputs, size_t n_inputs,
                const c10::IValue* outputs, size_t n_outputs,
                c10::ScalarType dtype, uint8_t flags,
                std::unique_ptr<Measurement> measured = nullptr);
-void record_copy(c10::DeviceIndex src, c10::DeviceIndex dst, int64_t nbytes,
-                 c10::ScalarType dtype, bool non_blocking);
-int64_t record_marker(c10::DeviceIndex slot, c10::StreamId stream);
-void record_wait(c10::DeviceIndex slot, c10::StreamId stream, int64_t marker);
+void record_copy(uint64_t rack, c10::DeviceIndex src, c10::DeviceIndex dst, int64_t nbytes,
+                 c10::ScalarType dtype, bool asynchronous);
+int64_t record_marker(uint64_t rack, c10::DeviceIndex slot, c10::StreamId stream);
+void record_wait(uint64_t rack, c10::DeviceIndex slot, c10::StreamId stream, int64_t marker);
 
 // Hands over everything recorded since the last drain.
 struct Batch {

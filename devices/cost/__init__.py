@@ -10,6 +10,7 @@
 - :func:`trace_ops` -> ``list[OpRecord]``: the aten ops a function runs, gathered on
   the meta device (torch imported lazily).
 - :func:`estimate_ops` -> :class:`Summary`: totals, MFU and a per-op breakdown.
+- :func:`classify` -> ``(category, base name)``: the op family the cost model prices an op by.
 
 Modules: :mod:`.op_families` (classification), :mod:`.work` (the counted
 unit and byte helpers), :mod:`.flops` and :mod:`.traffic` (counting),
@@ -19,8 +20,9 @@ unit and byte helpers), :mod:`.flops` and :mod:`.traffic` (counting),
 """
 
 from devices.cost.model import BOUNDS, Estimate, cache_clear, estimate
+from devices.cost.op_families import classify
 from devices.cost.summary import OpTotal, Summary, estimate_ops
 from devices.cost.meta_trace import OpRecord, trace_ops
 
-__all__ = ["BOUNDS", "Estimate", "OpRecord", "OpTotal", "Summary", "cache_clear", "estimate",
+__all__ = ["BOUNDS", "Estimate", "OpRecord", "OpTotal", "Summary", "cache_clear", "classify", "estimate",
            "estimate_ops", "trace_ops"]

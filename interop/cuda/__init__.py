@@ -71,7 +71,7 @@ def uninstall() -> None:
     global _installed
     patches.uninstall_patches()
     mapping._current = None
-    mapping._cache.clear()
+    mapping._renew_cache()
     _installed = False
 
 

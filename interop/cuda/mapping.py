@@ -6,14 +6,27 @@ with none uses every slot in order and says so), a kind or family name
 order) or explicit pairs ``0=hybrid:4,1=hybrid:5``.  Under torchrun a node's
 ``cuda:N`` are its own devices: with ``GROUP_RANK`` and ``LOCAL_WORLD_SIZE``
 set, node g starts at entry ``g * LOCAL_WORLD_SIZE`` of a default or kind map.
+
+A map belongs to the rack it was made for. When another rack becomes current
+(``with rack:``, ``interop.set_rack``), ``cuda:N`` follows it: the same
+``--map`` is applied to the new rack at the next CUDA device lookup, and the
+current CUDA index stays the same (``cuda:1`` before, ``cuda:1`` of the new
+rack after).  A map the new rack cannot satisfy (an explicit slot it lacks, a
+kind it has none of) raises :class:`MapError` on use, listing its slots, until
+a rack that can is current again.  Tensors stay on the rack they were made on
+(core's rack semantics): a retired rack's tensors move to the CPU, or compute
+again once their rack is current.
 """
 
 from __future__ import annotations
 
 import os
+import weakref
 from dataclasses import dataclass, field
 
 import torch
+
+from interop import session
 
 DEVICE_TYPE = "hybrid"
 CUDA = "cuda"
@@ -39,6 +52,8 @@ class DeviceMap:
     """How the map was asked for (``""`` default, ``"trn"``, ``"0=hybrid:4"``...)."""
     note: str = ""
     """A remark shown in the report (e.g. the rack had no GPU-kind slot)."""
+    rack: int = 0
+    """The generation of the rack's slot table the map was made for (0: unknown)."""
     _inverse: dict = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -85,6 +100,14 @@ def _node_offset(env=os.environ) -> int:
 
 def parse_map(spec: str | None, rack, env=os.environ) -> DeviceMap:
     """The device map ``spec`` asks for on ``rack``; :class:`MapError` listing the rack's slots otherwise."""
+    device_map = _parse_map(spec, rack, env)
+    table = getattr(rack, "_table", None)
+    if table is None:
+        return device_map
+    return DeviceMap(device_map.slots, device_map.spec, device_map.note, table.generation)
+
+
+def _parse_map(spec: str | None, rack, env=os.environ) -> DeviceMap:
     import devices
 
     text = (spec or "").strip()
@@ -150,21 +173,60 @@ def _index(text: str, prefix: str) -> int:
 _current: DeviceMap | None = None
 
 
+def _rack_generation() -> int:
+    rack = session.current()
+    return 0 if rack is None else rack._table.generation
+
+
 def current() -> DeviceMap:
-    """The installed device map (RuntimeError before the layer is installed)."""
-    if _current is None:
+    """The installed device map, on the current rack (RuntimeError before the layer is installed;
+    :class:`MapError` when the current rack cannot satisfy it)."""
+    device_map = _current
+    if device_map is None:
         raise RuntimeError("the CUDA layer is not installed (import interop.cuda, or run under `hybrid run`)")
-    return _current
+    if device_map.rack and device_map.rack != _rack_generation():
+        device_map = _follow_rack(device_map)
+    return device_map
+
+
+def _follow_rack(old: DeviceMap) -> DeviceMap:
+    """The same ``--map`` on the rack that became current; this thread keeps its CUDA index."""
+    from interop import _C
+
+    rack = session.current()
+    try:
+        new = parse_map(old.spec, rack)
+    except MapError as e:
+        raise MapError(f"the CUDA layer's device map ({old.spec or 'default'}) does not fit the current rack "
+                       f"{rack.label}, made current after the map: {e}. Make a rack it fits current again, or "
+                       "call interop.cuda.configure(map=...) for this one") from None
+    cuda_index = old.cuda_index(_C._current_slot())
+    install(new)
+    torch.hybrid.set_device(new.slots[cuda_index if cuda_index is not None and cuda_index < len(new) else 0])
+    return new
 
 
 def install(device_map: DeviceMap) -> None:
     """Make ``device_map`` current and clear the translation cache."""
     global _current
     _current = device_map
-    _cache.clear()
+    _renew_cache()
+
+
+def _no_rack():
+    return None
 
 
 _cache: dict = {}
+_cache_owner = _no_rack
+"""A weak reference to the rack the translations in ``_cache`` were made on."""
+
+
+def _renew_cache() -> None:
+    global _cache_owner
+    _cache.clear()
+    rack = session.current()
+    _cache_owner = _no_rack if rack is None else weakref.ref(rack)
 
 
 def is_cuda_like(device) -> bool:
@@ -185,6 +247,13 @@ def to_hybrid(device, *, ints: bool = True):
     """
     if device is None or isinstance(device, bool):  # False == 0 as a dict key
         return device
+    if _cache_owner() is not session.current():  # another rack is current: translate afresh
+        _renew_cache()
+        if _current is not None:
+            try:
+                current()  # the map follows the rack, and so does the current CUDA device
+            except MapError:
+                pass  # raised again by any CUDA device argument below; other devices are unaffected
     try:
         hit = _cache.get(device)
     except TypeError:  # unhashable (a dict for map_location is handled by the caller)
@@ -198,17 +267,22 @@ def to_hybrid(device, *, ints: bool = True):
     elif isinstance(device, torch.device):
         if device.type != CUDA:
             return device
-        mapped = torch.device(DEVICE_TYPE) if device.index is None else torch.device(DEVICE_TYPE,
-                                                                                     current().slot(device.index))
+        mapped = _current_cuda_device() if device.index is None else torch.device(DEVICE_TYPE,
+                                                                                  current().slot(device.index))
     elif isinstance(device, str):
         if not is_cuda_like(device):
             return device
         index = device[len(CUDA) + 1:]
-        mapped = torch.device(DEVICE_TYPE) if not index else torch.device(DEVICE_TYPE, current().slot(int(index)))
+        mapped = _current_cuda_device() if not index else torch.device(DEVICE_TYPE, current().slot(int(index)))
     else:
         return device
     _cache[device] = mapped
     return mapped
+
+
+def _current_cuda_device() -> torch.device:
+    current()  # a map the current rack cannot satisfy fails here, as an indexed CUDA device would
+    return torch.device(DEVICE_TYPE)
 
 
 def slot_of(device=None) -> int:

@@ -166,7 +166,10 @@ def build(script: str = "<interactive>", exit_code: int | None = None) -> CudaRe
     import interop
     from interop.cuda import mapping
 
-    current = mapping._current
+    try:
+        current = mapping.current()  # on the current rack (the map follows a rack change)
+    except (RuntimeError, mapping.MapError):
+        current = mapping._current
     rack = interop.current_rack()
     led = interop.ledger()
     rank = None

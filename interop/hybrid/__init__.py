@@ -110,16 +110,15 @@ def synchronize(device=None) -> None:
     """Wait for the slot's work. Emulated work is synchronous; a cuda-backed slot
     synchronizes its real device. Either way the modelled timeline is brought
     up to date (everything recorded so far is costed and placed)."""
-    from interop import timelines as timeline
-    from interop.rack import current_rack
+    from interop import session
 
     index = slot_index(device)
-    timeline.current().ingest()
-    rack = current_rack()
-    if rack is not None and rack.devices[index].backing.startswith("cuda:"):
+    session.drain()
+    backing = _device_row(index).backing
+    if backing.is_cuda:
         from interop import native_cuda  # torch's own: the CUDA layer answers torch.cuda for slots
 
-        native_cuda.synchronize(rack.devices[index].backing)
+        native_cuda.synchronize(backing.cuda_index)
 
 
 @dataclass(frozen=True)
@@ -146,9 +145,9 @@ class HybridDeviceProperties:
 
 
 def _device_row(index: int):
-    from interop.rack import current_rack
+    from interop import session
 
-    rack = current_rack()
+    rack = session.current()
     if rack is None:
         raise RuntimeError("no rack is installed; call interop.set_rack(...) first")
     return rack.devices[index]

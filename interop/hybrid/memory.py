@@ -1,8 +1,12 @@
 """Memory statistics of the hybrid slots, in torch.cuda's shapes and names.
 
 Every byte a slot holds is counted against its capacity (the chip's modelled
-HBM unless the rack overrides it). The allocator keeps no cache, so reserved
-memory equals allocated memory and :func:`empty_cache` has nothing to free.
+HBM unless the rack overrides it). The counters are c10's own DeviceStats,
+kept per slot by the runtime and read under torch.cuda.memory_stats' keys;
+these functions answer for the current rack, as torch.cuda's answer for this
+process's devices (a retired rack answers through its interop.Rack). The
+allocator keeps no cache, so reserved memory equals allocated memory and
+:func:`empty_cache` has nothing to free.
 """
 
 from __future__ import annotations
@@ -12,57 +16,44 @@ from typing import Any
 from interop.hybrid._utils import slot_index
 
 
-def _raw(device) -> dict[str, int]:
-    from interop import _C
+def _rack():
+    from interop import session
 
-    return _C._memory_stats(slot_index(device))
+    rack = session.current()
+    if rack is None:
+        raise RuntimeError("no rack is installed; call interop.set_rack(...) first")
+    return rack
 
 
 def memory_stats(device=None) -> dict[str, Any]:
-    """torch.cuda.memory_stats-style counters for a slot (``allocated_bytes.all.current``...)."""
-    s = _raw(device)
-    out: dict[str, Any] = {}
-    for family in ("allocated_bytes", "reserved_bytes", "active_bytes", "requested_bytes"):
-        out[f"{family}.all.current"] = s["allocated_bytes"]
-        out[f"{family}.all.peak"] = s["peak_allocated_bytes"]
-        out[f"{family}.all.allocated"] = s["allocated_bytes_total"]
-        out[f"{family}.all.freed"] = s["freed_bytes_total"]
-    for family in ("allocation", "active", "segment"):
-        out[f"{family}.all.current"] = s["live_allocations"]
-        out[f"{family}.all.peak"] = s["peak_live_allocations"]
-        out[f"{family}.all.allocated"] = s["num_allocs"]
-        out[f"{family}.all.freed"] = s["num_frees"]
-    out["num_ooms"] = s["num_ooms"]
-    out["num_alloc_retries"] = 0
-    out["capacity"] = s["capacity"]
-    return dict(sorted(out.items()))
+    """torch.cuda.memory_stats' counters for a slot (``allocated_bytes.all.current``...),
+    plus ``capacity``, the slot's modelled HBM in bytes."""
+    return _rack().memory_stats(slot_index(device))
 
 
 def memory_allocated(device=None) -> int:
     """Bytes currently held by tensors on the slot."""
-    return _raw(device)["allocated_bytes"]
+    return memory_stats(device)["allocated_bytes.all.current"]
 
 
 def max_memory_allocated(device=None) -> int:
-    """Peak of :func:`memory_allocated` since the rack was installed or the last reset."""
-    return _raw(device)["peak_allocated_bytes"]
+    """Peak of :func:`memory_allocated` since the rack was made or the last reset."""
+    return memory_stats(device)["allocated_bytes.all.peak"]
 
 
 def memory_reserved(device=None) -> int:
     """Bytes reserved by the allocator; equal to allocated (no caching)."""
-    return _raw(device)["allocated_bytes"]
+    return memory_stats(device)["reserved_bytes.all.current"]
 
 
 def max_memory_reserved(device=None) -> int:
     """Peak reserved bytes; equal to :func:`max_memory_allocated` (no caching)."""
-    return _raw(device)["peak_allocated_bytes"]
+    return memory_stats(device)["reserved_bytes.all.peak"]
 
 
 def reset_peak_memory_stats(device=None) -> None:
     """Start peak tracking afresh from the current usage."""
-    from interop import _C
-
-    _C._reset_peak_stats(slot_index(device))
+    _rack()._table.reset_peak_stats(slot_index(device))
 
 
 def reset_max_memory_allocated(device=None) -> None:
@@ -72,15 +63,13 @@ def reset_max_memory_allocated(device=None) -> None:
 
 def reset_accumulated_memory_stats(device=None) -> None:
     """Zero the cumulative counters (allocations, frees, OOMs)."""
-    from interop import _C
-
-    _C._reset_accumulated_stats(slot_index(device))
+    _rack()._table.reset_accumulated_stats(slot_index(device))
 
 
 def mem_get_info(device=None) -> tuple[int, int]:
     """``(free, total)`` bytes of the slot's capacity, like torch.cuda.mem_get_info."""
-    s = _raw(device)
-    return max(0, s["capacity"] - s["allocated_bytes"]), s["capacity"]
+    s = memory_stats(device)
+    return max(0, s["capacity"] - s["allocated_bytes.all.current"]), s["capacity"]
 
 
 def empty_cache() -> None:
@@ -89,16 +78,18 @@ def empty_cache() -> None:
 
 def memory_summary(device=None, abbreviated: bool = False) -> str:
     """A short human-readable table of a slot's memory counters."""
-    from interop import _C
     from interop.fmt import format_bytes
 
     idx = slot_index(device)
-    s = _C._memory_stats(idx)
+    rack = _rack()
+    s = rack.memory_stats(idx)
     lines = [
-        f"{_C._slot_label(idx)} memory",
+        f"{rack._table.label(idx)} memory, rack {rack.label}",
         f"  capacity        {format_bytes(s['capacity'])}",
-        f"  allocated       {format_bytes(s['allocated_bytes'])}  (peak {format_bytes(s['peak_allocated_bytes'])})",
-        f"  allocations     {s['live_allocations']} live, {s['num_allocs']} made, {s['num_frees']} freed",
+        f"  allocated       {format_bytes(s['allocated_bytes.all.current'])}"
+        f"  (peak {format_bytes(s['allocated_bytes.all.peak'])})",
+        f"  allocations     {s['allocation.all.current']} live, {s['allocation.all.allocated']} made, "
+        f"{s['allocation.all.freed']} freed",
         f"  out-of-memory   {s['num_ooms']}",
     ]
     return "\n".join(lines)

@@ -98,20 +98,25 @@ def range(msg: str, *args, **kwargs):  # noqa: A001  (torch.cuda.nvtx.range's na
         range_pop()
 
 
-def ranges() -> list[NamedRange]:
-    """Every closed range of the current timeline, resolved to modelled times, in push order.
+def ranges(timeline=None) -> list[NamedRange]:
+    """Every closed range of a timeline (default: the current rack's), resolved to modelled times, in
+    push order.
 
-    Ranges whose markers belong to an earlier timeline (reset, or another rack) are left out.
+    A range's markers are placed on the timeline of the rack that was current when it was pushed and
+    popped; ranges of other timelines (another rack's, or one discarded by ``interop.reset_timeline``)
+    are left out.
     """
-    from interop import timelines
+    from interop import session
 
-    t = timelines.current()
-    t.ingest()
+    if timeline is None:
+        timeline = session.current_timeline()
+    else:
+        timeline.ingest()
     with _lock:
         closed = list(_closed)
     out = []
     for name, slot, stream, depth, start, end in closed:
-        a, b = t.markers.get(start), t.markers.get(end)
+        a, b = timeline.markers.get(start), timeline.markers.get(end)
         if a is None or b is None:
             continue
         out.append(NamedRange(name, slot, stream, depth, a[2], max(a[2], b[2])))

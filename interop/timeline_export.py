@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 import os
 
-from interop.timelines import PS, TimelineRecord, current
+from interop import session
+from interop.timelines import PS, TimelineRecord
 
 # Process ids: one per slot (its index), links after them.
 LINK_PID_BASE = 1000
@@ -82,12 +83,12 @@ def range_events(ranges) -> list[dict]:
 
 def export_trace(path: str | os.PathLike) -> str:
     """Write the current modelled timeline as Chrome trace JSON; returns the path."""
+    from interop.hybrid.nvtx import ranges
     from interop.numerics.mode import slot_label
 
-    t = current()
-    t.ingest()
+    t = session.current_timeline()
     doc = {
-        "traceEvents": trace_events(t.records, t.rack) + range_events(_ranges()),
+        "traceEvents": trace_events(t.records, t.rack) + range_events(ranges(t)),
         "displayTimeUnit": "ns",
         "otherData": {"rack": t.rack.name, "source": t.rack.spec.source,
                       "numerics": {f"hybrid:{d.index}": slot_label(t.rack, d.index) for d in t.rack.devices},
@@ -99,45 +100,10 @@ def export_trace(path: str | os.PathLike) -> str:
     return path
 
 
-def _ranges():
-    from interop.hybrid.nvtx import ranges
-
-    return ranges()
-
-
 def gantt(path: str | os.PathLike, *, title: str | None = None) -> str:
-    """A PNG Gantt chart of the current timeline: a row per slot and stream, and per link."""
-    import matplotlib
+    """A PNG Gantt chart of the current timeline: a row per slot and stream, and per link; bars coloured by
+    op class, dense rows drawn as time bins (see :mod:`interop.charts`)."""
+    from interop.charts import timeline_gantt
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    t = current()
-    t.ingest()
-    rows: dict[str, list[tuple[float, float, str]]] = {}
-    for r in t.records:
-        slots = r.participants or tuple(s for s in (r.slot, r.peer) if s is not None and s >= 0)
-        for s in slots:
-            rows.setdefault(f"hybrid:{s} {t.rack.devices[s].kind} s{r.stream}", []).append(
-                (r.start_ps / PS * 1e3, r.duration_ps / PS * 1e3, r.kind))
-        if r.link:
-            rows.setdefault(f"link {r.link}", []).append((r.start_ps / PS * 1e3, r.duration_ps / PS * 1e3, "link"))
-    colors = {"op": "tab:blue", "copy": "tab:orange", "collective": "tab:red", "link": "tab:green"}
-    names = sorted(rows, key=lambda n: (n.startswith("link"), n))
-    fig, ax = plt.subplots(figsize=(12, 1 + 0.4 * max(1, len(names))))
-    for y, name in enumerate(names):
-        for kind in colors:
-            bars = [(start, dur) for start, dur, k in rows[name] if k == kind]
-            if bars:
-                ax.broken_barh(bars, (y - 0.4, 0.8), facecolors=colors[kind], edgecolor="white", linewidth=0.2)
-    ax.set_yticks(range(len(names)), labels=names)
-    ax.invert_yaxis()
-    ax.set_xlabel("modelled time (ms)")
-    ax.set_title(title or f"modelled timeline, rack {t.rack.name}")
-    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in colors.values()]
-    ax.legend(handles, list(colors), loc="lower right", fontsize="small")
-    fig.tight_layout()
-    path = os.fspath(path)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    t = session.current_timeline()
+    return timeline_gantt(t.records, t.rack, path, title=title)

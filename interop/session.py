@@ -1,0 +1,113 @@
+"""The session: which rack is current, and the records that still wait to be placed.
+
+One owner for "the current rack and its timeline". A rack owns its slot table
+(the C++ runtime's slots and memory accounts) and its :class:`~interop.timelines.Timeline`;
+the session only says which rack is installed, keeps the stack of ``with rack:``
+blocks, and hands every drained timeline record to the rack it happened on.
+
+Installing a rack retires the current one without destroying it: its tensors
+keep their bytes and stay counted on its own accounts; they cannot run on (nor
+be counted on) the new rack's slots, but move to the CPU, print, save and free
+as ever, and are usable again once their rack is current again.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+from interop.timelines import Timeline, TimelineRecord
+
+_current = None
+"""The installed rack (an interop.Rack), or None before the first install."""
+
+_live: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+"""Every rack that has been installed and is still alive, by its slot table's generation."""
+
+
+def current():
+    """The installed rack, or None."""
+    return _current
+
+
+def install(rack) -> None:
+    """Make ``rack`` current. What ran on the rack it replaces is placed on that
+    rack's timeline first; its tensors stay as they are."""
+    global _current
+    from interop import _C
+
+    if rack is _current:
+        return
+    drain()
+    _C._install(rack._table)
+    _live[rack._table.generation] = rack
+    _current = rack
+
+
+def rack_of(generation: int):
+    """The rack whose slot table has this generation, if it was installed and is still alive; else None."""
+    current = _current
+    if current is not None and current._table.generation == generation:
+        return current
+    return _live.get(generation)
+
+
+def timeline_of(rack) -> Timeline:
+    """A new, empty timeline for ``rack`` (its records are drained by this session)."""
+    return Timeline(rack, drain)
+
+
+def drain() -> None:
+    """Cost and place everything recorded so far, each record on its own rack's timeline."""
+    from interop import _C
+
+    cols, arena = _C._drain_timeline()
+    racks = cols["rack"]
+    if not racks:
+        return
+    current = _current
+    if current is not None and racks.count(current._table.generation) == len(racks):
+        current.timeline.place(cols, arena, range(len(racks)))
+        return
+    # Records of a retired rack (its tensors copied to the host): to its own
+    # timeline; a rack nobody holds any more has no timeline to read.
+    by_rack: dict[int, list[int]] = {}
+    for i, generation in enumerate(racks):
+        by_rack.setdefault(generation, []).append(i)
+    for generation, indices in by_rack.items():
+        rack = rack_of(generation)
+        if rack is not None:
+            rack.timeline.place(cols, arena, indices)
+
+
+def current_timeline() -> Timeline:
+    """The current rack's timeline, with everything recorded so far placed."""
+    if _current is None:
+        raise RuntimeError("no rack is installed; call interop.set_rack(...) first")
+    drain()
+    return _current.timeline
+
+
+def timeline() -> list[TimelineRecord]:
+    """Every record placed so far on the current rack's modelled timeline."""
+    return list(current_timeline().records)
+
+
+def reset_timeline() -> None:
+    """Discard the current rack's timeline (pending records included) and restart its clocks at zero.
+
+    Other racks' timelines are kept: a rack made current again continues its own."""
+    drain()
+    if _current is not None:
+        _current.timeline = timeline_of(_current)
+
+
+def set_recording(enabled: bool) -> None:
+    """Turn op recording on or off (on by default). Off, ops still run; nothing is placed."""
+    from interop import _C
+
+    _C._set_timeline_enabled(bool(enabled))
+
+
+def elapsed_hook(start_marker: int, end_marker: int) -> float:
+    """Modelled milliseconds between two events (the C++ runtime calls this for Event.elapsed_time)."""
+    return current_timeline().elapsed_ms(start_marker, end_marker)

@@ -1,0 +1,43 @@
+"""One rank of tests/test_plan_distributed.py (run under torchrun): the same small plan on 4 slots, exported to
+torch.distributed.pipelining (+ DDP) on the "hybrid" backend. Writes the parameters and the merged trace."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+
+def main(out: str, variant: str) -> None:
+    torch.set_num_threads(1)
+    import interop
+    from tests.plan_distributed_case import CFG, batches, layout_and_blocks, optimizer
+
+    interop.set_rack(interop.Rack.from_spec("trn3:2+h100:2", backing="emulated"))
+    dist.init_process_group("hybrid")
+    from interop.models import GPT
+    from interop.planning.distributed import DistributedPlanRunner
+
+    torch.manual_seed(0)
+    model = GPT(CFG)
+    layout, blocks = layout_and_blocks(model, variant)
+    runner = DistributedPlanRunner(layout, blocks, model, optimizer)
+    losses = []
+    for x, y in batches():
+        loss = runner.step(x, y, lambda o, t: F.cross_entropy(o.flatten(0, 1), t.flatten()))
+        losses.append(None if loss is None else float(loss))
+    state = runner.state_dict()
+    trace = runner.write_trace(os.path.join(out, "trace.json"))
+    if dist.get_rank() == 0:
+        torch.save({"state": state, "trace": trace}, os.path.join(out, "result.pt"))
+    if runner.last:
+        torch.save(losses, os.path.join(out, f"losses{dist.get_rank()}.pt"))
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])

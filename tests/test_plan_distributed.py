@@ -1,0 +1,55 @@
+"""A plan across processes: torchrun, 4 ranks on the "hybrid" backend, torch.distributed.pipelining (+ DDP);
+the parameters equal the same plan run in one process, and rank 0 writes one trace of every rank."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from tests.plan_distributed_case import CFG, batches, layout_and_blocks, optimizer
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+pytestmark = pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(),
+                                reason="torch.distributed with Gloo is needed")
+
+
+def _torchrun(out, variant):
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), OMP_NUM_THREADS="1")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "4",
+           os.path.join(ROOT, "tests", "plan_distributed_worker.py"), str(out), variant]
+    proc = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+
+
+@pytest.mark.parametrize("variant", ["pp4", "pp2dp2"])
+def test_the_plan_across_four_processes_equals_the_one_process_run(tmp_path, use_rack, variant):
+    _torchrun(tmp_path, variant)
+    result = torch.load(tmp_path / "result.pt")
+    use_rack("trn3:2+h100:2", backing="emulated")
+    from interop.models import GPT
+    from interop.planning.runner import PlanRunner
+
+    torch.manual_seed(0)
+    model = GPT(CFG)
+    layout, blocks = layout_and_blocks(model, variant)
+    runner = PlanRunner(layout, blocks, model, optimizer)
+    losses = [float(runner.step(x, y, lambda o, t: F.cross_entropy(o.flatten(0, 1), t.flatten())))
+              for x, y in batches()]
+    state = runner.state_dict()
+    for name, value in result["state"].items():
+        torch.testing.assert_close(value, state[name], rtol=1e-5, atol=1e-6, msg=name)
+    ranks = [f for f in os.listdir(tmp_path) if f.startswith("losses")]
+    mean = [sum(vals) / len(vals) for vals in zip(*(torch.load(tmp_path / f) for f in ranks))]
+    assert mean == pytest.approx(losses, rel=1e-5)
+    trace = json.loads((tmp_path / "trace.json").read_text())
+    pids = {e["pid"] for e in trace["traceEvents"] if e.get("ph") == "X"}
+    assert {0, 1, 2, 3} <= pids  # every rank's slot is in the one trace
+    del runner
