@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 
-ALL = ["device", "timeline", "collectives", "scale", "numerics", "whatif", "plan", "compile"]
+ALL = ["device", "timeline", "collectives", "scale", "numerics", "whatif", "plan", "compile", "cuda_layer"]
 
 
 def main() -> None:

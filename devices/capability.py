@@ -68,7 +68,7 @@ DTYPES: tuple[str, ...] = (
     "complex128", "complex64", "complex32",
 )
 """Dtypes the table covers: every torch dtype a strided tensor on a slot can
-have (the cost model's vocabulary, devices.cost.dtypes, less quantized types,
+have (the one dtype vocabulary, devices.dtypes, less quantized types,
 which have their own layouts and never live on a slot)."""
 
 ANY = "*"

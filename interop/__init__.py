@@ -10,12 +10,16 @@ Public names: :class:`Rack`, :func:`set_rack`, :func:`current_rack`,
 :func:`presets`; the modelled timeline: :func:`timeline`, :func:`reset_timeline`,
 :func:`report`, :func:`export_trace`, :func:`gantt`, :func:`set_recording`; numerics:
 :mod:`interop.numerics` (formats, :func:`set_numerics`); planning: :func:`plan` (partition a model
-across the rack, run it) and :func:`whatif`.
+across the rack, run it) and :func:`whatif`; the op ledger :func:`ledger`; device fidelity :func:`set_strict`,
+:func:`divergences`. CUDA code: ``import interop.cuda`` (or ``hybrid run SCRIPT``) maps ``cuda:N`` onto slots.
 """
 
 from __future__ import annotations
 
+from interop import native_cuda  # noqa: F401  (captures torch.cuda before the CUDA layer can patch it)
 from interop._backend import DEVICE_TYPE, register
+from interop.fidelity import Divergence, FidelityWarning, divergences, set_strict
+from interop.op_ledger import Ledger, ledger, reset_ledger
 from interop.rack import Rack, RackDevice, current_rack, presets, set_rack
 from interop.report import RunReport, report
 from interop.session import reset_timeline, set_recording, timeline
@@ -36,7 +40,8 @@ if register():
         set_rack(Rack.preset("fusion-default"))
 
 __all__ = [
-    "DEVICE_TYPE", "Plan", "Rack", "RackDevice", "RunReport", "StepEstimate", "TimelineRecord", "__version__",
-    "current_rack", "export_trace", "gantt", "numerics", "plan", "presets", "report", "reset_timeline", "set_numerics",
-    "set_rack", "set_recording", "timeline", "whatif",
+    "DEVICE_TYPE", "Divergence", "FidelityWarning", "Ledger", "Plan", "Rack", "RackDevice", "RunReport",
+    "StepEstimate", "TimelineRecord", "__version__", "current_rack", "divergences", "export_trace", "gantt", "ledger",
+    "numerics", "plan", "presets", "report", "reset_ledger", "reset_timeline", "set_numerics", "set_rack",
+    "set_recording", "set_strict", "timeline", "whatif",
 ]

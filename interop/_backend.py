@@ -57,6 +57,10 @@ def register() -> bool:
     )
     _C._set_elapsed_hook(session.elapsed_hook)
     _print_from_host_copies()
+    from interop import fidelity, profiling
+
+    fidelity.install()
+    profiling.install()
     _register_collective_hooks()
     _register_distributed_backend()
     _register_compilers()

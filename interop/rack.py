@@ -63,7 +63,9 @@ def _resolve_backing(requested: Backing, chip: devices.Chip, gpu_ordinal: int, c
 def _cuda_count() -> int:
     import torch
 
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+    from interop import native_cuda  # torch's own answer: the CUDA layer answers torch.cuda for slots
+
+    return native_cuda.count()
 
 
 class Rack:
@@ -212,8 +214,10 @@ def _install(rack: Rack) -> None:
     if rack is session.current():
         return
     session.install(rack)
+    from interop import fidelity
     from interop.numerics import mode as numerics_mode
 
+    fidelity.apply(rack)  # the C++ check reads per-slot masks: the new rack's kinds
     numerics_mode.on_rack_change(rack)  # a rack file's device-mode slots take effect
 
 

@@ -49,6 +49,14 @@ def install(rack) -> None:
     _current = rack
 
 
+def rack_of(generation: int):
+    """The rack whose slot table has this generation, if it was installed and is still alive; else None."""
+    current = _current
+    if current is not None and current._table.generation == generation:
+        return current
+    return _live.get(generation)
+
+
 def timeline_of(rack) -> Timeline:
     """A new, empty timeline for ``rack`` (its records are drained by this session)."""
     return Timeline(rack, drain)
@@ -101,7 +109,7 @@ def drain() -> None:
     for i, generation in enumerate(racks):
         by_rack.setdefault(generation, []).append(i)
     for generation, indices in by_rack.items():
-        rack = _live.get(generation)
+        rack = rack_of(generation)
         if rack is not None:
             rack.timeline.place(cols, arena, indices, launches)
 

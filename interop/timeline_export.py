@@ -64,13 +64,33 @@ def trace_events(records: list[TimelineRecord], rack) -> list[dict]:
     return events
 
 
+RANGE_TID_BASE = 100_000  # named-range tracks sit below a slot's stream tracks
+
+
+def range_events(ranges) -> list[dict]:
+    """Named ranges (torch.cuda.nvtx / torch.hybrid.nvtx) as complete events, a track per nesting depth."""
+    events: list[dict] = []
+    tracks: set[tuple[int, int]] = set()
+    for r in ranges:
+        tid = RANGE_TID_BASE + r.depth
+        if (r.slot, tid) not in tracks:
+            tracks.add((r.slot, tid))
+            events.append({"ph": "M", "name": "thread_name", "pid": r.slot, "tid": tid,
+                           "args": {"name": f"ranges (depth {r.depth})"}})
+        events.append({"ph": "X", "name": r.name, "cat": "range", "pid": r.slot, "tid": tid,
+                       "ts": r.start_ps / 1e6, "dur": (r.end_ps - r.start_ps) / 1e6,
+                       "args": {"modelled": True, "stream": r.stream}})
+    return events
+
+
 def export_trace(path: str | os.PathLike) -> str:
     """Write the current modelled timeline as Chrome trace JSON; returns the path."""
+    from interop.hybrid.nvtx import ranges
     from interop.numerics.mode import slot_label
 
     t = session.current_timeline()
     doc = {
-        "traceEvents": trace_events(t.records, t.rack),
+        "traceEvents": trace_events(t.records, t.rack) + range_events(ranges(t)),
         "displayTimeUnit": "ns",
         "otherData": {"rack": t.rack.name, "source": t.rack.spec.source,
                       "numerics": {f"hybrid:{d.index}": slot_label(t.rack, d.index) for d in t.rack.devices},

@@ -22,6 +22,7 @@ PS = 10**12  # picoseconds per second
 
 # Record kinds as the C++ side numbers them (csrc/runtime/HybridTimeline.h).
 OP, COPY, MARKER, WAIT, KERNEL = range(5)
+ASYNC_COPY = 4  # record flag (csrc/runtime/HybridTimeline.h kAsync): an asynchronous DMA
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +62,9 @@ class TimelineRecord:
     """On a cuda-backed slot: the op's CUDA-event time (measured); the placed duration is this one."""
     grid: tuple = ()
     """A Triton launch's grid (programs per axis); () for everything else."""
+    asynchronous: bool | None = None
+    """A copy with a host end: True for an asynchronous DMA (non_blocking from/to pinned memory), False for
+    a synchronous one (pageable memory, or blocking), which the host waits for; None otherwise."""
 
     @property
     def source(self) -> str:
@@ -134,6 +138,8 @@ class Timeline:
         self.records: list[TimelineRecord] = []
         self.clocks: dict[tuple[int, int], int] = {}
         self.markers: dict[int, tuple[int, int, int]] = {}
+        self.host_floor_ps = 0
+        """Nothing issued after a synchronous host copy starts before it ends (the host waited for it)."""
         self._names: dict[int, str] = {}
         self._drain = drain  # the session's: places what every rack recorded so far
 
@@ -187,7 +193,7 @@ class Timeline:
                                bool(flags & 1), cols["measured_s"][i] if flags & 2 else None)
             elif kind == COPY:
                 self._place_copy(slot, stream, cols["peer"][i], cols["peer_stream"][i], cols["value"][i],
-                                 cols["dtype"][i])
+                                 cols["dtype"][i], bool(cols["flags"][i] & ASYNC_COPY))
             elif kind == KERNEL:
                 self._place_kernel(slot, stream, launches[cols["value"][i]])
             elif kind == MARKER:
@@ -199,7 +205,7 @@ class Timeline:
                     self.clocks[key] = max(self.clocks.get(key, 0), marker[2])
 
     def _advance(self, keys: list[tuple[int, int]], duration_ps: int) -> int:
-        start = max(self.clocks.get(k, 0) for k in keys)
+        start = max(max(self.clocks.get(k, 0) for k in keys), self.host_floor_ps)
         for k in keys:
             self.clocks[k] = start + duration_ps
         return start
@@ -226,8 +232,9 @@ class Timeline:
             slot, stream, "kernel", launch.name, launch.in_shapes, launch.out_shapes, est.dtype, start, duration,
             est.flops, est.bytes, est.bound, est.estimated_by_default, est.projected, sources, grid=launch.grid))
 
-    def _place_copy(self, src, src_stream, dst, dst_stream, nbytes, dtype) -> None:
+    def _place_copy(self, src, src_stream, dst, dst_stream, nbytes, dtype, asynchronous=False) -> None:
         cost = self.coster.copy(src, dst, nbytes)
+        host_end = src < 0 or dst < 0
         duration = round(cost.seconds * PS)
         keys = [(s, st) for s, st in ((src, src_stream), (dst, dst_stream)) if s >= 0]
         start = self._advance(list(dict.fromkeys(keys)), duration)
@@ -235,7 +242,10 @@ class Timeline:
         self.records.append(TimelineRecord(
             src, src_stream if src >= 0 else dst_stream, "copy", "copy", ((nbytes,),), ((nbytes,),), dtype, start,
             duration, 0.0, float(nbytes), "link" if cost.link else "memory", False, projected, cost.sources,
-            peer=dst, link=cost.link))
+            peer=dst, link=cost.link, asynchronous=asynchronous if host_end else None))
+        if host_end and not asynchronous:
+            # A synchronous copy returns to the host only when done: later work starts after it.
+            self.host_floor_ps = max(self.host_floor_ps, start + duration)
 
     def place_collective(self, name: str, slots: list[int], seconds: float, nbytes: float, algorithm: str,
                          sources, link: str | None = None) -> TimelineRecord:

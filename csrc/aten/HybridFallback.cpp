@@ -6,9 +6,11 @@
 
 #include "aten/HybridAlias.h"
 #include "aten/HybridFallback.h"
+#include "aten/HybridFidelity.h"
 #include "runtime/HybridCpuRouting.h"
 #include "runtime/HybridGenerator.h"
 #include "runtime/HybridGuard.h"
+#include "runtime/HybridLedger.h"
 #include "runtime/HybridSlots.h"
 #include "runtime/HybridTimeline.h"
 
@@ -140,6 +142,9 @@ void run_on_slot(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const c10::DeviceIndex slot = placement.slot;
   const bool emulated = rack->is_emulated(slot);
   const c10::Device exec = execution_device(*rack, slot);
+  // After the rack check (place): a retired rack's tensor is refused, never counted.
+  fidelity::check(op, *rack, slot, placement.dtype);
+  ledger::count_fallback(op, *rack, slot, emulated);
 
   const bool recording = timeline::enabled();
   c10::SmallVector<c10::IValue, 8> inputs_for_record;

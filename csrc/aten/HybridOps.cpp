@@ -1,9 +1,10 @@
-// Registration only: which ATen ops have dedicated hybrid kernels. Everything
-// else reaches the zero-copy fallback (HybridFallback.cpp).
+// Registration only: which ATen ops have dedicated hybrid kernels (each counted
+// in the op ledger). Everything else reaches the zero-copy fallback (HybridFallback.cpp).
 
 #include "aten/HybridFallback.h"
 #include "aten/native/Copy.h"
 #include "aten/native/Memory.h"
+#include "runtime/HybridLedger.h"
 
 #include <ATen/native/Resize.h>
 #include <ATen/ops/_reshape_alias_native.h>
@@ -39,18 +40,18 @@ at::Tensor reshape_alias(const at::Tensor& self, c10::IntArrayRef size, c10::Int
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("empty.memory_format", native::empty_memory_format);
-  m.impl("empty_strided", native::empty_strided);
-  m.impl("resize_", native::resize_);
-  m.impl("set_.source_Storage_storage_offset", native::set_storage_offset_);
-  m.impl("set_.source_Storage", native::set_storage_);
-  m.impl("set_.source_Tensor", native::set_tensor_);
-  m.impl("set_", native::set_empty_);
-  m.impl("_copy_from", native::copy_from);
-  m.impl("_copy_from_and_resize", native::copy_from_and_resize);
-  m.impl("view", view);
-  m.impl("as_strided", as_strided);
-  m.impl("_reshape_alias", reshape_alias);
+  m.impl("empty.memory_format", ledger::counted<native::empty_memory_format>("aten::empty.memory_format"));
+  m.impl("empty_strided", ledger::counted<native::empty_strided>("aten::empty_strided"));
+  m.impl("resize_", ledger::counted<native::resize_>("aten::resize_"));
+  m.impl("set_.source_Storage_storage_offset", ledger::counted<native::set_storage_offset_>("aten::set_.source_Storage_storage_offset"));
+  m.impl("set_.source_Storage", ledger::counted<native::set_storage_>("aten::set_.source_Storage"));
+  m.impl("set_.source_Tensor", ledger::counted<native::set_tensor_>("aten::set_.source_Tensor"));
+  m.impl("set_", ledger::counted<native::set_empty_>("aten::set_"));
+  m.impl("_copy_from", ledger::counted<native::copy_from>("aten::_copy_from"));
+  m.impl("_copy_from_and_resize", ledger::counted<native::copy_from_and_resize>("aten::_copy_from_and_resize"));
+  m.impl("view", ledger::counted<view>("aten::view"));
+  m.impl("as_strided", ledger::counted<as_strided>("aten::as_strided"));
+  m.impl("_reshape_alias", ledger::counted<reshape_alias>("aten::_reshape_alias"));
   m.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
 }
 

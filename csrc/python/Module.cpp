@@ -21,6 +21,7 @@ namespace py = pybind11;
 namespace hybrid {
 void register_hooks();
 int register_cpu_parity();
+void bind_layer(pybind11::module& m);
 
 namespace {
 
@@ -150,6 +151,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   install_cpu_routing();
   const int parity_ops = register_cpu_parity();
   m.attr("_cpu_parity_ops") = parity_ops;
+
+  bind_layer(m);
 
   m.attr("MAX_SLOTS") = static_cast<int>(kMaxSlots);
 

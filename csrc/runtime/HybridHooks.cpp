@@ -4,6 +4,7 @@
 #include "aten/native/Memory.h"
 #include "runtime/HybridGenerator.h"
 #include "runtime/HybridGuard.h"
+#include "runtime/HybridHostAllocator.h"
 #include "runtime/HybridSlots.h"
 
 #include <ATen/detail/PrivateUse1HooksInterface.h>
@@ -30,13 +31,9 @@ struct HybridHooks final : public at::PrivateUse1HooksInterface {
     return at::Device(c10::kPrivateUse1, current_slot());
   }
 
-  bool isPinnedPtr(const void* /*data*/) const override { return false; }
+  bool isPinnedPtr(const void* data) const override { return pinned::contains(data); }
 
-  at::Allocator* getPinnedMemoryAllocator() const override {
-    // Emulated slots read host memory directly, so "pinned" host memory is
-    // ordinary host memory.
-    return c10::GetCPUAllocator();
-  }
+  at::Allocator* getPinnedMemoryAllocator() const override { return pinned::allocator(); }
 
   bool hasPrimaryContext(c10::DeviceIndex index) const override {
     return index >= 0 && index < slot_count();

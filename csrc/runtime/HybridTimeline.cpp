@@ -112,12 +112,13 @@ void append(Record r) {
 }
 
 void record_copy(uint64_t rack, c10::DeviceIndex src, c10::DeviceIndex dst, int64_t nbytes,
-                 c10::ScalarType dtype) {
+                 c10::ScalarType dtype, bool asynchronous) {
   Record r = blank(RecordKind::Copy, rack, src);
   r.peer = dst;
   r.peer_stream = dst >= 0 ? current_stream_id(dst) : 0;
   r.value = nbytes;
   r.dtype = dtype;
+  r.flags = asynchronous ? kAsync : 0;
   append(r);
 }
 

@@ -31,6 +31,7 @@ enum class RecordKind : uint8_t {
 enum RecordFlags : uint8_t {
   kCausal = 1,    // the op had is_causal=True (attention FLOPs halve)
   kMeasured = 2,  // measured_s holds a real CUDA-event time
+  kAsync = 4,     // a copy: an asynchronous DMA (non_blocking with a pinned host end, or slot to slot)
 };
 
 // Every record names the rack it happened on (its SlotTable's generation), so
@@ -72,7 +73,7 @@ void record_op(const c10::OperatorHandle& op, uint64_t rack, c10::DeviceIndex sl
                c10::ScalarType dtype, uint8_t flags,
                std::unique_ptr<Measurement> measured = nullptr);
 void record_copy(uint64_t rack, c10::DeviceIndex src, c10::DeviceIndex dst, int64_t nbytes,
-                 c10::ScalarType dtype);
+                 c10::ScalarType dtype, bool asynchronous);
 int64_t record_marker(uint64_t rack, c10::DeviceIndex slot, c10::StreamId stream);
 void record_wait(uint64_t rack, c10::DeviceIndex slot, c10::StreamId stream, int64_t marker);
 // Appends a kernel record on the slot's current stream, in order with the ops

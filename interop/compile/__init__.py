@@ -1,7 +1,7 @@
 """torch.compile and Triton on the rack's slots.
 
 ``import interop`` calls :func:`install`, which imports nothing heavy: each
-registration waits for the module it extends (:mod:`interop.compile.imports`):
+registration waits for the module it extends (:mod:`interop.import_hooks`):
 
 - ``torch._dynamo.device_interface``: the device interface (:mod:`.device`);
 - ``torch._inductor.codegen.common``: the device's registry entry and op overrides;
@@ -26,7 +26,7 @@ from __future__ import annotations
 import functools
 import sys
 
-from interop.compile.imports import after_import
+from interop.import_hooks import after_import
 from interop.compile.records import COMPILED_PREFIXES, INDUCTOR_PREFIX, TRITON_PREFIX
 
 _installed = False

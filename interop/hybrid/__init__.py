@@ -37,6 +37,7 @@ from interop.hybrid.random import (
     set_rng_state,
     set_rng_state_all,
 )
+from interop.hybrid import nvtx  # noqa: F401  (torch.hybrid.nvtx, as torch.cuda.nvtx)
 from interop.hybrid.streams import Event, Stream, current_stream, default_stream, set_stream, stream
 
 
@@ -115,7 +116,9 @@ def synchronize(device=None) -> None:
     session.drain()
     backing = _device_row(index).backing
     if backing.is_cuda:
-        torch.cuda.synchronize(backing.cuda_index)
+        from interop import native_cuda  # torch's own: the CUDA layer answers torch.cuda for slots
+
+        native_cuda.synchronize(backing.cuda_index)
 
 
 @dataclass(frozen=True)
@@ -199,7 +202,7 @@ __all__ = [
     "get_device_capability", "get_device_name", "get_device_properties", "get_rng_state", "get_rng_state_all",
     "init", "initial_seed", "is_available", "is_bf16_supported", "is_initialized", "manual_seed",
     "manual_seed_all", "max_memory_allocated", "max_memory_reserved", "mem_get_info", "memory_allocated",
-    "memory_reserved", "memory_stats", "memory_summary", "reset_accumulated_memory_stats",
+    "memory_reserved", "memory_stats", "memory_summary", "nvtx", "reset_accumulated_memory_stats",
     "reset_max_memory_allocated", "reset_peak_memory_stats", "seed", "seed_all", "set_device", "set_rng_state",
     "set_rng_state_all", "set_stream", "stream", "synchronize",
 ]

@@ -2,6 +2,7 @@
 
 #include "aten/HybridAlias.h"
 #include "runtime/HybridCpuRouting.h"
+#include "runtime/HybridHostAllocator.h"
 #include "runtime/HybridSlots.h"
 #include "runtime/HybridTimeline.h"
 
@@ -62,10 +63,14 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
     dst_exec.copy_(src_exec, non_blocking);
   }
   if (timeline::enabled()) {
+    // A host end must be pinned for the copy to be an asynchronous DMA.
+    const at::Tensor& host = src_slot < 0 ? self : dst;
+    const bool async = non_blocking &&
+        ((src_slot >= 0 && dst_slot >= 0) || pinned::contains(host.storage().data()));
     timeline::record_copy((*src_rack)->generation(), src_slot, dst_slot,
                           static_cast<int64_t>(self.numel()) *
                               static_cast<int64_t>(self.element_size()),
-                          self.scalar_type());
+                          self.scalar_type(), async);
   }
   return dst;
 }

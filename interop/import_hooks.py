@@ -1,5 +1,8 @@
 """Run a function right after a module is imported, without importing it.
 
+The one import hook of the package: torch.compile's registrations (:mod:`interop.compile`) and the CUDA layer's
+patches of optional modules (:mod:`interop.cuda`) both wait here.
+
 ``import interop`` must stay cheap: torch._dynamo, torch._inductor and triton
 take seconds to import, and most programs never compile anything. Their
 registrations therefore wait for the module they extend: :func:`after_import`
@@ -67,3 +70,13 @@ def after_import(module: str, callback: Callable) -> None:
                 sys.meta_path.insert(0, _finder)
             return
     callback(loaded)
+
+
+def cancel(module: str, callback: Callable) -> None:
+    """Forget ``callback`` if it is still waiting for ``module`` (a patch uninstalled before the import)."""
+    with _lock:
+        pending = _callbacks.get(module)
+        if pending and callback in pending:
+            pending.remove(callback)
+            if not pending:
+                del _callbacks[module]
