@@ -180,6 +180,18 @@ def test_compile_and_triton_under_the_layer_run_on_the_slot_and_match_the_cpu(tm
     assert got["device"] == "hybrid:4" and got["has_triton"] is True
 
 
+def test_the_readme_example_script_runs_on_gpu_and_trainium_slots_as_on_the_cpu(tmp_path):
+    example = os.path.join(ROOT, "examples", "cuda_train.py")
+    cpu = run([example], tmp_path)
+    assert cpu.returncode == 0, cpu.stderr[-3000:]
+    loss = cpu.stdout.split("final loss ")[1].split()[0]
+    for args, chip in (((), "NVIDIA B200"), (("--map", "trn"), "Trainium4 (Trn4, projected)")):
+        mapped = hybrid(*args, example, cwd=tmp_path)
+        assert mapped.returncode == 0, mapped.stderr[-3000:]
+        assert chip in mapped.stdout and f"final loss {loss}" in mapped.stdout
+        assert "modelled makespan" in mapped.stderr
+
+
 def test_accelerate_picks_the_mapped_device_and_matches_the_cpu(tmp_path):
     cpu = run([script("accelerate_train.py"), "--out", "cpu.json"], tmp_path)
     assert cpu.returncode == 0, cpu.stderr[-3000:]
