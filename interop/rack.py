@@ -119,7 +119,7 @@ class Rack:
         self.timeline = session.timeline_of(self)
         """This rack's modelled timeline (:class:`interop.timelines.Timeline`); ``interop.timeline()``
         reads the current rack's."""
-        self._previous: list[Rack | None] = []
+        self._previous: list[tuple[Rack | None, int]] = []  # (rack, current slot) per `with`
 
     # -- construction -------------------------------------------------------------
 
@@ -200,23 +200,31 @@ class Rack:
     # -- activation ---------------------------------------------------------------
 
     def __enter__(self) -> Rack:
-        self._previous.append(session.current())
+        from interop import _C
+
+        self._previous.append((session.current(), _C._current_slot()))
         _install(self)
         return self
 
     def __exit__(self, *exc) -> None:
-        previous = self._previous.pop()
+        from interop import _C
+
+        previous, slot = self._previous.pop()
         if previous is not None:
             _install(previous)
+            if slot < len(previous.devices):
+                _C._set_current_slot(slot)  # this thread's current slot on that rack, as it was
 
 
 def _install(rack: Rack) -> None:
     if rack is session.current():
         return
     session.install(rack)
-    from interop import fidelity
+    from interop import _C, fidelity
     from interop.numerics import mode as numerics_mode
 
+    if _C._current_slot() >= len(rack.devices):
+        _C._set_current_slot(0)  # a current slot the new rack lacks: its first, as CUDA starts on device 0
     fidelity.apply(rack)  # the C++ check reads per-slot masks: the new rack's kinds
     numerics_mode.on_rack_change(rack)  # a rack file's device-mode slots take effect
 

@@ -354,3 +354,18 @@ def test_backing_is_parsed_once_into_a_value():
     assert all(isinstance(d.backing, devices.Backing) for d in rack.devices)
     forced = interop.Rack.from_spec("h100:2", backing="emulated", cuda_count=2)
     assert [d.backing for d in forced.devices] == ["emulated", "emulated"]
+
+
+def test_the_current_slot_is_valid_on_a_smaller_rack_and_restored_when_it_retires():
+    # set_device(5) on an 8-slot rack, then a 2-slot rack: "hybrid" (no index) named slot 5 there and every
+    # factory failed with "hybrid:5 is not a slot of the current rack".
+    outer = interop.Rack.from_spec("trn3:4+h100:4")
+    with outer:
+        torch.hybrid.set_device(5)
+        with interop.Rack.from_spec("h100:2"):
+            assert torch.hybrid.current_device() == 0
+            assert torch.ones(2, device="hybrid").device == torch.device("hybrid", 0)
+            torch.hybrid.set_device(1)
+        assert torch.hybrid.current_device() == 5  # the outer rack's current slot, as it was
+        assert torch.ones(2, device="hybrid").device == torch.device("hybrid", 5)
+        torch.hybrid.set_device(0)
