@@ -29,7 +29,7 @@ _NAME_OF = {name: dtype for dtype, name in _FORMAT_OF.items()}
 def _alias(t: torch.Tensor) -> torch.Tensor:
     from interop import _C
 
-    return _C._execution_alias(t)
+    return _C._execution_alias(t, "an op in the device numerics mode")
 
 
 def _hybrid_slot(args, kwargs) -> int | None:

@@ -151,7 +151,7 @@ def _host(t: torch.Tensor) -> torch.Tensor:
         return t
     from interop import _C
 
-    return _C._execution_alias(t)
+    return _C._execution_alias(t, "a low-precision recipe")
 
 
 class _QuantizedGemm(torch.autograd.Function):
