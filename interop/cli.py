@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 
 from interop import commands
@@ -18,7 +19,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Third-party import chatter that is not the user's business on a console: transformers imports torchao (its
+# quantizers) whenever a model is built from a config, and torchao logs the CUDA kernels it cannot load on a
+# CPU machine and torch's deprecation of its enum registrations. Library use of interop keeps them.
+_QUIET_LOGGERS = ("torchao", "torch.utils._pytree")
+
+
 def main(argv: list[str] | None = None) -> int:
+    for name in _QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.ERROR)
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
