@@ -206,6 +206,24 @@ def _follow_rack(old: DeviceMap) -> DeviceMap:
     return new
 
 
+def on_rack_change(previous_slot: int) -> None:
+    """Another rack became current (``previous_slot`` was this thread's slot before): the map follows now,
+    keeping the thread's CUDA index; a map the new rack cannot satisfy stays for :func:`current` to refuse
+    on use."""
+    from interop import _C
+
+    old = _current
+    if old is None or not old.rack or old.rack == _rack_generation():
+        return
+    try:
+        new = parse_map(old.spec, session.current())
+    except MapError:
+        return
+    cuda_index = old.cuda_index(previous_slot)
+    install(new)
+    _C._set_current_slot(new.slots[cuda_index if cuda_index is not None and cuda_index < len(new) else 0])
+
+
 def install(device_map: DeviceMap) -> None:
     """Make ``device_map`` current and clear the translation cache."""
     global _current
