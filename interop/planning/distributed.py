@@ -13,8 +13,12 @@ and gets a :class:`DistributedPlanRunner`:
 * parameters a model ties across stages (an embedding and its LM head) are summed
   over their holders with one ``all_reduce`` after the schedule (pipelining keeps a
   copy per stage and leaves them to the user);
-* after each step the rank's modelled timeline can be merged: :meth:`write_trace` on
-  every rank gathers all ranks' records to rank 0, which writes one Chrome trace.
+* modelled time: the backend carries each rank's modelled clock with every collective and
+  transfer (:mod:`collectives.distributed`), so the ranks share one clock; a step starts with
+  every rank at the latest rank's clock and ends when the last rank's optimizer has stepped:
+  :attr:`DistributedPlanRunner.last_step` ``.modelled_seconds``, the same measure as the
+  in-process runner's. :meth:`write_trace` (every rank calls it) writes every rank's timeline
+  as one trace on rank 0 (:func:`interop.export_trace` with ``all_ranks=True``).
 
 PyTorch's pipelining runs one rank per stage in each pipeline group, so the export
 takes plans whose stages have equal replica counts (the in-process runner also runs
@@ -25,7 +29,6 @@ pipelining sends tensors only.
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any, Callable
 
@@ -135,6 +138,10 @@ class DistributedPlanRunner:
         self.stages, self.modules = [], []
         self.active = self.pp_group is not None
         self.loss_fn = loss_fn
+        self._losses: list[torch.Tensor] = []
+        self.last_step = None
+        """The last step's :class:`~interop.planning.runner.StepRecord` (modelled seconds on the one clock all
+        ranks share; peak bytes and busy seconds of this rank's slot), on every rank."""
         if not self.active:
             self.schedule = None
             return
@@ -151,15 +158,26 @@ class DistributedPlanRunner:
             self.stages.append(pipelining.PipelineStage(module, vs.index, len(self.virtual), self.device,
                                                         group=self.pp_group))
         self.params = [p for m in self.modules for p in m.parameters()]
+        if self.dp == 1:
+            for p in self.params:
+                p.grad = torch.zeros_like(p)
         self.optimizer = optimizer(self.params) if optimizer is not None and self.params else None
         self._pipelining = pipelining
         self.schedule = None
 
-    def _schedule(self, loss_fn):
+    def _schedule(self):
+        # Built once: a schedule infers its stages' shapes on its first step (object messages between ranks).
+        # The loss is scaled by 1/microbatches where it is computed (the in-process runner seeds its backward
+        # so), instead of every gradient being divided after the schedule (scale_grads).
         cls = getattr(self._pipelining, SCHEDULES[self.layout.schedule])
         if self.layout.schedule == "interleaved":
-            return cls(self.stages, self.layout.microbatches, loss_fn=loss_fn)
-        return cls(self.stages[0], self.layout.microbatches, loss_fn=loss_fn)
+            return cls(self.stages, self.layout.microbatches, loss_fn=self._loss, scale_grads=False)
+        return cls(self.stages[0], self.layout.microbatches, loss_fn=self._loss, scale_grads=False)
+
+    def _loss(self, outputs, targets):
+        loss = self.loss_fn(outputs, targets)
+        self._losses.append(loss.detach())
+        return loss * (1.0 / self.layout.microbatches)
 
     @property
     def first(self) -> bool:
@@ -173,32 +191,78 @@ class DistributedPlanRunner:
         """One training step of this lane's share of the global batch. Every rank passes the whole global batch
         (each lane takes its rows). Returns the mean loss on the last stage's ranks, None elsewhere."""
         if not self.active:
+            self._step_start()
+            self._step_end([])
             return None
-        if self.schedule is None or loss_fn is not self.loss_fn:
-            self.loss_fn = loss_fn
-            self.schedule = self._schedule(loss_fn)
+        self.loss_fn = loss_fn
+        if self.schedule is None:
+            self.schedule = self._schedule()
+        self._losses = []
         rows = self.layout.global_batch // self.dp
         lo, hi = self.lane * rows, (self.lane + 1) * rows
         flat = pytree.tree_flatten(inputs if isinstance(inputs, tuple) else (inputs,))[0]
-        args = [t[lo:hi].to(self.device) for t in flat if isinstance(t, torch.Tensor)]
-        target = pytree.tree_map(lambda t: t[lo:hi].to(self.device) if isinstance(t, torch.Tensor) else t, targets)
+        # Inputs and targets go to the slot before the step begins (a loader prefetches them).
+        args = [t[lo:hi].to(self.device) for t in flat if isinstance(t, torch.Tensor)] if self.first else []
+        target = (pytree.tree_map(lambda t: t[lo:hi].to(self.device) if isinstance(t, torch.Tensor) else t, targets)
+                  if self.last else None)
         if self.optimizer is not None:
-            self.optimizer.zero_grad(set_to_none=True)
-        losses: list[torch.Tensor] = []
+            # Gradients accumulate into kept buffers, cleared before the step begins (as the in-process runner's
+            # flat buffers and DDP's bucket views; FSDP2 keeps its own).
+            self.optimizer.zero_grad(set_to_none=self.dp > 1)
+        self._step_start()
         if self.first and self.last:
-            self.schedule.step(*args, target=target, losses=losses)
+            self.schedule.step(*args, target=target)
         elif self.first:
             self.schedule.step(*args)
         elif self.last:
-            self.schedule.step(target=target, losses=losses)
+            self.schedule.step(target=target)
         else:
             self.schedule.step()
+        # The microbatches' losses are the last ones (a schedule's first step also runs the loss to infer shapes).
+        losses = self._losses[-self.layout.microbatches:] if self.last else []
         self._reduce_tied()
         if self.optimizer is not None:
             self.optimizer.step()
+        self._step_end(losses)
         if losses:
             return torch.stack([loss.detach().cpu() for loss in losses]).mean()
         return None
+
+    # -- the step on the one modelled clock ---------------------------------------------------------
+
+    def _clock_max(self, value: int) -> int:
+        """The largest ``value`` over every rank (a host exchange: not placed on the timeline)."""
+        t = torch.tensor([int(value)], dtype=torch.int64)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return int(t.item())
+
+    def _step_start(self) -> None:
+        """Every rank starts the step at the latest rank's modelled clock (every stream of its slot)."""
+        from interop.session import current_timeline
+
+        timeline = current_timeline()
+        self._t0 = self._clock_max(timeline.now_ps(self.rank))
+        timeline.advance_to(self.rank, self._t0)
+        torch.hybrid.reset_peak_memory_stats(self.rank)
+
+    def _step_end(self, losses) -> None:
+        from interop.planning.runner import StepRecord
+        from interop.session import current_timeline
+        from interop.timelines import PS
+
+        timeline = current_timeline()
+        mine = timeline.now_ps(self.rank)
+        t1 = self._clock_max(mine)
+        t0 = self._t0
+        busy = sum(r.duration_ps for r in timeline.records
+                   if r.start_ps >= t0 and r.end_ps <= mine and r.involves(self.rank))
+        total = torch.tensor([sum(float(x.detach().cpu()) for x in losses), float(len(losses))],
+                             dtype=torch.float64)
+        dist.all_reduce(total)
+        loss = float(total[0] / total[1]) if total[1] else float("nan")
+        self.last_step = StepRecord((t1 - t0) / PS, t0 / PS, t1 / PS, loss, self.layout.microbatches,
+                                    {self.rank: torch.hybrid.max_memory_allocated(self.rank)},
+                                    {self.rank: busy / PS})
 
     def _reduce_tied(self) -> None:
         canonical = self.blocks.canonical
@@ -226,25 +290,17 @@ class DistributedPlanRunner:
         return merged
 
     def write_trace(self, path: str | os.PathLike) -> str | None:
-        """Gather every rank's modelled timeline to rank 0 and write one Chrome trace there (returns the path
-        on rank 0, None elsewhere). Each rank's records sit on its own slot; times are each rank's modelled
-        clock."""
+        """Write every rank's modelled timeline as one Chrome trace on rank 0 (every rank calls it; returns the
+        path on rank 0, None elsewhere): one modelled clock, each collective and transfer once."""
         import interop
-        from interop.timeline_export import trace_events
 
-        records = interop.timeline()
-        parts = [None] * self.world
-        dist.all_gather_object(parts, records)
-        if self.rank != 0:
-            return None
-        merged = sorted((r for part in parts for r in part), key=lambda r: (r.start_ps, r.slot))
-        doc = {"traceEvents": trace_events(merged, interop.current_rack()), "displayTimeUnit": "ns",
-               "otherData": {"rack": interop.current_rack().name, "ranks": self.world,
-                             "note": "merged from every rank's modelled timeline; every duration is modelled"}}
-        path = os.fspath(path)
-        with open(path, "w") as f:
-            json.dump(doc, f)
-        return path
+        return interop.export_trace(path, all_ranks=True)
+
+    def report(self):
+        """The modelled report of every rank's timeline, on rank 0 (every rank calls it; None elsewhere)."""
+        import interop
+
+        return interop.report(all_ranks=True)
 
 
 def _model_name(name: str) -> str:

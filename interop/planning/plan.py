@@ -262,6 +262,19 @@ class Plan:
         self._baselines = Baselines(self.predicted.seconds, rows, ideal, note)
         return self._baselines
 
+    def with_layout(self, layout: Layout) -> Plan:
+        """The same model, rack and step with another layout (stages, schedule, microbatches) instead of the
+        searched one: its prediction, table, baselines, :meth:`apply` and :meth:`distribute` (no search)."""
+        if not isinstance(layout, Layout):
+            raise TypeError(f"layout: expected an interop.planning.layout.Layout, got {type(layout).__name__}")
+        if layout.global_batch != self.global_batch:
+            raise ValueError(f"layout: a global batch of {layout.global_batch} rows; this plan's step takes "
+                             f"{self.global_batch}")
+        layout.validate(len(self.blocks), len(self.rack))
+        result = self.problem.evaluate(layout)
+        return Plan(self.blocks, layout, Prediction.of(result), self.rack, self.objective, self.optimizer,
+                    self.problem, SearchStats(candidates=1, evaluated=1, exact=False), self.live, self.rack_object)
+
     # -- running ---------------------------------------------------------------------------------
 
     def apply(self, model, optimizer: Callable | None = None):
@@ -282,7 +295,8 @@ class Plan:
     def distribute(self, model, optimizer: Callable | None = None):
         """This rank's part of the plan across processes (call on every rank of a torchrun job on the "hybrid"
         backend, one rank per slot): a :class:`~interop.planning.distributed.DistributedPlanRunner` built on
-        torch.distributed.pipelining and DDP."""
+        torch.distributed.pipelining and FSDP2; its ``last_step.modelled_seconds`` is the step on the one modelled
+        clock all ranks share."""
         from interop.planning.distributed import DistributedPlanRunner
 
         return DistributedPlanRunner(self.layout, self.blocks, model, optimizer or default_optimizer(self.optimizer))
