@@ -400,10 +400,7 @@ def plan(model, example_inputs, rack=None, *, slots=None, objective: str = "time
         counts = (microbatches,)
     else:
         counts = ()
-    schedules = ("1f1b", "gpipe") if schedule == "auto" else (schedule,)
-    if schedule == "interleaved":
-        raise ValueError("schedule: 'interleaved' is run by the runner and the step model, but the search does not "
-                         "propose interleaved layouts yet; use 'auto', '1f1b' or 'gpipe'")
+    schedules = ("1f1b", "gpipe", "interleaved") if schedule == "auto" else (schedule,)
     dtype = _param_dtype(model)
     from interop.planning.plan_search import GroupPricer
 

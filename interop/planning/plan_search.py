@@ -10,7 +10,11 @@ The space (what a plan may be):
   kinds may have different replica counts (asymmetric data parallelism);
 * every stage runs a contiguous range of blocks (sizes uneven);
 * ``m`` microbatches dividing the global batch (each stage's replicas splitting a
-  microbatch evenly), and the schedule (1F1B or GPipe, or the one asked for).
+  microbatch evenly), and the schedule: 1F1B or GPipe, or interleaved 1F1B (Megatron's
+  virtual pipeline): every stage runs ``v`` chunks, the blocks being cut into ``p * v``
+  contiguous virtual stages (chunk ``c`` of stage ``s`` is virtual stage ``c * p + s``),
+  ``m`` a multiple of ``p``; the bubble shrinks by ``v``, each microbatch crosses
+  ``v`` times more stage boundaries, and the step model weighs the two.
 
 The search (branch and bound over that space):
 
@@ -27,7 +31,10 @@ The search (branch and bound over that space):
    1F1B whatever the communication: stage ``j`` cannot start before the first
    microbatch's forward reached it, must run ``m`` forwards and backwards, and the
    first microbatch's backward must then cross every stage before it:
-   ``max_j (sum_{s<j} f_s + m (f_j + b_j) + sum_{s<j} b_s)``.
+   ``max_j (sum_{s<j} f_s + m (f_j + b_j) + sum_{s<j} b_s)``. Interleaved: the same
+   with stage ``j``'s work summed over its chunks and the fill and drain over the
+   first chunk's virtual stages before it (a stage's last action is a backward of
+   its first chunk).
 4. Candidates are evaluated with the step model (:func:`~interop.planning.step_model`,
    exact: communication, data-parallel reduction, optimizer, memory) in increasing
    bound order; a candidate whose stages do not fit in their slots' memory is
@@ -63,6 +70,10 @@ EVAL_LIMIT = 400
 
 SLACK = (1.0, 1.02, 1.05, 1.1, 1.2, 1.35)
 """Bottleneck targets tried above the smallest feasible one (large spaces)."""
+
+MAX_CHUNKS = 4
+"""Most chunks per stage an interleaved layout is searched with (Megatron's virtual pipeline sizes are small:
+each chunk more adds a stage boundary every microbatch crosses)."""
 
 
 class DoesNotFit(ValueError):
@@ -251,6 +262,30 @@ def _stage_times(problem: Problem, seq: Sequence[Segment], cuts: Sequence[int], 
     return f, b
 
 
+def chunk_counts(problem: Problem, stages: int, m: int) -> list[int]:
+    """The chunks per stage the search tries for ``stages`` stages and ``m`` microbatches: 1 (GPipe / 1F1B) when
+    a plain schedule is allowed, 2..:data:`MAX_CHUNKS` (interleaved) when that schedule is allowed, the pipeline
+    has two stages or more, ``m`` is a multiple of them and every virtual stage gets a block."""
+    out = [1] if any(x != "interleaved" for x in problem.schedules) else []
+    if "interleaved" in problem.schedules and stages > 1 and m % stages == 0:
+        out += [v for v in range(2, MAX_CHUNKS + 1) if stages * v <= len(problem.blocks)]
+    return out
+
+
+def interleaved_bound(f: Sequence[float], b: Sequence[float], m: int, stages: int) -> float:
+    """A lower bound on an interleaved step: ``f``, ``b`` per virtual stage (chunk ``c`` of stage ``s`` at
+    ``c * stages + s``)."""
+    v = len(f) // stages
+    best = 0.0
+    before_f = before_b = 0.0
+    for s in range(stages):
+        work = sum(f[c * stages + s] + b[c * stages + s] for c in range(v))
+        best = max(best, before_f + m * work + before_b)
+        before_f += f[s]
+        before_b += b[s]
+    return best
+
+
 def lower_bound(f: Sequence[float], b: Sequence[float], m: int) -> float:
     """A lower bound on a GPipe / 1F1B step with stage times ``f``, ``b`` and ``m`` microbatches."""
     best = 0.0
@@ -311,8 +346,12 @@ def _bottleneck_cuts(problem: Problem, seq: Sequence[Segment], rows: int) -> lis
     return out
 
 
-def _layout(problem: Problem, seq: Sequence[Segment], cuts: Sequence[int], m: int, schedule: str) -> Layout:
+def _layout(problem: Problem, seq: Sequence[Segment], cuts: Sequence[int], m: int, schedule: str,
+            chunks: int = 1) -> Layout:
+    """The layout of a segment sequence cut at ``cuts`` (``len(stages) * chunks - 1`` cut points: virtual stage
+    ``c * p + s`` is chunk ``c`` of stage ``s``)."""
     bounds = [0, *cuts, len(problem.blocks)]
+    p = sum(seg.stages for seg in seq)
     stages = []
     used = {k: 0 for k in problem.kinds}
     j = 0
@@ -320,26 +359,30 @@ def _layout(problem: Problem, seq: Sequence[Segment], cuts: Sequence[int], m: in
         for _ in range(seg.stages):
             slots = tuple(problem.kinds[seg.kind][used[seg.kind]:used[seg.kind] + seg.dp])
             used[seg.kind] += seg.dp
-            stages.append(Stage(chunks=range(bounds[j], bounds[j + 1]), kind=seg.kind, slots=slots))
+            ranges = tuple(range(bounds[c * p + j], bounds[c * p + j + 1]) for c in range(chunks))
+            stages.append(Stage(chunks=ranges, kind=seg.kind, slots=slots))
             j += 1
     return Layout(tuple(stages), schedule, m, problem.global_batch)
 
 
 def space_size(problem: Problem) -> int:
-    """How many (segment sequence, partition, microbatches) candidates the exact enumeration would bound."""
+    """How many (segment sequence, chunks, partition, microbatches) candidates the exact enumeration would
+    bound."""
     n = len(problem.blocks)
     total = 0
     for m in problem.microbatches:
         rows = problem.global_batch // m
         for seq in segment_sequences(problem.kinds, rows, n):
-            total += math.comb(n - 1, sum(s.stages for s in seq) - 1)
+            p = sum(s.stages for s in seq)
+            for v in chunk_counts(problem, p, m):
+                total += math.comb(n - 1, p * v - 1)
             if total > EXACT_LIMIT:
                 return total
     return total
 
 
 def candidates(problem: Problem, stats: SearchStats) -> list[tuple[float, tuple, int]]:
-    """(lower bound, (segment sequence, cuts), microbatches) of every candidate, unsorted."""
+    """(lower bound, (segment sequence, cuts, chunks per stage), microbatches) of every candidate, unsorted."""
     n = len(problem.blocks)
     exact = space_size(problem) <= EXACT_LIMIT
     stats.exact = exact
@@ -349,10 +392,13 @@ def candidates(problem: Problem, stats: SearchStats) -> list[tuple[float, tuple,
         sequences = segment_sequences(problem.kinds, rows, n) if exact else _large_sequences(problem, rows, m)
         for seq in sequences:
             p = sum(s.stages for s in seq)
-            cut_sets = _compositions(n, p) if exact else _bottleneck_cuts(problem, seq, rows)
-            for cuts in cut_sets:
-                f, b = _stage_times(problem, seq, cuts, rows)
-                out.append((lower_bound(f, b, m), (seq, tuple(cuts)), m))
+            for v in chunk_counts(problem, p, m):
+                virtual = tuple(seq) * v  # the virtual stages in pipeline order: chunk after chunk
+                cut_sets = _compositions(n, p * v) if exact else _bottleneck_cuts(problem, virtual, rows)
+                for cuts in cut_sets:
+                    f, b = _stage_times(problem, virtual, cuts, rows)
+                    bound = lower_bound(f, b, m) if v == 1 else interleaved_bound(f, b, m, p)
+                    out.append((bound, (seq, tuple(cuts), v), m))
     stats.candidates = len(out)
     return out
 
@@ -423,22 +469,23 @@ def search(problem: Problem, *, progress=None) -> tuple[Layout, StepResult, Sear
     def rate_of(seq) -> float:
         key = tuple((s.kind, s.dp, s.stages) for s in seq)
         if key not in rates:
-            rates[key] = problem.rate(_layout(problem, seq, [], 1, problem.schedules[0])) if problem.objective != \
-                "time" else 1.0
+            rates[key] = problem.rate(_layout(problem, seq, range(1, sum(x.stages for x in seq)), 1,
+                                              problem.schedules[0])) if problem.objective != "time" else 1.0
         return rates[key]
 
     scored = sorted(((lb * rate_of(desc[0]), lb, desc, m) for lb, desc, m in pool), key=lambda x: x[0])
     best: tuple[float, Layout, StepResult] | None = None
     need = math.inf
-    for bound, _, (seq, cuts), m in scored:
+    plain = tuple(x for x in problem.schedules if x != "interleaved")
+    for bound, _, (seq, cuts, v), m in scored:
         if best is not None and bound >= best[0]:
             break
         if stats.evaluated >= EVAL_LIMIT or (problem.max_seconds is not None
                                              and time.perf_counter() - started > problem.max_seconds):
             stats.exact = False
             break
-        for schedule in problem.schedules:
-            layout = _layout(problem, seq, cuts, m, schedule)
+        for schedule in (plain if v == 1 else ("interleaved",)):
+            layout = _layout(problem, seq, cuts, m, schedule, v)
             result = problem.evaluate(layout)
             stats.evaluated += 1
             if progress is not None:
@@ -463,8 +510,9 @@ def search(problem: Problem, *, progress=None) -> tuple[Layout, StepResult, Sear
 
 def _smallest_need(problem: Problem, scored) -> float:
     need = math.inf
-    for _, _, (seq, cuts), m in scored[:EVAL_LIMIT]:
-        result = problem.evaluate(_layout(problem, seq, cuts, m, problem.schedules[0]))
+    for _, _, (seq, cuts, v), m in scored[:EVAL_LIMIT]:
+        plain = next((x for x in problem.schedules if x != "interleaved"), "1f1b")
+        result = problem.evaluate(_layout(problem, seq, cuts, m, "interleaved" if v > 1 else plain, v))
         need = min(need, max(s.memory.total for s in result.stages))
     return need
 
@@ -473,5 +521,6 @@ def _gib(n: float) -> str:
     return f"{n / 2**30:.2f} GiB"
 
 
-__all__ = ["DoesNotFit", "EVAL_LIMIT", "EXACT_LIMIT", "OBJECTIVES", "Problem", "SearchStats", "Segment", "candidates",
-           "lower_bound", "search", "segment_sequences", "space_size"]
+__all__ = ["DoesNotFit", "EVAL_LIMIT", "EXACT_LIMIT", "MAX_CHUNKS", "OBJECTIVES", "Problem", "SearchStats", "Segment",
+           "candidates", "chunk_counts", "interleaved_bound", "lower_bound", "search", "segment_sequences",
+           "space_size"]
