@@ -91,7 +91,8 @@ CASES = [
 
 def _exhaustive(problem: Problem) -> float:
     """Every layout of the space, independently enumerated: ordered kind segments (each kind at most once,
-    uniform replicas per stage), every split of the blocks, every microbatch count and schedule; interleaved:
+    uniform replicas per stage, each of tp slots for every degree the blocks support), every split of the
+    blocks, every microbatch count and schedule; interleaved:
     2..MAX_CHUNKS chunks per stage (microbatches a multiple of the stages), every split into virtual stages."""
     from interop.planning import Stage
     from interop.planning.layout import Layout
@@ -102,12 +103,12 @@ def _exhaustive(problem: Problem) -> float:
     best = math.inf
     for m in problem.microbatches:
         rows = problem.global_batch // m
-        per_kind = {k: [(dp, p) for dp in range(1, len(s) + 1) if rows % dp == 0
-                        for p in range(1, len(s) // dp + 1)] for k, s in kinds.items()}
+        per_kind = {k: [(dp, p, tp) for tp in problem.tp_options for dp in range(1, len(s) // tp + 1)
+                        if rows % dp == 0 for p in range(1, len(s) // (dp * tp) + 1)] for k, s in kinds.items()}
         for r in range(1, len(kinds) + 1):
             for order in itertools.permutations(kinds, r):
                 for choice in itertools.product(*(per_kind[k] for k in order)):
-                    stages = [(k, dp, j) for k, (dp, p) in zip(order, choice) for j in range(p)]
+                    stages = [(k, dp, tp, j) for k, (dp, p, tp) in zip(order, choice) for j in range(p)]
                     p = len(stages)
                     options = [(1, x) for x in problem.schedules if x != "interleaved"]
                     if "interleaved" in problem.schedules and p > 1 and m % p == 0:
@@ -119,8 +120,8 @@ def _exhaustive(problem: Problem) -> float:
                             edges = (0, *cuts, n)
                             built = [Stage(chunks=tuple(range(edges[c * p + i], edges[c * p + i + 1])
                                                         for c in range(v)), kind=k,
-                                           slots=tuple(kinds[k][j * dp:(j + 1) * dp]))
-                                     for i, (k, dp, j) in enumerate(stages)]
+                                           slots=tuple(kinds[k][j * dp * tp:(j + 1) * dp * tp]), tp=tp)
+                                     for i, (k, dp, tp, j) in enumerate(stages)]
                             result = problem.evaluate(Layout(tuple(built), schedule, m, problem.global_batch))
                             if all(s.memory.fits for s in result.stages):
                                 best = min(best, result.seconds)

@@ -5,9 +5,13 @@ The space (what a plan may be):
 * the allowed slots grouped by chip kind, each kind's slots in rack order (so that
   consecutive stages of a kind sit in the same domain, on its fast links);
 * a pipeline is an ordered sequence of kind *segments*; a segment of kind ``k`` is
-  ``p_k`` consecutive stages, each ``dp_k`` data-parallel replicas of one slot
-  (a kind may be left out, and need not use all its slots). Stages of different
-  kinds may have different replica counts (asymmetric data parallelism);
+  ``p_k`` consecutive stages, each ``dp_k`` data-parallel replicas of ``tp_k``
+  slots (a kind may be left out, and need not use all its slots). Stages of
+  different kinds may have different replica counts (asymmetric data parallelism);
+  ``tp_k > 1`` splits the blocks' column/row pairs of linear layers over the
+  replica's slots (:mod:`~interop.planning.tensor_parallel`; the degrees every such
+  block supports, ``blocks.tp_degrees()``), the step model pricing the smaller
+  shards against the all_reduces and broadcasts they add;
 * every stage runs a contiguous range of blocks (sizes uneven);
 * ``m`` microbatches dividing the global batch (each stage's replicas splitting a
   microbatch evenly), and the schedule: 1F1B or GPipe, or interleaved 1F1B (Megatron's
@@ -87,11 +91,17 @@ class DoesNotFit(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Segment:
-    """``stages`` consecutive stages of one kind, each ``dp`` replicas."""
+    """``stages`` consecutive stages of one kind, each ``dp`` replicas of ``tp`` slots."""
 
     kind: str
     dp: int
     stages: int
+    tp: int = 1
+
+    @property
+    def width(self) -> int:
+        """Slots per stage."""
+        return self.dp * self.tp
 
 
 @dataclass(slots=True)
@@ -160,6 +170,8 @@ class Problem:
     pricer: CommPricer | None = None
     kinds: dict = field(default_factory=dict)
     """Kind -> its allowed slots in rack order (filled in from ``slots``)."""
+    tp_options: tuple[int, ...] = ()
+    """Tensor-parallel degrees searched (filled in: 1 and the blocks' ``tp_degrees()``)."""
     _costs: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -171,33 +183,39 @@ class Problem:
         for s in self.slots:
             kinds.setdefault(self.spec.slot(s).kind, []).append(s)
         self.kinds = kinds
+        if not self.tp_options:
+            degrees = getattr(self.blocks, "tp_degrees", None)
+            self.tp_options = (1,) + tuple(degrees() if degrees is not None else ())
         if not self.microbatches:
             self.microbatches = tuple(m for m in range(1, self.global_batch + 1) if self.global_batch % m == 0)
 
     # -- costs ------------------------------------------------------------------------
 
-    def times(self, kind: str, rows: int) -> tuple[list[float], list[float]]:
-        """Prefix sums of every block's forward and backward seconds on ``kind`` for ``rows`` rows."""
-        key = (kind, rows)
+    def times(self, kind: str, rows: int, tp: int = 1) -> tuple[list[float], list[float]]:
+        """Prefix sums of every block's forward and backward compute seconds on ``kind`` for ``rows`` rows cut
+        over ``tp`` tensor-parallel slots."""
+        key = (kind, rows, tp)
         hit = self._costs.get(key)
         if hit is None:
             execution = Execution(calibrated=self.calibrated)
             f, b = [0.0], [0.0]
             for i in range(len(self.blocks)):
-                c = block_cost(self.blocks.profile(i, self._shard(rows)), kind, execution)
+                c = block_cost(self.blocks.profile(i, self._shard(rows, tp)), kind, execution)
                 f.append(f[-1] + c.forward)
                 b.append(b[-1] + c.backward)
             hit = self._costs[key] = (f, b)
         return hit
 
-    def _shard(self, rows: int) -> Shard:
-        return Shard(microbatch=rows, seq_len=self.seq_len, sequence_parallel=False)
+    def _shard(self, rows: int, tp: int = 1) -> Shard:
+        return Shard(microbatch=rows, seq_len=self.seq_len, tp=tp, sequence_parallel=False)
 
     def config(self, microbatches: int, schedule: str, record: bool = False) -> StepConfig:
+        # A live plan's tensor-parallel all_reduces run between the GEMMs, not overlapped with them.
         return StepConfig(global_batch=self.global_batch, seq_len=self.seq_len, microbatches=microbatches,
                           schedule=schedule, recompute=self.recompute, optimizer=self.optimizer, zero=0,
-                          sequence_parallel=False, grad_dtype=self.grad_dtype, calibrated=self.calibrated,
-                          master_weights=self.master_weights, state_bytes=self.state_bytes, record=record)
+                          sequence_parallel=False, tp_comm_overlap=False, grad_dtype=self.grad_dtype,
+                          calibrated=self.calibrated, master_weights=self.master_weights,
+                          state_bytes=self.state_bytes, record=record)
 
     def evaluate(self, layout: Layout, record: bool = False) -> StepResult:
         return step_model(self.blocks, layout.stages, self.spec,
@@ -224,16 +242,19 @@ class Problem:
         return result.seconds * self.rate(layout)
 
 
-def segment_sequences(kinds: dict[str, list[int]], rows: int, limit_stages: int) -> Iterable[tuple[Segment, ...]]:
-    """Every ordered choice of kinds with, per kind, (replicas per stage, stages) fitting its slots."""
+def segment_sequences(kinds: dict[str, list[int]], rows: int, limit_stages: int,
+                      tp_options: Sequence[int] = (1,)) -> Iterable[tuple[Segment, ...]]:
+    """Every ordered choice of kinds with, per kind, (tensor-parallel degree, replicas per stage, stages) fitting
+    its slots."""
     options: dict[str, list[Segment]] = {}
     for kind, slots in kinds.items():
         opts = []
-        for dp in range(1, len(slots) + 1):
-            if rows % dp:
-                continue
-            for p in range(1, min(len(slots) // dp, limit_stages) + 1):
-                opts.append(Segment(kind, dp, p))
+        for tp in tp_options:
+            for dp in range(1, len(slots) // tp + 1):
+                if rows % dp:
+                    continue
+                for p in range(1, min(len(slots) // (dp * tp), limit_stages) + 1):
+                    opts.append(Segment(kind, dp, p, tp))
         options[kind] = opts
     names = list(kinds)
     for r in range(1, len(names) + 1):
@@ -253,7 +274,7 @@ def _stage_times(problem: Problem, seq: Sequence[Segment], cuts: Sequence[int], 
     f, b = [], []
     j = 0
     for seg in seq:
-        pf, pb = problem.times(seg.kind, rows // seg.dp)
+        pf, pb = problem.times(seg.kind, rows // seg.dp, seg.tp)
         for _ in range(seg.stages):
             lo, hi = bounds[j], bounds[j + 1]
             f.append(pf[hi] - pf[lo])
@@ -305,7 +326,7 @@ def _greedy_cuts(problem: Problem, seq: Sequence[Segment], rows: int, target: fl
     start = 0
     stages = [seg for seg in seq for _ in range(seg.stages)]
     for k, seg in enumerate(stages):
-        pf, pb = problem.times(seg.kind, rows // seg.dp)
+        pf, pb = problem.times(seg.kind, rows // seg.dp, seg.tp)
         left = len(stages) - k - 1
         end = _bisect_end(pf, pb, start, n - left, target)
         if end == start:
@@ -325,10 +346,10 @@ def _bottleneck_cuts(problem: Problem, seq: Sequence[Segment], rows: int) -> lis
         return []
     per_block = []
     for seg in stages:
-        pf, pb = problem.times(seg.kind, rows // seg.dp)
+        pf, pb = problem.times(seg.kind, rows // seg.dp, seg.tp)
         per_block.append(max(pf[i + 1] + pb[i + 1] - pf[i] - pb[i] for i in range(n)))
     lo = max(min(per_block), 0.0)
-    pf, pb = problem.times(stages[0].kind, rows // stages[0].dp)
+    pf, pb = problem.times(stages[0].kind, rows // stages[0].dp, stages[0].tp)
     hi = (pf[n] + pb[n]) * 4 + 1e-9
     if _greedy_cuts(problem, seq, rows, hi) is None:
         return []
@@ -357,10 +378,12 @@ def _layout(problem: Problem, seq: Sequence[Segment], cuts: Sequence[int], m: in
     j = 0
     for seg in seq:
         for _ in range(seg.stages):
-            slots = tuple(problem.kinds[seg.kind][used[seg.kind]:used[seg.kind] + seg.dp])
-            used[seg.kind] += seg.dp
+            # Replica-major, tensor rank minor: a replica's tensor-parallel slots are consecutive slots of the kind
+            # (one domain, its fast links).
+            slots = tuple(problem.kinds[seg.kind][used[seg.kind]:used[seg.kind] + seg.width])
+            used[seg.kind] += seg.width
             ranges = tuple(range(bounds[c * p + j], bounds[c * p + j + 1]) for c in range(chunks))
-            stages.append(Stage(chunks=ranges, kind=seg.kind, slots=slots))
+            stages.append(Stage(chunks=ranges, kind=seg.kind, slots=slots, tp=seg.tp))
             j += 1
     return Layout(tuple(stages), schedule, m, problem.global_batch)
 
@@ -372,7 +395,7 @@ def space_size(problem: Problem) -> int:
     total = 0
     for m in problem.microbatches:
         rows = problem.global_batch // m
-        for seq in segment_sequences(problem.kinds, rows, n):
+        for seq in segment_sequences(problem.kinds, rows, n, problem.tp_options):
             p = sum(s.stages for s in seq)
             for v in chunk_counts(problem, p, m):
                 total += math.comb(n - 1, p * v - 1)
@@ -389,7 +412,8 @@ def candidates(problem: Problem, stats: SearchStats) -> list[tuple[float, tuple,
     out = []
     for m in problem.microbatches:
         rows = problem.global_batch // m
-        sequences = segment_sequences(problem.kinds, rows, n) if exact else _large_sequences(problem, rows, m)
+        sequences = (segment_sequences(problem.kinds, rows, n, problem.tp_options) if exact
+                     else _large_sequences(problem, rows, m))
         for seq in sequences:
             p = sum(s.stages for s in seq)
             for v in chunk_counts(problem, p, m):
@@ -414,13 +438,17 @@ def _large_sequences(problem: Problem, rows: int, m: int) -> list[tuple[Segment,
     options: dict[str, list[Segment]] = {}
     for kind, slots in problem.kinds.items():
         opts = []
-        dp = 1
-        while dp <= len(slots):
-            if rows % dp == 0 and len(slots) % dp == 0:
-                opts.append(Segment(kind, dp, len(slots) // dp))
-            dp *= 2
-        if len(slots) not in (o.dp for o in opts) and rows % len(slots) == 0:
-            opts.append(Segment(kind, len(slots), 1))
+        for tp in problem.tp_options:
+            if len(slots) % tp:
+                continue
+            groups = len(slots) // tp
+            dp = 1
+            while dp <= groups:
+                if rows % dp == 0 and groups % dp == 0:
+                    opts.append(Segment(kind, dp, groups // dp, tp))
+                dp *= 2
+            if groups not in (o.dp for o in opts if o.tp == tp) and rows % groups == 0:
+                opts.append(Segment(kind, groups, 1, tp))
         options[kind] = opts
     ranked = []
     names = list(problem.kinds)
@@ -434,7 +462,7 @@ def _large_sequences(problem: Problem, rows: int, m: int) -> list[tuple[Segment,
                 # times that. Equal stage times T: shares T / t_k summing to 1 over the stages.
                 whole = []
                 for seg in combo:
-                    pf, pb = problem.times(seg.kind, rows // seg.dp)
+                    pf, pb = problem.times(seg.kind, rows // seg.dp, seg.tp)
                     whole.append(pf[n] + pb[n])
                 T = 1.0 / sum(seg.stages / t for seg, t in zip(combo, whole))
                 S = T * stages
@@ -467,7 +495,7 @@ def search(problem: Problem, *, progress=None) -> tuple[Layout, StepResult, Sear
     rates: dict[tuple, float] = {}
 
     def rate_of(seq) -> float:
-        key = tuple((s.kind, s.dp, s.stages) for s in seq)
+        key = tuple((s.kind, s.dp, s.stages, s.tp) for s in seq)
         if key not in rates:
             rates[key] = problem.rate(_layout(problem, seq, range(1, sum(x.stages for x in seq)), 1,
                                               problem.schedules[0])) if problem.objective != "time" else 1.0
