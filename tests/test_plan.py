@@ -147,6 +147,30 @@ def test_search_is_within_one_percent_of_exhaustive(rack, layers, microbatches, 
     assert result.seconds <= best * 1.01, (result.seconds, best)
 
 
+def test_search_takes_tensor_parallelism_where_it_pays_and_stays_exact():
+    # One sequence of one row on two H100: no data parallelism (one row), a pipeline of one microbatch idles
+    # half its slots; splitting the linear layers over both slots is the best plan of the space.
+    import dataclasses
+
+    import devices
+    from interop.planning.export_blocks import cut
+
+    cfg = GPTConfig(vocab_size=256, seq_len=256, dim=1024, heads=8, layers=2)
+    with torch.device("meta"):
+        model = GPT(cfg)
+    blocks = cut(model, (torch.zeros(2, cfg.seq_len, dtype=torch.long, device="meta"),))
+    spec = devices.parse_rack("h100:2")
+    problem = Problem(blocks, spec, (0, 1), 1, cfg.seq_len, optimizer="sgd", microbatches=(1,),
+                      schedules=("1f1b",), state_bytes=4)
+    assert 2 in problem.tp_options
+    layout, result, stats = search(problem)
+    assert stats.exact and [(st.slots, st.tp) for st in layout.stages] == [((0, 1), 2)]
+    best = _exhaustive(problem)
+    assert result.seconds <= best * 1.01, (result.seconds, best)
+    without = _exhaustive(dataclasses.replace(problem, tp_options=(1,)))
+    assert result.seconds < 0.9 * without  # the tp choice is what wins
+
+
 def test_auto_takes_the_interleaved_schedule_where_it_pays():
     # A 2048-wide bfloat16 GPT over two B200 with two microbatches: 1F1B idles a third of the step; four times
     # more stage boundaries cost far less than the bubble interleaving removes.

@@ -394,7 +394,10 @@ def _propagate(gm: fx.GraphModule, columns: set) -> tuple[set, TPPlan]:
     failed.update(c for c in used_columns if c not in reached)
     if failed:
         return failed, plan
-    for c in used_columns:
+    order = {n: i for i, n in enumerate(gm.graph.nodes)}
+    # In graph order: the plan is the same in every process (a set of nodes iterates by address), and
+    # parallelize_module's collectives follow its order.
+    for c in sorted(used_columns, key=order.__getitem__):
         g = groups.get(c, 1)
         plan.columns[c.name] = g
         out_features = _val(c).shape[-1]
@@ -477,8 +480,9 @@ def shard_block(gm: fx.GraphModule, plan: TPPlan, tp: int, rank: int, mode: str 
             path = w.target.rsplit(".", 1)[0]
             spec_w = plan.params[w.target]
             weight = shard(w.target, spec_w, arranged=True)
-            linear = nn.Linear(weight.shape[1], weight.shape[0], bias=b is not None, device=weight.device,
-                               dtype=weight.dtype)
+            cls = RowParallelLinear if name in plan.rows else nn.Linear
+            linear = cls(weight.shape[1], weight.shape[0], bias=b is not None, device=weight.device,
+                         dtype=weight.dtype)
             linear.weight = weight
             if b is not None:
                 spec_b = plan.params.get(b.target)
@@ -492,9 +496,20 @@ def shard_block(gm: fx.GraphModule, plan: TPPlan, tp: int, rank: int, mode: str 
                 if attr is not None:
                     attrs.pop(attr.target, None)
                     graph.erase_node(attr)
-    graph.eliminate_dead_code()
-    graph.lint()
-    return fx.GraphModule(attrs, graph)
+    module = fx.GraphModule(attrs, graph)
+    if module.graph.eliminate_dead_code():  # it needs the owning module (call_module purity)
+        module = fx.GraphModule(attrs, module.graph)  # only the attributes the graph still reads
+    module.graph.lint()
+    return module
+
+
+class RowParallelLinear(nn.Linear):
+    """A row-parallel linear layer of an export-mode graph: its forward leaves the bias out, which the
+    parallel style adds after the partial outputs are summed (Megatron's order: the bias once, whole, on every
+    rank). Its parameters keep ``nn.Linear``'s names."""
+
+    def forward(self, x):
+        return torch.nn.functional.linear(x, self.weight)
 
 
 def export_styles(plan: TPPlan) -> dict[str, str]:
@@ -657,5 +672,5 @@ class TensorParallelChunk(nn.Module):
         return tuple(values)
 
 
-__all__ = ["DEGREES", "ParamShard", "TPPlan", "TensorParallelChunk", "analyse", "export_styles", "flatten",
+__all__ = ["DEGREES", "ParamShard", "RowParallelLinear", "TPPlan", "TensorParallelChunk", "analyse", "export_styles", "flatten",
            "recording", "run_lockstep", "shard_block", "tp_region_input", "tp_region_output"]
