@@ -1,5 +1,6 @@
 """One rank of tests/test_plan_distributed.py (run under torchrun): the same small plan on 4 slots, exported to
-torch.distributed.pipelining (+ FSDP2 or parallelize_module) on the "hybrid" backend. Writes the parameters, each step's modelled seconds and the merged trace."""
+torch.distributed.pipelining (+ FSDP2 or parallelize_module) on the "hybrid" backend. Writes the parameters, how
+rank 0 holds them, each step's modelled seconds and the merged trace."""
 
 from __future__ import annotations
 

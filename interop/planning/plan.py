@@ -295,8 +295,11 @@ class Plan:
     def distribute(self, model, optimizer: Callable | None = None):
         """This rank's part of the plan across processes (call on every rank of a torchrun job on the "hybrid"
         backend, one rank per slot): a :class:`~interop.planning.distributed.DistributedPlanRunner` built on
-        torch.distributed.pipelining and FSDP2; its ``last_step.modelled_seconds`` is the step on the one modelled
-        clock all ranks share."""
+        torch.distributed.pipelining, FSDP2 (data parallelism) and parallelize_module/DTensor (tensor
+        parallelism); its ``last_step.modelled_seconds`` is the step on the one modelled clock all ranks share.
+        A plan the export does not run (replica counts or tensor-parallel degrees that differ between stages, a
+        stage with both tensor and data parallelism) is refused with a message naming it
+        (:func:`~interop.planning.distributed.exportable`); :meth:`apply` runs every plan."""
         from interop.planning.distributed import DistributedPlanRunner
 
         return DistributedPlanRunner(self.layout, self.blocks, model, optimizer or default_optimizer(self.optimizer))

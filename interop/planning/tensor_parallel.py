@@ -672,5 +672,5 @@ class TensorParallelChunk(nn.Module):
         return tuple(values)
 
 
-__all__ = ["DEGREES", "ParamShard", "RowParallelLinear", "TPPlan", "TensorParallelChunk", "analyse", "export_styles", "flatten",
-           "recording", "run_lockstep", "shard_block", "tp_region_input", "tp_region_output"]
+__all__ = ["DEGREES", "ParamShard", "RowParallelLinear", "TPPlan", "TensorParallelChunk", "analyse", "export_styles",
+           "flatten", "recording", "run_lockstep", "shard_block", "tp_region_input", "tp_region_output"]
