@@ -36,7 +36,8 @@ def _problem(blocks, spec):
     from interop.planning.plan_search import Problem
 
     return Problem(blocks, spec, tuple(range(len(spec))), 512, 4096, optimizer="adamw", grad_dtype="bfloat16",
-                   state_bytes=8, master_weights=True, microbatches=(16, 32, 64, 128), calibrated=True)
+                   state_bytes=8, master_weights=True, microbatches=(16, 32, 64, 128), calibrated=True,
+                   schedules=("1f1b", "gpipe", "interleaved"))  # what interop.plan(schedule="auto") searches
 
 
 def run(repeats: int = 3, write: bool = True) -> Section:

@@ -20,7 +20,15 @@ class DeviceHooks:
     rack: Callable
     """rack() -> the current interop.Rack (its ``spec`` is a devices.RackSpec)."""
     place: Callable
-    """place(name, slots, seconds, nbytes, algorithm, sources, link) -> puts a collective on the timeline."""
+    """place(name, slots, seconds, nbytes, algorithm, sources, link, ready_ps=0) -> puts a collective on the
+    timeline, on every listed slot's current stream, starting no earlier than ``ready_ps`` (the latest clock
+    of the participants other processes run)."""
+    clock: Callable | None = None
+    """clock(slot) -> int: the modelled clock (picoseconds) of the slot's current stream."""
+    place_transfer: Callable | None = None
+    """place_transfer(name, src, dst, start_ps, seconds, nbytes, algorithm, sources, link, wait=None) -> puts a
+    point-to-point transfer between two processes' slots on the timeline at the agreed start; ``wait``: the
+    slot whose current stream waits for its arrival (the receiver)."""
 
 
 _hooks: DeviceHooks | None = None

@@ -104,11 +104,19 @@ def _register_collective_hooks() -> None:
     from interop import session
     from interop.rack import current_rack
 
-    def place(name, slots, seconds, nbytes, algorithm, sources, link):
-        return session.current_timeline().place_collective(name, slots, seconds, nbytes, algorithm, sources, link)
+    def place(name, slots, seconds, nbytes, algorithm, sources, link, ready_ps=0):
+        return session.current_timeline().place_collective(name, slots, seconds, nbytes, algorithm, sources, link,
+                                                           ready_ps=ready_ps)
 
-    collectives.device_hooks.register(collectives.device_hooks.DeviceHooks(alias=_C._execution_alias,
-                                                                           rack=current_rack, place=place))
+    def clock(slot):
+        return session.current_timeline().stream_clock(slot)
+
+    def place_transfer(name, src, dst, start_ps, seconds, nbytes, algorithm, sources, link, wait=None):
+        return session.current_timeline().place_transfer(name, src, dst, start_ps, seconds, nbytes, algorithm,
+                                                         sources, link, wait=wait)
+
+    collectives.device_hooks.register(collectives.device_hooks.DeviceHooks(
+        alias=_C._execution_alias, rack=current_rack, place=place, clock=clock, place_transfer=place_transfer))
 
 
 def _register_distributed_backend() -> None:

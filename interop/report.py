@@ -136,8 +136,20 @@ def build_report(records: list[TimelineRecord], rack, peak_memory: dict[int, int
     return RunReport(rack.name, makespan_s, slots, [LinkReport(k, v[0], v[1]) for k, v in sorted(links.items())])
 
 
-def report() -> RunReport:
-    """The modelled report of the current timeline (peak memory: the allocator's peaks)."""
+def report(*, all_ranks: bool = False) -> RunReport | None:
+    """The modelled report of the current timeline (peak memory: the allocator's peaks).
+
+    ``all_ranks=True`` (under torch.distributed, every rank calls it): the report of every rank's timeline
+    merged on rank 0 (:mod:`interop.merged`; each slot's peak from the rank that runs it); None on the other
+    ranks."""
     t = session.current_timeline()
+    if all_ranks:
+        from interop.merged import gather
+
+        gathered = gather()
+        if gathered is None:
+            return None
+        records, peaks = gathered
+        return build_report(records, t.rack, peaks)
     peaks = {d.index: t.rack.max_memory_allocated(d.index) for d in t.rack.devices}
     return build_report(t.records, t.rack, peaks)

@@ -83,19 +83,37 @@ def range_events(ranges) -> list[dict]:
     return events
 
 
-def export_trace(path: str | os.PathLike) -> str:
-    """Write the current modelled timeline as Chrome trace JSON; returns the path."""
+def export_trace(path: str | os.PathLike, *, all_ranks: bool = False) -> str | None:
+    """Write the current modelled timeline as Chrome trace JSON; returns the path.
+
+    ``all_ranks=True`` (under torch.distributed, every rank calls it): rank 0 writes every rank's timeline
+    merged into one trace (:mod:`interop.merged`: one modelled clock, each collective once) and returns the
+    path; the other ranks write nothing and return None."""
     from interop.hybrid.nvtx import ranges
     from interop.numerics.mode import slot_label
 
     t = session.current_timeline()
+    records = t.records
+    ranks = None
+    if all_ranks:
+        import torch.distributed as dist
+
+        from interop.merged import gather
+
+        gathered = gather()
+        if gathered is None:
+            return None
+        records, ranks = gathered[0], dist.get_world_size()
     doc = {
-        "traceEvents": trace_events(t.records, t.rack) + range_events(ranges(t)),
+        "traceEvents": trace_events(records, t.rack) + range_events(ranges(t)),
         "displayTimeUnit": "ns",
         "otherData": {"rack": t.rack.name, "source": t.rack.spec.source,
                       "numerics": {f"hybrid:{d.index}": slot_label(t.rack, d.index) for d in t.rack.devices},
                       "note": "every duration is modelled by hybrid-interop's cost model, not measured"},
     }
+    if ranks is not None:
+        doc["otherData"]["ranks"] = ranks
+        doc["otherData"]["merged"] = "every rank's timeline on one modelled clock; each collective once"
     path = os.fspath(path)
     with open(path, "w") as f:
         json.dump(doc, f)

@@ -140,6 +140,8 @@ class Timeline:
         self.markers: dict[int, tuple[int, int, int]] = {}
         self.host_floor_ps = 0
         """Nothing issued after a synchronous host copy starts before it ends (the host waited for it)."""
+        self.channels: dict[tuple[int, int], int] = {}
+        """Per (source, destination) slot pair: when the last transfer placed across processes on it ended."""
         self._names: dict[int, str] = {}
         self._drain = drain  # the session's: places what every rack recorded so far
 
@@ -248,20 +250,68 @@ class Timeline:
             self.host_floor_ps = max(self.host_floor_ps, start + duration)
 
     def place_collective(self, name: str, slots: list[int], seconds: float, nbytes: float, algorithm: str,
-                         sources, link: str | None = None) -> TimelineRecord:
-        """Put a collective on every participant's current stream, starting when all are free."""
+                         sources, link: str | None = None, *, ready_ps: int = 0) -> TimelineRecord:
+        """Put a collective on every participant's current stream, starting when all are free.
+
+        ``ready_ps``: the latest clock among participants this process does not run (other ranks of a
+        torch.distributed group, exchanged with the call): the collective starts no earlier."""
         from interop import _C
 
         self.ingest()  # order: ops recorded before the collective come first
         keys = [(s, _C._current_stream_id(s)) for s in slots]
         duration = round(seconds * PS)
-        start = self._advance(keys, duration)
+        start = max(max(self.clocks.get(k, 0) for k in keys), int(ready_ps))
+        for k in keys:
+            self.clocks[k] = start + duration
         projected = any(self.rack.devices[s].spec.projected for s in slots)
         record = TimelineRecord(
             slots[0], keys[0][1], "collective", f"{name} ({algorithm})", (), (), "", start, duration, 0.0,
             float(nbytes), "link", False, projected, tuple(sources), link=link, participants=tuple(slots))
         self.records.append(record)
         return record
+
+    def place_transfer(self, name: str, src: int, dst: int, start_ps: int, seconds: float, nbytes: float,
+                       algorithm: str, sources, link: str | None = None, *,
+                       wait: int | None = None) -> TimelineRecord:
+        """Put a point-to-point transfer between two processes' slots at the start both ends agreed on
+        (``start_ps``: the sender's data ready; the link's previous transfer must have ended). It occupies no stream of this process (it
+        runs on the ends' communication channels, as an NCCL send/recv does); with ``wait`` (a slot), that
+        slot's current stream waits for its arrival."""
+        from interop import _C
+
+        self.ingest()
+        duration = round(seconds * PS)
+        # The link from src to dst carries one transfer at a time; both ends see the same sequence on it.
+        start = max(int(start_ps), self.channels.get((src, dst), 0))
+        self.channels[(src, dst)] = start + duration
+        home = wait if wait is not None else src
+        stream = _C._current_stream_id(home)
+        if wait is not None:
+            key = (wait, stream)
+            self.clocks[key] = max(self.clocks.get(key, 0), start + duration)
+        projected = any(self.rack.devices[s].spec.projected for s in (src, dst))
+        record = TimelineRecord(
+            home, stream, "collective", f"{name} ({algorithm})", (), (), "", start, duration, 0.0, float(nbytes),
+            "link", False, projected, tuple(sources), link=link, participants=(src, dst))
+        self.records.append(record)
+        return record
+
+    def stream_clock(self, slot: int) -> int:
+        """The modelled clock of ``slot``'s current stream (everything recorded so far placed)."""
+        from interop import _C
+
+        self.ingest()
+        return self.clocks.get((slot, _C._current_stream_id(slot)), 0)
+
+    def advance_to(self, slot: int, ps: int) -> None:
+        """Make every stream of ``slot`` this process knows wait until ``ps`` (a step boundary shared with
+        other processes)."""
+        from interop import _C
+
+        self.ingest()
+        keys = [k for k in self.clocks if k[0] == slot] or [(slot, _C._current_stream_id(slot))]
+        for k in keys:
+            self.clocks[k] = max(self.clocks.get(k, 0), int(ps))
 
     # -- queries ----------------------------------------------------------------
 

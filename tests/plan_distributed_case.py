@@ -16,7 +16,9 @@ def batches():
 
 
 def optimizer(params):
-    return torch.optim.SGD(params, lr=0.1, momentum=0.9)
+    # The planned optimizer is torch's fused kernel (one launch), on DTensor parameters too (tensor-parallel
+    # shards, FSDP2's): the export registers DTensor's rule for it.
+    return torch.optim.SGD(params, lr=0.1, momentum=0.9, fused=True)
 
 
 def layout_and_blocks(model, variant: str):
@@ -34,4 +36,8 @@ def layout_and_blocks(model, variant: str):
         stages = [Stage(chunks=range(0, 2), kind="trn3", slots=(0, 1)),
                   Stage(chunks=range(2, 4), kind="h100", slots=(2, 3))]
         return Layout(tuple(stages), "gpipe", 2, BATCH), blocks
+    if variant == "pp2tp2":  # two stages, each splitting its linear layers over two slots
+        stages = [Stage(chunks=range(0, 2), kind="trn3", slots=(0, 1), tp=2),
+                  Stage(chunks=range(2, 4), kind="h100", slots=(2, 3), tp=2)]
+        return Layout(tuple(stages), "1f1b", 2, BATCH), blocks
     raise ValueError(variant)

@@ -1,5 +1,6 @@
 """One rank of tests/test_plan_distributed.py (run under torchrun): the same small plan on 4 slots, exported to
-torch.distributed.pipelining (+ DDP) on the "hybrid" backend. Writes the parameters and the merged trace."""
+torch.distributed.pipelining (+ FSDP2 or parallelize_module) on the "hybrid" backend. Writes the parameters, how
+rank 0 holds them, each step's modelled seconds and the merged trace."""
 
 from __future__ import annotations
 
@@ -25,14 +26,21 @@ def main(out: str, variant: str) -> None:
     model = GPT(CFG)
     layout, blocks = layout_and_blocks(model, variant)
     runner = DistributedPlanRunner(layout, blocks, model, optimizer)
-    losses = []
+    losses, seconds = [], []
     for x, y in batches():
         loss = runner.step(x, y, lambda o, t: F.cross_entropy(o.flatten(0, 1), t.flatten()))
         losses.append(None if loss is None else float(loss))
+        seconds.append(runner.last_step.modelled_seconds)
     state = runner.state_dict()
     trace = runner.write_trace(os.path.join(out, "trace.json"))
+    from torch.distributed.tensor import DTensor
+
+    # How this rank holds its parameters (DTensor shards under tensor parallelism / FSDP2).
+    held = {n: (str(p.placements), tuple(p.to_local().shape)) for m in runner.modules
+            for n, p in m.named_parameters() if isinstance(p, DTensor)}
     if dist.get_rank() == 0:
-        torch.save({"state": state, "trace": trace}, os.path.join(out, "result.pt"))
+        torch.save({"state": state, "trace": trace, "seconds": seconds, "held": held},
+                   os.path.join(out, "result.pt"))
     if runner.last:
         torch.save(losses, os.path.join(out, f"losses{dist.get_rank()}.pt"))
     dist.barrier()

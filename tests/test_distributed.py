@@ -668,6 +668,102 @@ def test_dtensor_and_functional_collectives_on_hybrid_slots():
     launch(_dtensor_hybrid_worker, 2)
 
 
+# -- one modelled clock across processes --------------------------------------------------------
+
+
+def _clock(rank):
+    from interop.session import current_timeline
+
+    return current_timeline().stream_clock(rank)
+
+
+def _busy(d, n=6):
+    """Modelled work on ``d``'s slot (256 x 256 matmuls): what makes a rank slow."""
+    a = torch.full((256, 256), 1e-3, device=d)
+    for _ in range(n):
+        a = a @ a
+    return a
+
+
+def _last(rank, name):
+    import interop
+
+    return [r for r in interop.timeline() if r.kind == "collective" and r.op.startswith(name)][-1]
+
+
+def _clock_worker(rank, world, check_peers):
+    import tempfile
+
+    import interop
+    from collectives.distributed import Options
+
+    group = dist.group.WORLD if check_peers else dist.new_group(pg_options=Options(check_peers=False))
+    d = _dev(rank)
+    interop.reset_timeline()
+    # Rank 0 is slow (modelled work first); the collective starts on every rank when rank 0 arrives.
+    x = torch.ones(1 << 12, device=d)
+    if rank == 0:
+        _busy(d)
+    arrival = _clock(rank)
+    dist.all_reduce(x, group=group)
+    rec = _last(rank, "all_reduce")
+    arrivals = [None] * world
+    dist.all_gather_object(arrivals, arrival)  # CPU objects: host traffic, not placed
+    assert arrivals[0] > arrivals[1] > -1, arrivals
+    assert rec.start_ps == arrivals[0], (rank, rec.start_ps, arrivals)
+    assert _clock(rank) == rec.end_ps  # the collective held this rank's stream until it ended
+    seen = [None] * world
+    dist.all_gather_object(seen, (rec.op, rec.start_ps, rec.duration_ps, rec.participants))
+    assert seen[0] == seen[1], seen
+    y = x * 2
+    op = [r for r in interop.timeline() if r.kind == "op"][-1]
+    assert op.start_ps >= rec.end_ps
+
+    # A transfer starts when the sender's data is ready; only the receiver's stream waits for its arrival.
+    for slow in (0, 1):
+        if rank == slow:
+            _busy(d)
+        if rank == 0:
+            ready = _clock(0)
+            dist.send(y, 1, group=group)
+            sent = _last(0, "send_recv")
+            assert sent.start_ps >= ready and _clock(0) == ready  # the sender's stream does not wait
+        else:
+            before = _clock(1)
+            buf = torch.empty_like(y)
+            dist.recv(buf, 0, group=group)
+            sent = _last(1, "send_recv")
+            assert _clock(1) == max(before, sent.end_ps), (before, sent)
+            _eq(buf, torch.full((1 << 12,), 4.0), "received payload")
+        seen = [None] * world
+        dist.all_gather_object(seen, (sent.start_ps, sent.duration_ps, sent.participants))
+        assert seen[0] == seen[1] and seen[0][2] == (0, 1), seen
+        if slow == 1:  # the receiver arrived after the data: it did not wait
+            assert seen[0][0] + seen[0][1] < _clock(1) if rank == 1 else True
+
+    # One merged report and trace, on rank 0: every rank's ops, each collective once, one clock.
+    out = tempfile.mkdtemp() if rank == 0 else None
+    report = interop.report(all_ranks=True)
+    path = interop.export_trace(os.path.join(out, "trace.json") if out else "unused", all_ranks=True)
+    if rank != 0:
+        assert report is None and path is None
+        return
+    import json
+
+    assert report.slot(0).busy_s > report.slot(1).busy_s > 0
+    events = json.load(open(path))["traceEvents"]
+    ar = [e for e in events if e.get("ph") == "X" and e["name"].startswith("all_reduce") and e["cat"] == "collective"]
+    assert sorted(e["pid"] for e in ar) == [0, 1] and len({e["ts"] for e in ar}) == 1  # once, on both slots
+    sends = [e for e in events if e.get("ph") == "X" and e["name"].startswith("send_recv") and e["cat"] == "collective"]
+    assert len(sends) == 2 * 2  # two transfers, each drawn on its two slots
+    assert {e["pid"] for e in events if e.get("ph") == "X" and e["cat"] == "op"} == {0, 1}
+
+
+@pytest.mark.parametrize("check_peers", [True, False])
+def test_one_modelled_clock_across_processes(check_peers):
+    launch(_clock_worker, 2, check_peers)
+
+
 # -- in-process pieces: registration, engine choice, checks, slot options ------------------------
 
 

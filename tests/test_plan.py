@@ -85,34 +85,43 @@ CASES = [
     ("trn4:1+b200:1+h100:1", 4, (1, 2, 4), ("1f1b",)),
     ("trn3:4+h100:4", 2, (1, 4), ("1f1b",)),
     ("trn3:1+h100:1+b200:1", 10, (1, 2), ("1f1b",)),
+    ("trn3:1+h100:2", 4, (2, 4), ("1f1b", "interleaved")),
 ]
 
 
 def _exhaustive(problem: Problem) -> float:
     """Every layout of the space, independently enumerated: ordered kind segments (each kind at most once,
-    uniform replicas per stage), every split of the blocks, every microbatch count and schedule."""
+    uniform replicas per stage, each of tp slots for every degree the blocks support), every split of the
+    blocks, every microbatch count and schedule; interleaved:
+    2..MAX_CHUNKS chunks per stage (microbatches a multiple of the stages), every split into virtual stages."""
     from interop.planning import Stage
     from interop.planning.layout import Layout
+    from interop.planning.plan_search import MAX_CHUNKS
 
     n = len(problem.blocks)
     kinds = problem.kinds
     best = math.inf
     for m in problem.microbatches:
         rows = problem.global_batch // m
-        per_kind = {k: [(dp, p) for dp in range(1, len(s) + 1) if rows % dp == 0
-                        for p in range(1, len(s) // dp + 1)] for k, s in kinds.items()}
+        per_kind = {k: [(dp, p, tp) for tp in problem.tp_options for dp in range(1, len(s) // tp + 1)
+                        if rows % dp == 0 for p in range(1, len(s) // (dp * tp) + 1)] for k, s in kinds.items()}
         for r in range(1, len(kinds) + 1):
             for order in itertools.permutations(kinds, r):
                 for choice in itertools.product(*(per_kind[k] for k in order)):
-                    stages = [(k, dp, j) for k, (dp, p) in zip(order, choice) for j in range(p)]
-                    if len(stages) > n:
-                        continue
-                    for cuts in itertools.combinations(range(1, n), len(stages) - 1):
-                        edges = (0, *cuts, n)
-                        built = [Stage(chunks=range(edges[i], edges[i + 1]), kind=k,
-                                       slots=tuple(kinds[k][j * dp:(j + 1) * dp]))
-                                 for i, (k, dp, j) in enumerate(stages)]
-                        for schedule in problem.schedules:
+                    stages = [(k, dp, tp, j) for k, (dp, p, tp) in zip(order, choice) for j in range(p)]
+                    p = len(stages)
+                    options = [(1, x) for x in problem.schedules if x != "interleaved"]
+                    if "interleaved" in problem.schedules and p > 1 and m % p == 0:
+                        options += [(v, "interleaved") for v in range(2, MAX_CHUNKS + 1)]
+                    for v, schedule in options:
+                        if p * v > n:
+                            continue
+                        for cuts in itertools.combinations(range(1, n), p * v - 1):
+                            edges = (0, *cuts, n)
+                            built = [Stage(chunks=tuple(range(edges[c * p + i], edges[c * p + i + 1])
+                                                        for c in range(v)), kind=k,
+                                           slots=tuple(kinds[k][j * dp * tp:(j + 1) * dp * tp]), tp=tp)
+                                     for i, (k, dp, tp, j) in enumerate(stages)]
                             result = problem.evaluate(Layout(tuple(built), schedule, m, problem.global_batch))
                             if all(s.memory.fits for s in result.stages):
                                 best = min(best, result.seconds)
@@ -136,6 +145,72 @@ def test_search_is_within_one_percent_of_exhaustive(rack, layers, microbatches, 
     assert stats.evaluated < stats.candidates  # the bound pruned
     best = _exhaustive(problem)
     assert result.seconds <= best * 1.01, (result.seconds, best)
+
+
+def test_search_takes_tensor_parallelism_where_it_pays_and_stays_exact():
+    # One sequence of one row on two H100: no data parallelism (one row), a pipeline of one microbatch idles
+    # half its slots; splitting the linear layers over both slots is the best plan of the space.
+    import dataclasses
+
+    import devices
+    from interop.planning.export_blocks import cut
+
+    cfg = GPTConfig(vocab_size=256, seq_len=256, dim=1024, heads=8, layers=2)
+    with torch.device("meta"):
+        model = GPT(cfg)
+    blocks = cut(model, (torch.zeros(2, cfg.seq_len, dtype=torch.long, device="meta"),))
+    spec = devices.parse_rack("h100:2")
+    problem = Problem(blocks, spec, (0, 1), 1, cfg.seq_len, optimizer="sgd", microbatches=(1,),
+                      schedules=("1f1b",), state_bytes=4)
+    assert 2 in problem.tp_options
+    layout, result, stats = search(problem)
+    assert stats.exact and [(st.slots, st.tp) for st in layout.stages] == [((0, 1), 2)]
+    best = _exhaustive(problem)
+    assert result.seconds <= best * 1.01, (result.seconds, best)
+    without = _exhaustive(dataclasses.replace(problem, tp_options=(1,)))
+    assert result.seconds < 0.9 * without  # the tp choice is what wins
+
+
+def test_auto_takes_the_interleaved_schedule_where_it_pays():
+    # A 2048-wide bfloat16 GPT over two B200 with two microbatches: 1F1B idles a third of the step; four times
+    # more stage boundaries cost far less than the bubble interleaving removes.
+    cfg = GPTConfig(vocab_size=32000, seq_len=1024, dim=2048, heads=16, layers=8)
+    with torch.device("meta"):
+        model = GPT(cfg).to(torch.bfloat16)
+    x = torch.zeros(4, cfg.seq_len, dtype=torch.long, device="meta")
+    plans = {s: interop.plan(model, (x,), "b200:2", microbatches=2, schedule=s) for s in ("auto", "1f1b", "gpipe")}
+    auto = plans["auto"]
+    assert auto.schedule == "interleaved" and len(auto.stages) == 2 and len(auto.stages[0].chunks) >= 2, \
+        auto.table()
+    assert auto.predicted.seconds < 0.95 * min(plans["1f1b"].predicted.seconds, plans["gpipe"].predicted.seconds)
+    assert auto.predicted.result.stages[0].idle < plans["1f1b"].predicted.result.stages[0].idle
+    # With many microbatches the bubble is small: auto keeps a plain schedule where interleaving does not pay.
+    small = GPTConfig(vocab_size=256, seq_len=32, dim=64, heads=4, layers=2)
+    with torch.device("meta"):
+        tiny = GPT(small)
+    plan = interop.plan(tiny, (torch.zeros(8, 32, dtype=torch.long, device="meta"),), "trn3:1+h100:1",
+                        optimizer="sgd")
+    forced = interop.plan(tiny, (torch.zeros(8, 32, dtype=torch.long, device="meta"),), "trn3:1+h100:1",
+                          optimizer="sgd", schedule="interleaved")
+    assert forced.schedule == "interleaved"
+    assert plan.schedule != "interleaved" and plan.predicted.seconds <= forced.predicted.seconds
+
+
+def test_an_interleaved_plan_runs_as_predicted(use_rack):
+    use_rack("trn3:1+h100:1", backing="emulated")
+    cfg = GPTConfig(vocab_size=256, seq_len=32, dim=64, heads=4, layers=4)
+    torch.manual_seed(0)
+    model = GPT(cfg)
+    x, _ = token_batch(cfg, 8)
+    plan = interop.plan(model, (x,), optimizer="sgd", microbatches=4, schedule="interleaved")
+    assert plan.schedule == "interleaved" and len(plan.stages[0].chunks) >= 2, plan.table()
+    runner = plan.apply(model, optimizer=default_optimizer("sgd"))
+    for s in range(2):
+        xs, ys = token_batch(cfg, 8, seed=s)
+        runner.step(xs, ys, loss_fn)
+    assert runner.last_step.modelled_seconds == pytest.approx(plan.predicted.seconds, rel=0.03), plan.table()
+    del runner
+    gc.collect()
 
 
 # -- heterogeneity pays on the demo model and the default rack ----------------------------------------------

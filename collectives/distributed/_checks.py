@@ -48,8 +48,10 @@ _DTYPE_INDEX = {d: i for i, d in enumerate(_DTYPES)}
 _OP_INDEX = {name: i for i, name in enumerate(ops.OPS)}
 COALESCED = "{} (coalesced)"
 """How a coalesced call is labelled in messages: several tensors as one collective."""
-_MAGIC = 0x4859_4231  # "HYB1": a descriptor of this protocol version
-_HEAD = 10
+_MAGIC = 0x4859_4232  # "HYB2": a descriptor of this protocol version (HYB1 carried no modelled clock)
+_HEAD = 11
+_READY = 10
+"""Column of a descriptor row: the rank's modelled clock when it issued the call (-1: not placed)."""
 
 
 class ArgumentError(ValueError):
@@ -144,15 +146,17 @@ def rows_view(t: torch.Tensor) -> torch.Tensor:
     return t
 
 
-def describe(call: Call | None, error: BaseException | None, world: int) -> torch.Tensor:
-    """This rank's descriptor row (int64) for the peer check; an error row when local checks failed."""
+def describe(call: Call | None, error: BaseException | None, world: int, ready_ps: int = -1) -> torch.Tensor:
+    """This rank's descriptor row (int64) for the peer check; an error row when local checks failed.
+    ``ready_ps``: the rank's modelled clock at the call (-1: the call is not placed on a timeline)."""
     row = torch.zeros(_HEAD + 2 * world, dtype=torch.int64)
     row[0] = _MAGIC
+    row[_READY] = ready_ps
     if call is None or error is not None:
         row[1] = 1
         return row
     sig = zlib.crc32(repr(call.sizes).encode()) if call.sizes else 0
-    row[2:_HEAD] = torch.tensor([
+    row[2:_READY] = torch.tensor([
         2 * _OP_INDEX[call.op] + call.coalesced, _DTYPE_INDEX.get(call.dtype, -1) if call.dtype is not None else -2,
         _REDUCE_INDEX.get(call.reduce, -1), call.root, call.count, call.itemsize, sig, len(call.sizes)])
     if call.send is not None:
@@ -205,6 +209,11 @@ def disagreement(rows: torch.Tensor, rank: int, call: Call | None) -> str | None
     return None
 
 
+def latest_ready(rows) -> int:
+    """The latest modelled clock among the ranks' descriptor rows (-1 when no rank's call is placed)."""
+    return max((int(row[_READY]) for row in rows), default=-1)
+
+
 def send_matrix(rows, world: int) -> tuple[tuple[int, ...], ...]:
     """all_to_all: elements each rank sends to each peer, from the agreed descriptor rows."""
     return tuple(tuple(int(x) for x in row[_HEAD:_HEAD + world]) for row in rows)
@@ -228,10 +237,11 @@ def _op_label(code: int) -> str:
 P2P_HEADER = 6
 
 
-def p2p_header(t: torch.Tensor, slot: int) -> torch.Tensor:
-    """The header a send puts before its payload: magic, dtype, bytes, elements, sender slot."""
-    return torch.tensor([_MAGIC, _DTYPE_INDEX.get(t.dtype, -1), t.numel() * t.element_size(), t.numel(), slot, 0],
-                        dtype=torch.int64)
+def p2p_header(t: torch.Tensor, slot: int, start_ps: int = -1) -> torch.Tensor:
+    """The header a send puts before its payload: magic, dtype, bytes, elements, sender slot, and the
+    transfer's modelled start (-1: the sender did not place it)."""
+    return torch.tensor([_MAGIC, _DTYPE_INDEX.get(t.dtype, -1), t.numel() * t.element_size(), t.numel(), slot,
+                         start_ps], dtype=torch.int64)
 
 
 def p2p_mismatch(header: torch.Tensor, t: torch.Tensor, src: int, rank: int) -> str | None:

@@ -13,7 +13,7 @@ from datetime import timedelta
 
 import torch
 import torch.distributed as dist
-from torch._C._distributed_c10d import AllgatherOptions, PrefixStore, ProcessGroupGloo
+from torch._C._distributed_c10d import AllgatherOptions, AllreduceOptions, PrefixStore, ProcessGroupGloo, ReduceOp
 
 from collectives.distributed import _checks as C
 from collectives.distributed._engine import Engine, Run, choose
@@ -155,16 +155,17 @@ class ProcessGroupHybrid(Collectives, RootedCollectives, dist.ProcessGroup):
             raise C.ArgumentError(f"{label}: root {root} is not a rank of this group (0..{self._size - 1})")
         return int(root)
 
-    def _agree(self, call, error, timeout=None) -> list[list[int]] | None:
+    def _agree(self, call, error, timeout=None, ready_ps: int = -1) -> list[list[int]] | None:
         """Exchange descriptors; raise on every rank when any rank refused its arguments or they disagree.
 
-        A rank that never calls makes the exchange fail with Gloo's own timeout
-        (the call's, else the group's), so nobody waits forever."""
+        Each descriptor carries its rank's modelled clock (``ready_ps``).  A rank
+        that never calls makes the exchange fail with Gloo's own timeout (the
+        call's, else the group's), so nobody waits forever."""
         if not self.check_peers or self._size == 1:
             if error is not None:
                 raise error
             return None
-        row = C.describe(call, error, self._size)
+        row = C.describe(call, error, self._size, ready_ps)
         rows = torch.empty(self._size * row.numel(), dtype=torch.int64)
         opts = AllgatherOptions()
         if timeout is not None:
@@ -202,8 +203,11 @@ class ProcessGroupHybrid(Collectives, RootedCollectives, dist.ProcessGroup):
             call, launch, aliases = build()
         except Exception as e:  # every refusal is reported to the peers before it is raised
             error = e
+        placed = error is None and call.modelled and self.timeline and self.slot >= 0
+        ready = self._model.clock(self.slot) if placed else -1
         try:
-            rows = self._agree(call, error, timeout)
+            rows = self._agree(call, error, timeout, ready)
+            latest = self._latest(rows, ready, timeout)
         except C.ArgumentError:
             raise
         except Exception as e:  # the exchange itself failed: a peer stopped or never called
@@ -212,8 +216,8 @@ class ProcessGroupHybrid(Collectives, RootedCollectives, dist.ProcessGroup):
             raise failure(e) from e
         run = Run(self._engine_for(aliases), self._size, timeout)
         inner, result, model = launch(run, rows)
-        if model is not None and call.modelled and self.timeline and self.slot >= 0:
-            self._place(model)
+        if model is not None and placed:
+            self._place(dict(model, ready_ps=latest))
         if inner:
             work = launched(label, self._rank, inner, result, run.finish if run.needs_finish else None,
                             self._timeout_s, on_failure=failure)
@@ -223,6 +227,21 @@ class ProcessGroupHybrid(Collectives, RootedCollectives, dist.ProcessGroup):
         if self._coalescing is not None:
             self._coalescing.append(work)
         return work
+
+    def _latest(self, rows, ready: int, timeout=None) -> int:
+        """The latest participant's modelled clock for this call: from the descriptors when they were
+        exchanged, else (peer checks off) from one small exchange of its own; -1 when nothing is placed."""
+        if rows is not None:
+            return C.latest_ready(rows)
+        if self._size == 1 or not self.timeline:
+            return ready
+        clock = torch.tensor([ready], dtype=torch.int64)
+        opts = AllreduceOptions()
+        opts.reduceOp = ReduceOp.MAX
+        if timeout is not None:
+            opts.timeout = timeout
+        self._gloo.allreduce([clock], opts).wait()
+        return int(clock.item())
 
     def _place(self, model: dict) -> None:
         """Put a launched call on the timeline; a pricing failure (the rack changed under a live group)
@@ -252,21 +271,56 @@ class ProcessGroupHybrid(Collectives, RootedCollectives, dist.ProcessGroup):
         alias, hybrid = self._view(label, "tensor", t)
         return t, alias, hybrid
 
-    def _place_p2p(self, src: int, dst: int, t: torch.Tensor, hybrid: bool) -> None:
-        if hybrid and self.timeline and self.slot >= 0 and src != dst:
-            self._place(dict(model="send_recv", count=t.numel(), itemsize=t.element_size(),
-                             slots=(self.slots[src], self.slots[dst])))
+    @property
+    def _headers(self) -> bool:
+        """Sends carry a header (checked by the receiver, and carrying the transfer's modelled start)."""
+        return self.check_peers or self.timeline
+
+    def _place_send(self, dst: int, t: torch.Tensor, hybrid: bool) -> int:
+        """Place a send on this rank's timeline: it starts when this rank's data is ready (its stream's clock)
+        and the link to ``dst`` is free. Returns the start the header carries (-1: not placed)."""
+        if not (hybrid and self.timeline and self.slot >= 0 and dst != self._rank):
+            return -1
+        src_slot, dst_slot = self.slot, self.slots[dst]
+        try:
+            record = self._model.place_transfer(t.numel(), t.element_size(), src_slot, dst_slot,
+                                                self._model.clock(src_slot))
+        except (ValueError, IndexError) as e:
+            warnings.warn(f"hybrid backend: send_recv not placed on the timeline: {e}", stacklevel=3)
+            return -1
+        return -1 if record is None else record.start_ps
+
+    def _arrival(self, work: Work, t: torch.Tensor, hybrid: bool):
+        """``on_wait()`` for a receive: once the payload is in, place the transfer at the start the sender's
+        header carried (or later, if the link was still busy) and make this rank's current stream wait for its
+        arrival."""
+        if not (hybrid and self.timeline and self.slot >= 0):
+            return None
+
+        def arrived() -> None:
+            source, start = work._source, work._sent_at
+            if source is None or source < 0 or source == self._rank:
+                return
+            src_slot = self.slots[source]
+            if start < 0:  # the sender did not place it (a CPU tensor there): from this rank's readiness
+                start = self._model.clock(self.slot)
+            try:
+                self._model.place_transfer(t.numel(), t.element_size(), src_slot, self.slot, start, wait=self.slot)
+            except (ValueError, IndexError) as e:
+                warnings.warn(f"hybrid backend: send_recv not placed on the timeline: {e}", stacklevel=3)
+        return arrived
 
     def send(self, tensors, dstRank: int, tag: int = 0) -> Work:
-        """Send one tensor to group rank ``dstRank``; with peer checks a small header (dtype, size) goes first."""
+        """Send one tensor to group rank ``dstRank``; a small header (dtype, size, modelled start) goes first
+        when peers are checked or the timeline is kept."""
         t, alias, hybrid = self._p2p_view("send", tensors, dstRank)
         run = Run(self._engine_for([alias]), self._size)
         buf = C.as_transport(run.buf(alias), reducing=False)
         inner = []
-        if self.check_peers:
-            inner.append(self._gloo.send([C.p2p_header(t, self.slot)], dstRank, tag))
+        start = self._place_send(dstRank, t, hybrid)
+        if self._headers:
+            inner.append(self._gloo.send([C.p2p_header(t, self.slot, start)], dstRank, tag))
         inner.append(run.engine.backend.send([buf], dstRank, tag))
-        self._place_p2p(self._rank, dstRank, t, hybrid)
         work = launched("send", self._rank, inner, [t], None, self._timeout_s,
                         on_failure=self._failure(f"send to rank {dstRank}", self._next()))
         if self._coalescing is not None:
@@ -291,11 +345,9 @@ class ProcessGroupHybrid(Collectives, RootedCollectives, dist.ProcessGroup):
         run = Run(self._engine_for([alias]), self._size)
         buf = C.as_transport(run.buf(alias, out=True), reducing=False)
         failure = self._failure(f"{label} from {'any rank' if src is None else f'rank {src}'}", self._next())
-        if not self.check_peers:
+        if not self._headers:  # neither checked nor placed
             w = (run.engine.backend.recv([buf], src, tag) if src is not None
                  else run.engine.backend.recv_anysource([buf], tag))
-            if src is not None:
-                self._place_p2p(src, self._rank, t, hybrid)
             work = launched(label, self._rank, [w], [t], run.finish if run.needs_finish else None, self._timeout_s,
                             on_failure=failure)
         else:
@@ -330,13 +382,14 @@ class ProcessGroupHybrid(Collectives, RootedCollectives, dist.ProcessGroup):
                       else self._gloo.recv_anysource([header], tag))
                 hw.wait(timeout)
                 source = hw.source_rank() if src is None else src
-                problem = C.p2p_mismatch(header, t, source, self._rank)
+                problem = C.p2p_mismatch(header, t, source, self._rank) if self.check_peers else None
                 # On a mismatch the payload still has to be taken off the wire (the
                 # sender waits for it), into scratch: the caller's buffer stays untouched.
                 target = buf if problem is None else torch.empty(int(header[2]), dtype=torch.uint8)
                 pw = run.engine.backend.recv([target], source, tag)
                 posted.set()
                 work._source = source
+                work._sent_at = int(header[5])
                 pw.wait(timeout)
                 if problem:
                     raise C.ArgumentError(problem)
@@ -347,8 +400,7 @@ class ProcessGroupHybrid(Collectives, RootedCollectives, dist.ProcessGroup):
                 result.set_exception(e)
             done.set()
 
-        if hybrid and src is not None:
-            self._place_p2p(src, self._rank, t, hybrid)
+        work._on_wait = self._arrival(work, t, hybrid)
         threading.Thread(target=receive, name=f"hybrid-{label}", daemon=True).start()
         return work
 

@@ -55,6 +55,11 @@ class Work(dist._Work):
         self._on_failure = on_failure
         """Turns an engine failure into one naming the peer it waited for (the group's peer monitor)."""
         self._converted: tuple[BaseException, BaseException] | None = None
+        self._on_wait = None
+        """Run once, on the waiting thread, after the first successful wait (a receive makes the waiting
+        stream wait for the transfer's modelled arrival there, as a CUDA stream waits on an NCCL work)."""
+        self._sent_at = -1
+        """A receive: the modelled start the sender's header carried (-1: none)."""
 
     def _note(self, e: BaseException) -> BaseException:
         if self._on_failure is not None:
@@ -114,7 +119,15 @@ class Work(dist._Work):
             self._future.wait()
         except Exception as e:
             raise self._note(e)
+        self._waited()
         return True
+
+    def _waited(self) -> None:
+        if self._on_wait is None or threading.current_thread().name.startswith("hybrid-"):
+            return  # a future's watcher thread: the user's own wait places it, on the user's stream
+        hook, self._on_wait = self._on_wait, None
+        if hook is not None:
+            hook()
 
     def is_completed(self) -> bool:
         """True once the outputs are final (or the op failed)."""
@@ -216,4 +229,6 @@ def combined(op: str, rank: int, works: list, default_timeout: float = 0.0) -> W
             child.wait()
         return results
 
-    return Work(op, rank, torch.futures.collect_all(futures).then(done), (), results, default_timeout)
+    work = Work(op, rank, torch.futures.collect_all(futures).then(done), (), results, default_timeout)
+    work._on_wait = lambda: [w._waited() for w in works]
+    return work

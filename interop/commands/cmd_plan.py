@@ -23,7 +23,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--batch", type=int, default=None, help="global batch rows (default: the model's)")
     parser.add_argument("--seq", type=int, default=None, help="sequence length (token models)")
     parser.add_argument("--microbatches", type=int, default=None, help="fix the microbatch count (default: search)")
-    parser.add_argument("--schedule", default="auto", choices=("auto", "1f1b", "gpipe"))
+    parser.add_argument("--schedule", default="auto", choices=("auto", "1f1b", "gpipe", "interleaved"),
+                        help="the pipeline schedule (auto: the fastest the step model finds, interleaved included)")
     parser.add_argument("--optimizer", default="adamw", choices=("adamw", "adam", "sgd"))
     parser.add_argument("--slots", default=None, help="comma-separated slots the plan may use (default: all)")
     parser.add_argument("--dtype", default=None, choices=("float32", "bfloat16"), help="parameter dtype")

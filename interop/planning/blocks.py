@@ -70,6 +70,13 @@ class ModelBlocks:
             self._profiles[key] = found
         return found
 
+    def chunk_collectives(self, chunk: range, shard: Shard) -> tuple:
+        """Collectives a stage running the blocks ``chunk`` cut as ``shard`` issues per microbatch besides its
+        blocks' own (:class:`~interop.planning.profile.Collective`; the first block's forward and the last
+        block's backward carry them). None here; the planner's exported blocks broadcast a tensor-parallel
+        stage's inputs over its slots and its output gradients back."""
+        return ()
+
     def cache_identity(self) -> str | None:
         """A string naming everything the profiles depend on besides signature and shard, for the on-disk
         cache (:mod:`interop.planning.profile_cache`); None (the default) keeps profiles in memory only."""

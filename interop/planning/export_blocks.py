@@ -218,10 +218,59 @@ class ExportedBlocks(ModelBlocks):
         return (v.kind, tuple(str(d) for d in v.shape), str(v.dtype), v.batch_dim)
 
     def check_shard(self, shard: Shard) -> None:
-        for dim in ("tp", "cp", "ep"):
+        for dim in ("cp", "ep"):
             if getattr(shard, dim) != 1:
                 raise ValueError(f"{dim}: a model cut with torch.export runs its blocks whole on each replica; "
                                  f"{dim}={getattr(shard, dim)} is not supported for {self.name}")
+        if shard.tp != 1 and shard.tp not in self.tp_degrees():
+            found = self.tp_degrees()
+            raise ValueError(f"tp: {self.name} splits its linear layers over {list(found) or 'no'} tensor-parallel "
+                             f"degree(s), not {shard.tp}" + ("" if found else " (no column/row pair of linear "
+                                                                                "layers found in its blocks)"))
+        if shard.tp != 1 and shard.sequence_parallel:
+            raise ValueError("sequence_parallel: the planner's tensor parallelism keeps whole activations between "
+                             "its regions (Megatron without sequence parallelism); use sequence_parallel=False")
+
+    # -- tensor parallelism (interop.planning.tensor_parallel) ------------------------------
+
+    def tp_plan(self, index: int):
+        """Block ``index``'s column/row-parallel linear pairs (:class:`~interop.planning.tensor_parallel.TPPlan`;
+        inactive when it has none)."""
+        from interop.planning.tensor_parallel import analyse, flatten
+
+        plans = self.__dict__.setdefault("_tp_plans", {})  # by block: a plan names that block's own nodes
+        if index not in plans:
+            plans[index] = analyse(flatten(self.blocks[index].module))
+        return plans[index]
+
+    def tp_degrees(self) -> tuple[int, ...]:
+        """The tensor-parallel degrees every block with column/row pairs supports (blocks without run whole on
+        every slot of a tensor-parallel stage); () when no block has any."""
+        plans = [self.tp_plan(i) for i in range(len(self.blocks))]
+        active = [p for p in plans if p.active]
+        if not active:
+            return ()
+        return tuple(d for d in active[0].degrees() if all(p.supports(d) for p in active))
+
+    def chunk_collectives(self, chunk: range, shard: Shard) -> tuple:
+        """A tensor-parallel stage (the in-process runner's :class:`~interop.planning.tensor_parallel.
+        TensorParallelChunk`) broadcasts its inputs from its first slot to the others, and its output gradients
+        back the same way (its first slot's copy of the output is the one that leaves)."""
+        from interop.planning.profile import Collective
+
+        if shard.tp == 1:
+            return ()
+        rows = shard.microbatch
+        out = []
+        for name in self.live(chunk.start):
+            spec = self.values[name]
+            if spec.kind == "tensor":
+                out.append(Collective("broadcast", "tp", spec.nbytes(rows, self.batch_symbol), "forward"))
+        for name in self.live(chunk.stop):
+            spec = self.values[name]
+            if spec.kind == "tensor" and spec.dtype.is_floating_point:
+                out.append(Collective("broadcast", "tp", spec.nbytes(rows, self.batch_symbol), "backward"))
+        return tuple(out)
 
     def meta_module(self, index: int) -> nn.Module:
         """Block ``index`` with every tensor on the meta device (nothing allocated), its attention calls
@@ -247,8 +296,15 @@ class ExportedBlocks(ModelBlocks):
     def _trace(self, index: int, shard: Shard) -> BlockProfile:
         import torch
 
+        from interop.planning.profile import Collective
+        from interop.planning.tensor_parallel import flatten, recording, shard_block
+
         b = self.blocks[index]
         module = self.meta_module(index)
+        plan = self.tp_plan(index)
+        split = shard.tp > 1 and plan.active
+        if split:  # tensor rank 0's graph: its shards, its regions' sizes; the markers note the all_reduces
+            module = shard_block(flatten(module), plan, shard.tp, 0, "local")
         rows = shard.microbatch
         args = [self.example_value(n, rows) for n in b.inputs]
         last = index == len(self.blocks) - 1
@@ -276,9 +332,16 @@ class ExportedBlocks(ModelBlocks):
             # Gradients accumulate into existing buffers (DDP's bucket views; the runner's flat buffer):
             # each microbatch's backward adds into every parameter's .grad, and the trace records those adds.
             p.grad = torch.zeros_like(p)
-        profile = trace_profile(b.name, block, args, shard=shard, params=params, hidden_size=None)
+        with recording() as notes:
+            profile = trace_profile(b.name, block, args, shard=shard, params=params, hidden_size=None)
         peak = live_peak(block, args, params)
-        return dataclasses.replace(profile, workspace=max(0, peak - profile.saved_bytes("none")))
+        extra = {}
+        if split:
+            # The runner all-reduces where the markers stand, exposed (no overlap with the GEMMs beside them);
+            # model FLOPs are the whole block's, counted once.
+            extra["collectives"] = tuple(Collective("all_reduce", "tp", nbytes, phase) for phase, nbytes in notes)
+            extra["model_flops"] = self.profile(index, dataclasses.replace(shard, tp=1)).model_flops
+        return dataclasses.replace(profile, workspace=max(0, peak - profile.saved_bytes("none")), **extra)
 
     def _meta_targets(self, outputs, rows: int):
         import torch

@@ -262,6 +262,19 @@ class Plan:
         self._baselines = Baselines(self.predicted.seconds, rows, ideal, note)
         return self._baselines
 
+    def with_layout(self, layout: Layout) -> Plan:
+        """The same model, rack and step with another layout (stages, schedule, microbatches) instead of the
+        searched one: its prediction, table, baselines, :meth:`apply` and :meth:`distribute` (no search)."""
+        if not isinstance(layout, Layout):
+            raise TypeError(f"layout: expected an interop.planning.layout.Layout, got {type(layout).__name__}")
+        if layout.global_batch != self.global_batch:
+            raise ValueError(f"layout: a global batch of {layout.global_batch} rows; this plan's step takes "
+                             f"{self.global_batch}")
+        layout.validate(len(self.blocks), len(self.rack))
+        result = self.problem.evaluate(layout)
+        return Plan(self.blocks, layout, Prediction.of(result), self.rack, self.objective, self.optimizer,
+                    self.problem, SearchStats(candidates=1, evaluated=1, exact=False), self.live, self.rack_object)
+
     # -- running ---------------------------------------------------------------------------------
 
     def apply(self, model, optimizer: Callable | None = None):
@@ -282,7 +295,11 @@ class Plan:
     def distribute(self, model, optimizer: Callable | None = None):
         """This rank's part of the plan across processes (call on every rank of a torchrun job on the "hybrid"
         backend, one rank per slot): a :class:`~interop.planning.distributed.DistributedPlanRunner` built on
-        torch.distributed.pipelining and DDP."""
+        torch.distributed.pipelining, FSDP2 (data parallelism) and parallelize_module/DTensor (tensor
+        parallelism); its ``last_step.modelled_seconds`` is the step on the one modelled clock all ranks share.
+        A plan the export does not run (replica counts or tensor-parallel degrees that differ between stages, a
+        stage with both tensor and data parallelism) is refused with a message naming it
+        (:func:`~interop.planning.distributed.exportable`); :meth:`apply` runs every plan."""
         from interop.planning.distributed import DistributedPlanRunner
 
         return DistributedPlanRunner(self.layout, self.blocks, model, optimizer or default_optimizer(self.optimizer))
@@ -386,10 +403,7 @@ def plan(model, example_inputs, rack=None, *, slots=None, objective: str = "time
         counts = (microbatches,)
     else:
         counts = ()
-    schedules = ("1f1b", "gpipe") if schedule == "auto" else (schedule,)
-    if schedule == "interleaved":
-        raise ValueError("schedule: 'interleaved' is run by the runner and the step model, but the search does not "
-                         "propose interleaved layouts yet; use 'auto', '1f1b' or 'gpipe'")
+    schedules = ("1f1b", "gpipe", "interleaved") if schedule == "auto" else (schedule,)
     dtype = _param_dtype(model)
     from interop.planning.plan_search import GroupPricer
 

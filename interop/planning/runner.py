@@ -19,6 +19,12 @@ What runs, and where it lands on the modelled timeline:
 * The step starts with every slot of the plan at the same modelled instant (the latest
   clock among them, inputs already on their slots), and ends at the latest clock after
   the optimizer: :attr:`PlanRunner.last_step` ``.modelled_seconds``.
+* A tensor-parallel stage (``tp > 1``) runs each replica as a
+  :class:`~interop.planning.tensor_parallel.TensorParallelChunk` on its ``tp`` slots: the
+  blocks' column/row pairs of linear layers split over them (each slot holds its shards; the
+  rest of the block whole on every slot), the two all_reduces of each pair on the fabric;
+  inputs arrive on the replica's first slot and are broadcast, output gradients likewise.
+  Each tensor rank keeps its own gradient buffer; data-parallel replicas reduce rank by rank.
 
 Numerics: with one microbatch and one replica per stage, the loss and every gradient
 are bit for bit those of the model run on one emulated slot (the stage modules run the
@@ -62,6 +68,24 @@ class StepRecord:
 
 
 @dataclass(slots=True)
+class _Rank:
+    """One tensor rank of a replica (the replica itself when tp is 1): its slot, blocks and gradient buffer."""
+
+    slot: int
+    blocks: nn.ModuleList
+    params: list[nn.Parameter]
+    names: list[str]
+    """Canonical model name of each parameter."""
+    block_of: list[int]
+    """The stage-local block each parameter belongs to (its first holder)."""
+    shards: dict = field(default_factory=dict)
+    """Canonical name -> its :class:`~interop.planning.tensor_parallel.ParamShard` (parameters split over the
+    tensor ranks)."""
+    grad_buffer: torch.Tensor | None = None
+    """The flat buffer every parameter's ``.grad`` views."""
+
+
+@dataclass(slots=True)
 class _Replica:
     stage: VirtualStage
     index: int
@@ -69,14 +93,8 @@ class _Replica:
     module: nn.Module
     rows: tuple[int, int]
     """Its rows within each microbatch."""
-    params: list[nn.Parameter]
-    names: list[str]
-    """Canonical model name of each parameter."""
-    block_of: list[int]
-    """The stage-local block each parameter belongs to (its first holder)."""
+    ranks: list[_Rank]
     optimizer: Any = None
-    grad_buffer: torch.Tensor | None = None
-    """The flat buffer every parameter's ``.grad`` views."""
     seed: torch.Tensor | None = None
     """The last stage's backward seed (the loss scale), made once."""
     seed_scale: float = 0.0
@@ -88,6 +106,10 @@ class _Replica:
     @property
     def device(self) -> torch.device:
         return torch.device("hybrid", self.home)
+
+    @property
+    def names(self) -> list[str]:
+        return self.ranks[0].names
 
 
 class PlanRunner:
@@ -106,8 +128,6 @@ class PlanRunner:
         self.layout, self.blocks, self.rack = layout, blocks, rack
         self.model_keys = list(model.state_dict().keys())
         self._model = model
-        if any(st.tp > 1 for st in layout.stages):
-            raise NotImplementedError("tensor-parallel replicas are not supported by the in-process runner yet")
         rows = layout.microbatch_rows
         self.virtual = layout.virtual_stages()
         self.replicas: list[list[_Replica]] = []
@@ -116,89 +136,100 @@ class PlanRunner:
             part = rows // st.dp
             reps = []
             for r, slots in enumerate(st.replicas):
-                module = bind(stage_module, model, torch.device("hybrid", slots[0]))
-                params, names, block_of = _unique_params(module, blocks.canonical)
-                rep = _Replica(st, r, slots, module, (r * part, (r + 1) * part), params, names, block_of)
+                module, ranks = _replica_module(blocks, stage_module, model, slots)
+                params = [p for rank in ranks for p in rank.params]
+                rep = _Replica(st, r, slots, module, (r * part, (r + 1) * part), ranks)
                 if optimizer is not None and params:
                     rep.optimizer = optimizer(params)
                 reps.append(rep)
             self.replicas.append(reps)
         self._tied = self._tied_groups()
         tied_names = {n for n, _ in self._tied}
-        # Every replica's gradients are views into one flat buffer (DDP's gradient_as_bucket_view), its
+        # Every tensor rank's gradients are views into one flat buffer (DDP's gradient_as_bucket_view), its
         # parameters ordered by block: each microbatch's backward adds into it, one zero_ per step clears it,
-        # and a data-parallel stage all-reduces each block's slice in place. A parameter shared by two blocks
-        # of a stage belongs to the first (its gradient is final when that block's backward is); parameters
-        # held by several stages (tied) are reduced apart.
-        self._buckets: list[list[list[tuple[int, int]]]] = []
+        # and a data-parallel stage all-reduces each block's slice in place, rank by rank. A parameter shared by
+        # two blocks of a stage belongs to the first (its gradient is final when that block's backward is);
+        # parameters held by several stages (tied) are reduced apart.
+        self._buckets: list[list[list[list[tuple[int, int]]]]] = []  # [stage][replica][rank][block]
         for reps in self.replicas:
             per_rep = []
             for rep in reps:
-                order = sorted(range(len(rep.params)), key=lambda j: rep.block_of[j])
-                rep.params = [rep.params[j] for j in order]
-                rep.names = [rep.names[j] for j in order]
-                rep.block_of = [rep.block_of[j] for j in order]
-                total = sum(p.numel() for p in rep.params)
-                dtypes = {p.dtype for p in rep.params}
-                if len(dtypes) > 1:
-                    raise NotImplementedError(f"stage {rep.stage.index} mixes parameter dtypes {sorted(map(str, dtypes))}; "
-                                              "the runner keeps one gradient buffer per replica")
-                rep.grad_buffer = (torch.zeros(total, dtype=rep.params[0].dtype, device=rep.device)
-                                   if rep.params else None)
-                spans = [[0, 0] for _ in rep.module.blocks]
-                offset = 0
-                for p, n, k in zip(rep.params, rep.names, rep.block_of):
-                    if n in tied_names:
+                per_rank = []
+                for rank in rep.ranks:
+                    order = sorted(range(len(rank.params)), key=lambda j: rank.block_of[j])
+                    rank.params = [rank.params[j] for j in order]
+                    rank.names = [rank.names[j] for j in order]
+                    rank.block_of = [rank.block_of[j] for j in order]
+                    total = sum(p.numel() for p in rank.params)
+                    dtypes = {p.dtype for p in rank.params}
+                    if len(dtypes) > 1:
+                        raise NotImplementedError(f"stage {rep.stage.index} mixes parameter dtypes "
+                                                  f"{sorted(map(str, dtypes))}; the runner keeps one gradient buffer "
+                                                  "per replica")
+                    rank.grad_buffer = (torch.zeros(total, dtype=rank.params[0].dtype,
+                                                    device=torch.device("hybrid", rank.slot)) if rank.params else None)
+                    spans = [[0, 0] for _ in rank.blocks]
+                    offset = 0
+                    for p, n, k in zip(rank.params, rank.names, rank.block_of):
+                        if n in tied_names:
+                            offset += p.numel()
+                            continue
+                        if spans[k] == [0, 0]:
+                            spans[k] = [offset, offset]
+                        spans[k][1] = offset + p.numel()
                         offset += p.numel()
-                        continue
-                    if spans[k] == [0, 0]:
-                        spans[k] = [offset, offset]
-                    spans[k][1] = offset + p.numel()
-                    offset += p.numel()
-                per_rep.append([tuple(x) for x in spans] if len(reps) > 1 else [(0, 0)] * len(spans))
+                    per_rank.append([tuple(x) for x in spans] if len(reps) > 1 else [(0, 0)] * len(spans))
+                per_rep.append(per_rank)
             self._buckets.append(per_rep)
-        self._bucket_params = [[[[p for p, n, k in zip(rep.params, rep.names, rep.block_of)
-                                  if k == b and n not in tied_names] if len(reps) > 1 else []
-                                 for b in range(len(rep.module.blocks))] for rep in reps] for reps in self.replicas]
+        self._bucket_params = [[[[[p for p, n, k in zip(rank.params, rank.names, rank.block_of)
+                                   if k == b and n not in tied_names] if len(reps) > 1 else []
+                                  for b in range(len(rank.blocks))] for rank in rep.ranks] for rep in reps]
+                               for reps in self.replicas]
         self._armed: set[int] = set()
-        self._ready: dict[tuple[int, int, int], Any] = {}
-        self._counts: dict[tuple[int, int, int], int] = {}
+        self._ready: dict[tuple[int, int, int, int], Any] = {}
+        self._counts: dict[tuple[int, int, int, int], int] = {}
         for s, reps in enumerate(self.replicas):
             for rep in reps:
-                for k, bucket in enumerate(self._bucket_params[s][rep.index]):
-                    for p in bucket:
-                        p.register_post_accumulate_grad_hook(self._hook(s, rep, k, len(bucket)))
+                for t, rank in enumerate(rep.ranks):
+                    for k, bucket in enumerate(self._bucket_params[s][rep.index][t]):
+                        for p in bucket:
+                            p.register_post_accumulate_grad_hook(self._hook(s, rep.index, t, rank.slot, k,
+                                                                            len(bucket)))
         # Transfers and gradient reductions run on their own streams, so a slot computes while data
         # travels: sends per direction, receives per direction, and one for data-parallel reductions.
         self._streams = {(slot, purpose): torch.hybrid.Stream(device=slot) for slot in layout.slots
                          for purpose in ("send_fwd", "send_bwd", "recv_fwd", "recv_bwd", "reduce")}
         self.last_step: StepRecord | None = None
 
-    def _hook(self, s: int, rep: _Replica, k: int, size: int):
+    def _hook(self, s: int, r: int, t: int, slot: int, k: int, size: int):
         # The hook lives in the parameter's autograd node (C++), which the cyclic collector cannot see
         # through: it holds the runner weakly so that a dropped runner frees its slots' memory.
         runner = weakref.ref(self)
-        r, home = rep.index, rep.home
 
         def ready(_param) -> None:
             self_ = runner()
             if self_ is None or s not in self_._armed:
                 return
-            key = (s, r, k)
+            key = (s, r, t, k)
             self_._counts[key] = self_._counts.get(key, 0) + 1
             if self_._counts[key] == size:  # the bucket's gradients are final: it may be reduced from now
-                self_._ready[key] = _record(home)
+                self_._ready[key] = _record(slot)
 
         return ready
 
     # -- setup helpers ------------------------------------------------------------------
 
-    def _tied_groups(self) -> list[tuple[str, list[nn.Parameter]]]:
+    def _tied_groups(self) -> list[tuple[str, list[list[nn.Parameter]]]]:
+        """Per tied parameter held by several stages: per (stage, replica), its copies on the tensor ranks."""
         groups = []
         for name in self.blocks.tied:
-            copies = [p for reps in self.replicas for rep in reps for p, n in zip(rep.params, rep.names) if n == name]
+            copies = [[p for rank in rep.ranks for p, n in zip(rank.params, rank.names) if n == name]
+                      for reps in self.replicas for rep in reps]
+            copies = [c for c in copies if c]
             holders = {rep.stage.index for reps in self.replicas for rep in reps if name in rep.names}
             if len(holders) > 1:
+                if any(name in rank.shards for reps in self.replicas for rep in reps for rank in rep.ranks):
+                    raise NotImplementedError(f"{name} is tied across stages and split by tensor parallelism")
                 groups.append((name, copies))
         return groups
 
@@ -440,50 +471,56 @@ class PlanRunner:
     # -- gradient reduction ----------------------------------------------------------------
 
     def _prepare_buckets(self) -> None:
-        """Point every parameter's ``.grad`` at its slice of the replica's flat buffer, cleared."""
+        """Point every parameter's ``.grad`` at its slice of its rank's flat buffer, cleared."""
         self._armed.clear()
         self._ready.clear()
         self._counts.clear()
         for reps in self.replicas:
             for rep in reps:
-                if rep.grad_buffer is None:
-                    continue
-                rep.grad_buffer.zero_()
-                offset = 0
-                for p in rep.params:
-                    p.grad = rep.grad_buffer[offset:offset + p.numel()].view_as(p)
-                    offset += p.numel()
+                for rank in rep.ranks:
+                    if rank.grad_buffer is None:
+                        continue
+                    rank.grad_buffer.zero_()
+                    offset = 0
+                    for p in rank.params:
+                        p.grad = rank.grad_buffer[offset:offset + p.numel()].view_as(p)
+                        offset += p.numel()
 
     def _reduce_stage(self, s: int) -> None:
-        """All-reduce stage ``s``'s buckets across its replicas on the reduce streams, each bucket once
-        every replica's copy of it is final; the replica's optimizer waits for the last one."""
+        """All-reduce stage ``s``'s buckets across its replicas (tensor rank by tensor rank) on the reduce streams,
+        each bucket once every replica's copy of it is final; the replica's optimizer waits for the last one."""
         import collectives
 
         reps = self.replicas[s]
         if len(reps) < 2:
             return
-        spans = self._buckets[s][0]
-        blocks = [k for k, (a, b) in enumerate(spans) if b > a]
-        order = sorted(blocks, key=lambda k: -k)  # backward finishes the last block first
-        streams = [self._streams[rep.home, "reduce"] for rep in reps]
-        for k in order:
-            for rep, stream in zip(reps, streams):
-                self._ready.pop((s, rep.index, k)).wait(stream)
-            with contextlib.ExitStack() as stack:
-                for stream in streams:
-                    stack.enter_context(torch.hybrid.stream(stream))
-                collectives.all_reduce([rep.grad_buffer[slice(*self._buckets[s][rep.index][k])] for rep in reps],
-                                       op="sum")
-        for rep, stream in zip(reps, streams):
-            done = torch.hybrid.Event()
-            done.record(stream)
-            done.wait(torch.hybrid.default_stream(rep.home))
+        for t in range(len(reps[0].ranks)):
+            spans = self._buckets[s][0][t]
+            blocks = [k for k, (a, b) in enumerate(spans) if b > a]
+            order = sorted(blocks, key=lambda k: -k)  # backward finishes the last block first
+            slots = [rep.ranks[t].slot for rep in reps]
+            streams = [self._streams[slot, "reduce"] for slot in slots]
+            for k in order:
+                for rep, stream in zip(reps, streams):
+                    self._ready.pop((s, rep.index, t, k)).wait(stream)
+                with contextlib.ExitStack() as stack:
+                    for stream in streams:
+                        stack.enter_context(torch.hybrid.stream(stream))
+                    collectives.all_reduce([rep.ranks[t].grad_buffer[slice(*self._buckets[s][rep.index][t][k])]
+                                            for rep in reps], op="sum")
+            for slot, stream in zip(slots, streams):
+                done = torch.hybrid.Event()
+                done.record(stream)
+                done.wait(torch.hybrid.default_stream(slot))
 
     def _reduce_tied(self) -> None:
+        """Sum a tied parameter's gradient over every (stage, replica) holding it (their first tensor rank's
+        copies), then give every tensor rank's copy the sum."""
         import collectives
 
-        for _, copies in self._tied:
-            grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in copies]
+        for _, groups in self._tied:
+            firsts = [g[0] for g in groups]
+            grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in firsts]
             by_slot: dict[int, list[torch.Tensor]] = {}
             for g in grads:
                 by_slot.setdefault(g.device.index, []).append(g)
@@ -497,18 +534,28 @@ class PlanRunner:
             for gs in by_slot.values():
                 for g in gs[1:]:
                     g.copy_(gs[0])
-            for p, g in zip(copies, grads):
+            for p, g in zip(firsts, grads):
                 p.grad = g
+            for group in groups:
+                if len(group) > 1:
+                    collectives.broadcast([p.grad for p in group], root=0)
 
     # -- results ---------------------------------------------------------------------------
 
     def gradients(self) -> dict[str, torch.Tensor]:
-        """The gradients of the last step (after reduction), on the CPU, under the model's canonical names."""
+        """The gradients of the last step (after reduction), on the CPU, under the model's canonical names (a
+        parameter split by tensor parallelism reassembled from its shards)."""
         out: dict[str, torch.Tensor] = {}
         for reps in self.replicas:
-            for p, name in zip(reps[0].params, reps[0].names):
-                if name not in out and p.grad is not None:
+            ranks = reps[0].ranks
+            for j, (p, name) in enumerate(zip(ranks[0].params, ranks[0].names)):
+                if name in out or p.grad is None:
+                    continue
+                spec = ranks[0].shards.get(name)
+                if spec is None:
                     out[name] = p.grad.detach().cpu()
+                else:
+                    out[name] = spec.full([r.params[j].grad.detach().cpu() for r in ranks])
         return out
 
     def state_dict(self) -> dict[str, torch.Tensor]:
@@ -517,12 +564,16 @@ class PlanRunner:
         canonical = self.blocks.canonical
         found: dict[str, torch.Tensor] = {}
         for reps in self.replicas:
-            rep = reps[0]
-            for blk in rep.module.blocks:
+            ranks = reps[0].ranks
+            for k, blk in enumerate(ranks[0].blocks):
+                others = [dict(_tensor_attrs(r.blocks[k])) for r in ranks[1:]]
                 for name, t in _tensor_attrs(blk):
                     key = canonical.get(name)
-                    if key is not None and key not in found:
-                        found[key] = t.detach().cpu()
+                    if key is None or key in found:
+                        continue
+                    spec = ranks[0].shards.get(key)
+                    found[key] = (t.detach().cpu() if spec is None else
+                                  spec.full([t.detach().cpu()] + [o[name].detach().cpu() for o in others]))
         own = self._model.state_dict()
         out: dict[str, torch.Tensor] = {}
         for key in self.model_keys:
@@ -564,9 +615,40 @@ def issue_order(orders: list[list[tuple[str, int, int]]], stages: int) -> list[t
     return out
 
 
-def _unique_params(module: nn.Module, canonical: dict[str, str]):
+def _replica_module(blocks: ExportedBlocks, stage_module, model: nn.Module, slots: tuple[int, ...]):
+    """A replica's module on its slots and its tensor ranks: the stage's blocks bound on its slot, or (several
+    slots) a :class:`~interop.planning.tensor_parallel.TensorParallelChunk` of each rank's shards."""
+    if len(slots) == 1:
+        module = bind(stage_module, model, torch.device("hybrid", slots[0]))
+        params, names, block_of = _unique_params(module.blocks, blocks.canonical)
+        return module, [_Rank(slots[0], module.blocks, params, names, block_of)]
+    from interop.planning.tensor_parallel import TensorParallelChunk, flatten, shard_block
+
+    tp = len(slots)
+    per_rank = []
+    shards: dict[str, object] = {}
+    for t, slot in enumerate(slots):
+        bound = bind(stage_module, model, torch.device("hybrid", slot))
+        graphs = []
+        for k, blk in enumerate(bound.blocks):
+            plan = blocks.tp_plan(stage_module.start + k)
+            flat = flatten(blk)
+            graphs.append(shard_block(flat, plan, tp, t, "local") if plan.active else flat)
+            for target, spec in plan.params.items() if plan.active else ():
+                shards[blocks.canonical.get(target, target)] = spec
+        per_rank.append(graphs)
+    module = TensorParallelChunk(per_rank, stage_module.wiring, stage_module.input_names, stage_module.output_names,
+                                 stage_module.last, stage_module.out_spec, slots)
+    ranks = []
+    for slot, rank_blocks in zip(slots, module.ranks):
+        params, names, block_of = _unique_params(rank_blocks, blocks.canonical)
+        ranks.append(_Rank(slot, rank_blocks, params, names, block_of, {n: shards[n] for n in names if n in shards}))
+    return module, ranks
+
+
+def _unique_params(module_blocks, canonical: dict[str, str]):
     params, names, block_of, seen = [], [], [], set()
-    for k, blk in enumerate(module.blocks):
+    for k, blk in enumerate(module_blocks):
         for name, p in blk.named_parameters(remove_duplicate=False):
             if id(p) in seen or not p.requires_grad:
                 continue

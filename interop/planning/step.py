@@ -330,6 +330,15 @@ def _chunk(blocks: ModelBlocks, stage: Stage, chunk: range, shard: Shard, execut
         out.recompute_comm.append(rc)
         for kind, sec in kinds.items():
             out.comm_kind[kind] = out.comm_kind.get(kind, 0.0) + sec
+    around = getattr(blocks, "chunk_collectives", None)
+    for coll in around(chunk, shard) if around is not None and len(chunk) else ():
+        # The stage's own collectives around its blocks (exposed): the first block's forward, the last's backward.
+        seconds = coll.calls * pricer.seconds(coll.op, coll.nbytes, stage.group(coll.group))
+        if coll.phase == "forward":
+            out.fwd_comm[0] += seconds
+        else:
+            out.bwd_comm[-1] += seconds
+        out.comm_kind[coll.group] = out.comm_kind.get(coll.group, 0.0) + seconds
     return out
 
 
