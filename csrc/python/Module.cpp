@@ -20,6 +20,7 @@ namespace py = pybind11;
 namespace hybrid {
 void register_hooks();
 int register_cpu_parity();
+int register_foreach();
 
 namespace {
 
@@ -148,6 +149,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   install_cpu_routing();
   const int parity_ops = register_cpu_parity();
   m.attr("_cpu_parity_ops") = parity_ops;
+  m.attr("_foreach_ops") = register_foreach();
 
   m.attr("MAX_SLOTS") = static_cast<int>(kMaxSlots);
 
