@@ -32,13 +32,16 @@ class Coster:
         self.rack = rack
         self.kinds = [d.kind for d in rack.devices]
 
-    def op(self, slot: int, name: str, in_shapes, out_shapes, dtype: str, causal: bool) -> devices.cost.Estimate:
+    def op(self, slot: int, name: str, in_shapes, out_shapes, dtype: str, causal: bool,
+           list_length: int = 0) -> devices.cost.Estimate:
+        """``list_length``: the tensors in the op's first tensor list (0: it has none), as the runtime records
+        it; a multi-tensor op's lists arrive flattened in ``in_shapes``."""
         args = {"is_causal": True} if causal else None
         # `dtype` is torch's name as the runtime records it; an op with no
         # tensor at all (nothing to read or write) has none, and no bytes to
         # cost in any dtype.
         return devices.cost.estimate(self.kinds[slot], name, in_shapes, dtype or "float32",
-                                     out_shapes=out_shapes, args=args)
+                                     out_shapes=out_shapes, args=args, list_length=list_length or None)
 
     def kernel(self, slot: int, launch) -> devices.cost.Estimate:
         """A kernel launch (:class:`interop.timelines.KernelLaunch`) from its own bytes and FLOPs."""

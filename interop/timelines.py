@@ -192,7 +192,7 @@ class Timeline:
                 outs, _ = _decode_shapes(arena, pos, cols["n_outputs"][i])
                 flags = cols["flags"][i]
                 self._place_op(slot, stream, self._name(cols["name"][i]), ins, outs, cols["dtype"][i],
-                               bool(flags & 1), cols["measured_s"][i] if flags & 2 else None)
+                               bool(flags & 1), cols["measured_s"][i] if flags & 2 else None, cols["value"][i])
             elif kind == COPY:
                 self._place_copy(slot, stream, cols["peer"][i], cols["peer_stream"][i], cols["value"][i],
                                  cols["dtype"][i], bool(cols["flags"][i] & ASYNC_COPY))
@@ -212,8 +212,8 @@ class Timeline:
             self.clocks[k] = start + duration_ps
         return start
 
-    def _place_op(self, slot, stream, name, ins, outs, dtype, causal, measured_s=None) -> None:
-        est = self.coster.op(slot, name, ins, outs, dtype, causal)
+    def _place_op(self, slot, stream, name, ins, outs, dtype, causal, measured_s=None, list_length=0) -> None:
+        est = self.coster.op(slot, name, ins, outs, dtype, causal, list_length)
         # A real GPU's slot follows measured time; an emulated one, modelled time.
         duration = round((est.seconds if measured_s is None else measured_s) * PS)
         start = self._advance([(slot, stream)], duration)

@@ -57,6 +57,45 @@ def test_executed_step_and_memory_match_the_prediction(gpt, use_rack, rack, micr
     gc.collect()
 
 
+@pytest.mark.parametrize("rack,slots,microbatches", [
+    ("fusion-default", [0], None),      # one slot: the embedding and the head it is tied to in one backward
+    ("trn3:2+h100:2", [0, 1], None),    # data parallel: the tied gradient is reduced once, in the embedding's bucket
+    ("trn3:2+h100:2", [0, 2], 2),       # a pipeline cut between the embedding and the head (the tie across stages)
+])
+def test_hf_gpt2_with_tied_head_matches_the_prediction(use_rack, rack, slots, microbatches):
+    """An HF GPT-2 (the LM head is the token embedding: one tensor two blocks hold) trained by its plan with
+    AdamW: time and allocator peaks as predicted, and the same numbers as on one slot. Before the step model
+    counted the tied tensor once (weights, gradient, AdamW state, reduction, update) it predicted 16-23 % more
+    memory than the slots' allocators held; before foreach ops were one record, the step counters' per-tensor
+    adds put the executed step 17 % over the prediction."""
+    transformers = pytest.importorskip("transformers", reason="HF GPT-2 comes from transformers")
+    from interop.planning.plan_models import PlanModel
+    from interop.planning.plan_run import run_and_check
+
+    use_rack(rack, backing="emulated")
+    config = transformers.GPT2Config(vocab_size=4096, n_positions=32, n_embd=64, n_layer=2, n_head=4,
+                                     resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False)
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(config)
+    assert model.lm_head.weight is model.transformer.wte.weight
+    data = torch.randint(0, config.vocab_size, (8, 33), generator=torch.Generator().manual_seed(0))
+    pm = PlanModel("gpt2-small", model, (data[:, :-1].contiguous(),), data[:, 1:].contiguous(), None)
+    plan = interop.plan(model, pm.inputs, slots=slots, optimizer="adamw", microbatches=microbatches,
+                        example_targets=pm.targets)
+    assert sorted(s for st in plan.stages for s in st.slots) == slots, plan.table()
+    # Weights are predicted per stage: the blocks' own parameters, the tied tensor once per stage holding it.
+    held = [{id(p): p.numel() * p.element_size()
+             for i in st.chunks[0] for n in plan.blocks.param_names(i, i + 1)
+             for p in [model.get_parameter(n)]} for st in plan.stages]
+    assert [st.memory.weights for st in plan.stages] == [sum(h.values()) for h in held]
+    check = run_and_check(plan, pm, 2, echo=lambda *a: None)
+    assert check.matches
+    assert check.executed_s == pytest.approx(check.predicted_s, rel=0.03), plan.table()
+    for slot, peak in check.peaks.items():
+        assert peak == pytest.approx(check.predicted_peaks[slot], rel=0.10), (slot, plan.table())
+    gc.collect()
+
+
 def test_plan_reports(gpt, use_rack, tmp_path):
     use_rack("trn3:2+h100:2", backing="emulated")
     x, _ = token_batch(SMALL, 8)
@@ -183,7 +222,8 @@ def test_auto_takes_the_interleaved_schedule_where_it_pays():
     assert auto.schedule == "interleaved" and len(auto.stages) == 2 and len(auto.stages[0].chunks) >= 2, \
         auto.table()
     assert auto.predicted.seconds < 0.95 * min(plans["1f1b"].predicted.seconds, plans["gpipe"].predicted.seconds)
-    assert auto.predicted.result.stages[0].idle < plans["1f1b"].predicted.result.stages[0].idle
+    # (The best plain 1F1B plan here may be no pipeline at all, two data-parallel replicas: the comparison
+    # is of step times, not of bubbles.)
     # With many microbatches the bubble is small: auto keeps a plain schedule where interleaving does not pay.
     small = GPTConfig(vocab_size=256, seq_len=32, dim=64, heads=4, layers=2)
     with torch.device("meta"):

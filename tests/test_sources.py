@@ -10,7 +10,7 @@ import pytest
 
 import devices
 from devices import bibliography, fabrics, sources
-from devices.cost import calibration
+from devices.cost import calibration, multi_tensor
 from devices.cost.efficiency import params_for
 from devices.figure import Figure
 
@@ -37,6 +37,10 @@ def _all_figures() -> dict[str, Figure]:
     for name, value in vars(calibration).items():
         if isinstance(value, Figure):
             found[f"calibration.{name}"] = value
+    for name, value in vars(multi_tensor).items():
+        for i, fig in enumerate(value if isinstance(value, tuple) else (value,)):
+            if isinstance(fig, Figure):
+                found[f"multi_tensor.{name}[{i}]"] = fig
     return found
 
 

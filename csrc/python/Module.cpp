@@ -22,6 +22,7 @@ namespace hybrid {
 void register_hooks();
 int register_cpu_parity();
 void bind_layer(pybind11::module& m);
+int register_foreach();
 
 namespace {
 
@@ -151,6 +152,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   install_cpu_routing();
   const int parity_ops = register_cpu_parity();
   m.attr("_cpu_parity_ops") = parity_ops;
+  m.attr("_foreach_ops") = register_foreach();
 
   bind_layer(m);
 

@@ -53,14 +53,19 @@ void push_tensor(std::vector<int64_t>& arena, const at::Tensor& t, uint32_t& cou
   ++count;
 }
 
-uint32_t push_shapes(std::vector<int64_t>& arena, const c10::IValue* values, size_t n) {
+// `first_list`, when still negative, receives the length of the first tensor
+// list met: a multi-tensor op's shapes arrive flattened, and its cost needs to
+// know where one list ends.
+uint32_t push_shapes(std::vector<int64_t>& arena, const c10::IValue* values, size_t n, int64_t& first_list) {
   uint32_t count = 0;
   for (size_t i = 0; i < n; ++i) {
     const c10::IValue& v = values[i];
     if (v.isTensor()) {
       push_tensor(arena, v.toTensor(), count);
     } else if (v.isTensorList()) {
-      for (const at::Tensor& t : v.toTensorList()) push_tensor(arena, t, count);
+      const c10::List<at::Tensor> list = v.toTensorList();
+      if (first_list < 0) first_list = static_cast<int64_t>(list.size());
+      for (const at::Tensor& t : list) push_tensor(arena, t, count);
     } else if (v.isList()) {
       for (const c10::IValue& e : v.toListRef()) {
         if (e.isTensor()) push_tensor(arena, e.toTensor(), count);
@@ -97,8 +102,10 @@ void record_op(const c10::OperatorHandle& op, uint64_t rack, c10::DeviceIndex sl
   std::lock_guard<std::mutex> lock(l.mutex);
   r.name = intern(l, op);
   r.shapes_begin = static_cast<uint32_t>(l.shapes.size());
-  r.n_inputs = push_shapes(l.shapes, inputs, n_inputs);
-  r.n_outputs = push_shapes(l.shapes, outputs, n_outputs);
+  int64_t first_list = -1;
+  r.n_inputs = push_shapes(l.shapes, inputs, n_inputs, first_list);
+  r.n_outputs = push_shapes(l.shapes, outputs, n_outputs, first_list);
+  r.value = first_list < 0 ? 0 : first_list;
   if (measured) l.measurements.emplace_back(l.records.size(), std::move(measured));
   l.records.push_back(r);
 }

@@ -50,7 +50,8 @@ struct Record {
   uint32_t n_outputs;
   c10::StreamId stream;
   c10::StreamId peer_stream;
-  int64_t value;             // copy: bytes; marker/wait: marker id
+  int64_t value;             // op: tensors in its first tensor list (0: none); copy: bytes;
+                             // marker/wait: marker id
   double measured_s;
 };
 

@@ -55,14 +55,16 @@ class Estimate:
     memory_seconds: float = 0.0
     """bytes / (bandwidth * memory efficiency)."""
     overhead_seconds: float = 0.0
-    """Fixed per-op launch overhead."""
+    """Launch overhead: the per-launch figure times :attr:`launches`."""
+    launches: int = 1
+    """Kernel launches the op issues (several, or none, for a multi-tensor op; see :mod:`devices.cost.multi_tensor`)."""
     note: str = ""
     """Why the estimate is a default one, when it is."""
 
 
 def estimate(kind: str, op: str, shapes: Sequence[Sequence[int]], dtype: object, *,
              out_shapes: Sequence[Sequence[int]] | None = None,
-             args: Mapping[str, object] | None = None) -> Estimate:
+             args: Mapping[str, object] | None = None, list_length: int | None = None) -> Estimate:
     """Modelled cost of ``op`` on inputs of ``shapes`` and ``dtype`` on a chip of ``kind``.
 
     ``op`` is ``"aten::name"`` or ``"aten::name.overload"``; ``shapes`` the
@@ -70,7 +72,11 @@ def estimate(kind: str, op: str, shapes: Sequence[Sequence[int]], dtype: object,
     torch dtype name (``"bfloat16"``, ``"float8_e4m3fn"``) or a
     ``torch.dtype``; ``out_shapes`` the output shapes where known (inferred
     otherwise); ``args`` the non-tensor arguments by schema name
-    (``{"is_causal": True}``, ``{"dim": [-1], "keepdim": True}``).
+    (``{"is_causal": True}``, ``{"dim": [-1], "keepdim": True}``);
+    ``list_length`` the tensors per list of a multi-tensor op (``_foreach_*``,
+    ``_fused_adamw_``, ...), whose tensor lists arrive flattened in ``shapes``
+    (inferred from the shapes when absent: see
+    :func:`devices.cost.multi_tensor.lists`).
 
     An op without a cost rule gets a bytes-only estimate flagged
     ``estimated_by_default``.  Unknown kinds and dtypes raise ValueError.
@@ -79,6 +85,10 @@ def estimate(kind: str, op: str, shapes: Sequence[Sequence[int]], dtype: object,
     >>> estimate("h200", "aten::mm", [(8192, 8192), (8192, 8192)], "bfloat16").bound
     'compute'
     """
+    if list_length is not None:
+        if isinstance(list_length, bool) or not isinstance(list_length, int) or list_length < 0:
+            raise ValueError(f"list_length: expected a non-negative int, got {list_length!r}")
+        args = {**(args or {}), "list_length": list_length}
     try:
         return _estimate(kind, op, tuple(map(tuple, shapes)), dtype if type(dtype) is str else dtype_name(dtype),
                          None if out_shapes is None else tuple(map(tuple, out_shapes)),
@@ -113,7 +123,7 @@ def _estimate(kind: str, op: str, shapes: tuple[tuple[int, ...], ...], dtype: st
     work = count(op, shapes, itemsize(name), out_shapes, dict(args))
     if work.category in ("view", "none"):
         return Estimate(0.0, 0.0, 0.0, "none", chip.kind, op, name, chip.projected, False, (),
-                        category=work.category)
+                        category=work.category, launches=0)
     return _price(chip, op, name, work)
 
 
@@ -148,14 +158,16 @@ def _price(chip, op: str, dtype: str, work: Work) -> Estimate:
     memory = 0.0
     if work.bytes > 0:
         sources += [bw_fig, p.memory_efficiency, p.memory_latency]
-        rate = bandwidth * eff.memory_efficiency(p, bandwidth, work.bytes)
+        # Each launch streams its share: the latency term is paid per launch.
+        rate = bandwidth * eff.memory_efficiency(p, bandwidth, work.bytes / max(work.launches, 1))
         if work.category == "index":
             rate *= p.gather_efficiency.value
             sources.append(p.gather_efficiency)
         memory = work.bytes / rate
 
-    overhead = p.launch_overhead.value
+    overhead = p.launch_overhead.value * work.launches
     sources.append(p.launch_overhead)
+    sources += work.sources
     roof = max(compute, memory)
     bound = "overhead" if overhead > roof else "compute" if compute >= memory else "memory"
     used_chip = (peak_fig.projected and work.flops > 0) or (bw_fig.projected and work.bytes > 0)
@@ -165,7 +177,7 @@ def _price(chip, op: str, dtype: str, work: Work) -> Estimate:
         projected=bool(used_chip or (chip.projected and not work.flops and not work.bytes)),
         estimated_by_default=work.by_default, sources=tuple(dict.fromkeys(sources)),
         category=work.category, compute_seconds=compute, memory_seconds=memory, overhead_seconds=overhead,
-        note=work.note)
+        launches=work.launches, note=work.note)
 
 
 def cache_clear() -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-from devices.cost import op_families as ops, shapes as sh
+from devices.cost import multi_tensor as mt, op_families as ops, shapes as sh
 from devices.cost.work import Shape, Work, moved_bytes as _moved, outputs as _outs
 from devices.dtypes import INDEX_ITEMSIZE, itemsize as itemsize_of
 
@@ -220,25 +220,41 @@ def _copy(name, op, shapes, itemsize, out_shapes, args) -> Work:
     return Work("copy", 0.0, float(sh.total(shapes) * itemsize + sh.total(outs) * out_item))
 
 
-def _first_list(shapes: Sequence[Shape]) -> Sequence[Shape]:
-    # Tensor lists arrive flattened; a foreach op's lists have matching
-    # shapes, so the first list is the shortest prefix that tiles the rest.
-    for k in range(1, len(shapes) + 1):
-        if len(shapes) % k == 0 and list(shapes) == list(shapes[:k]) * (len(shapes) // k):
-            return shapes[:k]
-    return shapes
-
-
 def _multi_tensor(name, op, shapes, itemsize, out_shapes, args) -> Work:
-    # One kernel over lists of tensors (optimizer steps).  In-place forms
-    # write back their first list (fused Adam: params and both moments).
-    first = _first_list(shapes)
-    if _in_place(op) or not out_shapes:
-        outs = list(first) * (3 if "adam" in name else 1)
-    else:
+    # One kernel over lists of tensors (foreach ops, fused optimizers), launched as often as PyTorch's
+    # multi-tensor launch rule needs (devices.cost.multi_tensor). Every tensor of every list is read once;
+    # in-place forms write their mutated lists, out-of-place ones their outputs.
+    length = args.get("list_length")
+    cut, _ = mt.lists(shapes, None if length is None else int(length))  # type: ignore[arg-type]
+    first = cut[0] if cut else []
+    fused = name.startswith("_fused_")
+    walked = cut[:-1] if fused and name.startswith(mt.FUSED_OPTIMIZERS_WITH_STEPS) and len(cut) > 1 else cut
+    in_place = _in_place(op)
+    base = name[len("_foreach_"):] if name.startswith("_foreach_") else ""
+    reduction = base in ("norm", "max")
+    if out_shapes:
         outs = list(out_shapes)
-    per = 12.0 if "adam" in name else 2.0 if "sgd" in name or "adagrad" in name else 1.0
-    return Work("multi_tensor", per * sh.total(first), _moved(shapes, outs, itemsize))
+    elif fused:
+        # params and the optimizer's state lists; the gradients (the second list) are only read.
+        outs = [s for i, lst in enumerate(walked) if i != 1 for s in lst]
+    elif in_place:
+        outs = list(first)
+    else:
+        outs = [()] * len(first) if reduction else list(first)
+    depth = len(walked) + (0 if in_place or fused or reduction else 1)
+    scalar_list = "ScalarList" in op
+    n = mt.numels(first)
+    count = mt.launches(n, depth, scalar_list=scalar_list)
+    if reduction:
+        count += mt.cleanup_launches(sum(1 for k in n if k))
+    if fused:
+        per = 12.0 if "adam" in name else 2.0
+    elif reduction:
+        per = float(ops.REDUCTION_FLOPS.get(base, 1))
+    else:
+        per = float(ops.ELEMENTWISE_FLOPS.get(base, 1))
+    return Work("multi_tensor", per * sum(n), _moved(shapes, outs, itemsize), launches=count,
+                sources=mt.sources(depth, scalar_list=scalar_list, reduction=reduction))
 
 
 def _window_output(x: Shape, args: Mapping[str, object], name: str) -> Shape:

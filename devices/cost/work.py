@@ -33,6 +33,10 @@ class Work:
     """True when the op was not recognised (or its shapes not understood) and only bytes were counted."""
     note: str = ""
     """Why a by-default count was used."""
+    launches: int = 1
+    """Kernel launches the op issues (a multi-tensor op's launch rule may need several, an empty one none)."""
+    sources: tuple = ()
+    """Figures the count itself used (:class:`devices.figure.Figure`; the multi-tensor launch rule)."""
 
 
 def default_work(shapes: Sequence[Shape], itemsize: int, out_shapes: Sequence[Shape] | None,

@@ -37,10 +37,6 @@ class RunCheck:
     predicted_s: float
     peaks: dict[int, int] = field(default_factory=dict)
     predicted_peaks: dict[int, int] = field(default_factory=dict)
-    counter_ops: int = 0
-    """Optimizer step-counter increments the slots ran one tensor at a time (0-d ``add_``) in the last step."""
-    counter_s: float = 0.0
-    """Their modelled seconds on the critical path's slots (summed over the slot with the most)."""
 
     @property
     def time_error(self) -> float:
@@ -64,7 +60,6 @@ def run_and_check(plan, pm, steps: int, *, echo=print) -> RunCheck:
         if k == 0:
             grads = runner.gradients()
     record = runner.last_step
-    counter_ops, counter_s = _step_counters(record)
     state = runner.state_dict()
     del runner
     gc.collect()
@@ -100,25 +95,9 @@ def run_and_check(plan, pm, steps: int, *, echo=print) -> RunCheck:
                           and param_diff <= TOLERANCE["params"])
     check = RunCheck(steps, losses, ref_losses, loss_diff, grad_diff, param_diff, bitwise, matches,
                      record.modelled_seconds, plan.predicted.seconds, dict(record.peak_bytes),
-                     dict(plan.predicted.peak_bytes), counter_ops, counter_s)
+                     dict(plan.predicted.peak_bytes))
     _report(check, plan, slot, echo)
     return check
-
-
-def _step_counters(record) -> tuple[int, float]:
-    """torch's AdamW increments every parameter's 0-d step counter with one ``_foreach_add_``: one multi-tensor
-    kernel on a GPU, one ``add_`` per tensor on hybrid slots (the device has no multi-tensor kernel yet)."""
-    import interop
-
-    per_slot: dict[int, list[float]] = {}
-    for r in interop.timeline():
-        if (r.kind == "op" and r.op.startswith("aten::add_") and r.in_shapes and all(len(s) == 0 for s in r.in_shapes)
-                and record.start_s <= r.start and r.start + r.duration <= record.end_s + 1e-12):
-            per_slot.setdefault(r.slot, []).append(r.duration)
-    if not per_slot:
-        return 0, 0.0
-    slot = max(per_slot, key=lambda s: sum(per_slot[s]))
-    return sum(len(v) for v in per_slot.values()), sum(per_slot[slot])
 
 
 def _report(c: RunCheck, plan, slot: int, echo) -> None:
@@ -141,10 +120,6 @@ def _report(c: RunCheck, plan, slot: int, echo) -> None:
     echo("\n== the executed step on the modelled timeline against the plan's prediction (modelled) ==")
     echo(f"step time: executed {c.executed_s * 1e3:.3f} ms, predicted {c.predicted_s * 1e3:.3f} ms "
          f"({100 * c.time_error:+.2f} %)")
-    if c.counter_ops:
-        echo(f"  of which {c.counter_ops} optimizer step-counter increments run one tensor at a time on hybrid "
-             f"slots ({c.counter_s * 1e3:.3f} ms on the busiest slot; a GPU runs torch's _foreach_add_ as one "
-             f"multi-tensor kernel, as the plan models): without them {100 * ((c.executed_s - c.counter_s) / c.predicted_s - 1):+.2f} %")
     rows = []
     for s in sorted(c.peaks):
         pred = c.predicted_peaks.get(s, 0)

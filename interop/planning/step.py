@@ -17,10 +17,16 @@ what-if for a rack on paper (DESIGN.md, "One step model"):
    point-to-point sends between stages (:mod:`interop.planning.schedule`);
 5. data-parallel gradient reduction starts as each block's last backward
    finishes and runs beside the remaining backward; ZeRO-1/2 parameter gathers
-   overlap the next step's first forward; the optimizer step follows;
+   overlap the next step's first forward; the optimizer step follows (torch's
+   fused kernel over the stage's parameters, priced as one multi-tensor op);
 6. memory per chip: weights, gradients, optimizer state (sharded by the ZeRO
    stage), activations of the microbatches in flight at the schedule's peak;
    ``recompute="auto"`` picks per stage the cheapest recompute that fits.
+
+A parameter several blocks of a stage hold (an LM head tied to the token
+embedding) is one tensor there: its weights, gradient, optimizer state,
+reduction and update count once, and autograd's sum of its holders' gradients
+is held from the last holder's backward to the first's.
 
 Every figure is modelled. :func:`step_model` is the entry point.
 """
@@ -444,13 +450,14 @@ def step_model(blocks: ModelBlocks, stages: Sequence[Stage], rack, config: StepC
     grad_bytes = GRAD_DTYPES[config.grad_dtype]
     p, v, m = len(stages), len(stages[0].chunks), config.microbatches
 
-    prepared = []
+    prepared, ties = [], []
     for s, stage in enumerate(stages):
         mb = config.global_batch // (m * stage.dp)
         shard = Shard(microbatch=mb, seq_len=config.seq_len, tp=stage.tp, cp=stage.cp, ep=stage.ep,
                       sequence_parallel=config.sequence_parallel)
         memo: dict = {}
         chunks = [_chunk(blocks, stage, c, shard, execution, pricer, config, memo) for c in stage.chunks]
+        ties.append(_stage_ties(blocks, stage, chunks))
         fsdp = zero2 = None
         if config.zero == 3 and stage.dp > 1:
             dp_group = stage.group("dp")
@@ -473,7 +480,7 @@ def step_model(blocks: ModelBlocks, stages: Sequence[Stage], rack, config: StepC
         def attempt(mode):
             modes = [_recompute_modes(ch, lp, mode) for ch, lp in zip(chunks, layer_pos)]
             memory, inflight = _memory(stage, chunks, modes, frontier, config, grad_bytes, fsdp is not None, spec,
-                                       receives=s > 0 or len(stage.chunks) > 1)
+                                       receives=s > 0 or len(stage.chunks) > 1, ties=ties[s])
             return mode, modes, memory, inflight
 
         if asked != "auto":
@@ -526,8 +533,9 @@ def step_model(blocks: ModelBlocks, stages: Sequence[Stage], rack, config: StepC
     for s, ((stage, mb, shard, chunks, fsdp, zero2), (mode, modes, memory, inflight)) in enumerate(
             zip(prepared, plans)):
         dp_tail, param_gather = _data_parallel(stage, chunks, sim.last_backward[s], sim.finish[s], forward[s],
-                                               pricer, config, grad_bytes, _overlap_share(stage.kind, execution))
-        opt = _optimizer_seconds(stage, chunks, config)
+                                               pricer, config, grad_bytes, _overlap_share(stage.kind, execution),
+                                               ties=ties[s])
+        opt = _optimizer_seconds(stage, chunks, config, ties[s])
         end = max(sim.finish[s], dp_tail) + param_gather + opt
         ends.append(end)
         exposed = {k: 0.0 for k in COMM_KINDS}
@@ -625,12 +633,14 @@ def _saved(profile: BlockProfile, mode: str) -> int:
 
 
 def _memory(stage: Stage, chunks: list[_Chunk], modes: list[list[str]], frontier, config: StepConfig,
-            grad_bytes: int, fsdp: bool, spec, receives: bool = False) -> tuple[Memory, tuple[int, ...]]:
+            grad_bytes: int, fsdp: bool, spec, receives: bool = False,
+            ties: tuple[tuple[_Tie, ...], ...] = ()) -> tuple[Memory, tuple[int, ...]]:
     dp, ep = stage.dp, stage.ep
     dense = sum(pr.params - pr.expert_params for ch in chunks for pr in ch.profiles)
     expert = sum(pr.expert_params for ch in chunks for pr in ch.profiles)
     param_bytes = sum(pr.param_bytes for ch in chunks for pr in ch.profiles)
     per_param = param_bytes / max(1, dense + expert)
+    dense -= sum(t.elements * (len(t.holders) - 1) for chunk_ties in ties for t in chunk_ties)  # one tensor each
     _, master, state = OPTIMIZERS[config.optimizer]
     if not config.master_weights:
         master = 0
@@ -647,11 +657,17 @@ def _memory(stage: Stage, chunks: list[_Chunk], modes: list[list[str]], frontier
     per_chunk = [sum(_saved(pr, md) for pr, md in zip(ch.profiles, cm)) for ch, cm in zip(chunks, modes)]
     peak, at = _peak_activations(frontier, per_chunk)
     transient = 0.0
-    for ch, cm in zip(chunks, modes):
-        for pr, md in zip(ch.profiles, cm):
-            transient = max(transient, pr.workspace)  # the running block's temporaries, where measured
+    for c, (ch, cm) in enumerate(zip(chunks, modes)):
+        held = _held_gradients(ties[c] if ties else (), len(ch.profiles))
+        later = 0  # this microbatch's activations of the chunk's later blocks: freed before a block's backward
+        for k in reversed(range(len(ch.profiles))):
+            pr, md = ch.profiles[k], cm[k]
+            # The running block's temporaries (where measured) and the gradients autograd holds for a
+            # parameter a later block of the chunk shares, beside what the microbatch still keeps.
+            transient = max(transient, pr.workspace + held[k] - (later if at[c] else 0))
             if md != "none":  # a recomputed block's activations exist again during its backward
                 transient = max(transient, _saved(pr, "none") - _saved(pr, md))
+            later += _saved(pr, md)
     if receives:  # the gradient of the stage's input, held until the previous stage takes it (a send buffer)
         transient += max(ch.profiles[0].input_bytes for ch in chunks)
     if fsdp:  # the gathered parameters (and gradients) of the block running and the one prefetched
@@ -663,21 +679,31 @@ def _memory(stage: Stage, chunks: list[_Chunk], modes: list[list[str]], frontier
 
 def _data_parallel(stage: Stage, chunks: list[_Chunk], last_backward, finish: float, forward: list[float],
                    pricer: CommPricer, config: StepConfig, grad_bytes: int,
-                   share: float = 1.0) -> tuple[float, float]:
+                   share: float = 1.0, ties: tuple[tuple[_Tie, ...], ...] = ()) -> tuple[float, float]:
     """(when the gradient reduction ends, exposed seconds of the ZeRO parameter gather)."""
     if stage.dp == 1 or config.zero == 3:
         return finish, 0.0
     dp_group, edp_group = stage.group("dp"), stage.group("edp")
     reduce = "all_reduce" if config.zero == 0 else "reduce_scatter"
     buckets = []
-    for ch, (start, end) in zip(chunks, last_backward):
+    for c_index, (ch, (start, end)) in enumerate(zip(chunks, last_backward)):
         total_b = sum(c.backward for c in ch.costs) or 1.0
+        # A parameter several blocks share is in the bucket of the first (its gradient is final there), and
+        # autograd accumulates the later holders' gradients into it there, not in their own backward.
+        shared = [0] * len(ch.profiles)
+        moved = [0.0] * len(ch.profiles)
+        for tie in (ties[c_index] if ties else ()):
+            accumulate = _accumulate_seconds(stage.kind, ch.profiles[tie.holders[0]], tie.elements)
+            for k in tie.holders[1:]:
+                shared[k] += tie.elements
+                moved[k] -= accumulate
+                moved[tie.holders[0]] += accumulate
         t = start
-        for pr, c in zip(reversed(ch.profiles), reversed(ch.costs)):
-            t += (end - start) * c.backward / total_b
+        for pr, c, dup, shift in zip(reversed(ch.profiles), reversed(ch.costs), reversed(shared), reversed(moved)):
+            t += (end - start) * (c.backward + shift) / total_b
             if config.zero == 2:
                 continue  # reduce-scattered every microbatch (in the backward times)
-            seconds = pricer.seconds(reduce, (pr.params - pr.expert_params) * grad_bytes, dp_group)
+            seconds = pricer.seconds(reduce, (pr.params - pr.expert_params - dup) * grad_bytes, dp_group)
             if pr.expert_params:
                 seconds += pricer.seconds(reduce, pr.expert_params * grad_bytes, edp_group)
             buckets.append((t if config.overlap_grad_reduce else finish, seconds))
@@ -720,14 +746,77 @@ def _tied_reduction(blocks: ModelBlocks, stages: Sequence[Stage], pricer: CommPr
             results[s]["busy"] += seconds
 
 
-def _optimizer_seconds(stage: Stage, chunks: list[_Chunk], config: StepConfig) -> float:
+def _optimizer_seconds(stage: Stage, chunks: list[_Chunk], config: StepConfig,
+                       ties: tuple[tuple[_Tie, ...], ...] = ()) -> float:
+    """The optimizer step as torch's fused optimizers run it, over the stage's parameters (a shared one once)
+    taken as one tensor per list: Adam(W) first increments its step counters (one ``_foreach_add_``), then
+    one fused kernel walks parameters, gradients and state; SGD's walks parameters, gradients and momentum.
+    In float32 over master weights, else in the parameters' dtype (torch keeps the state in it)."""
     kernel, _, _ = OPTIMIZERS[config.optimizer]
-    n = sum(pr.params for ch in chunks for pr in ch.profiles)
+    profiles = [pr for ch in chunks for pr in ch.profiles]
+    n = sum(pr.params for pr in profiles) - sum(t.elements * (len(t.holders) - 1) for ct in ties for t in ct)
     if config.zero >= 1:
         n = math.ceil(n / stage.dp)
-    lists = 4 if "adam" in kernel else 3
-    e = devices.estimate(stage.kind, f"aten::{kernel}", [(n,)] * lists, "float32")
-    return e.seconds
+    dtype = "float32" if config.master_weights else _param_dtype(profiles)
+    if "adam" in kernel:
+        lists = [(n,)] * 4 + [()]  # params, grads, exp_avgs, exp_avg_sqs; then the step counters
+        counters = devices.estimate(stage.kind, "aten::_foreach_add_.Scalar", [()], "float32", list_length=1)
+    else:
+        lists, counters = [(n,)] * 3, None  # params, grads, momentum buffers
+    e = devices.estimate(stage.kind, f"aten::{kernel}", lists, dtype, list_length=1)
+    return e.seconds + (counters.seconds if counters is not None else 0.0)
+
+
+def _param_dtype(profiles: Sequence[BlockProfile]) -> str:
+    """The parameters' dtype as their bytes per element tell it (float32, else a 16-bit format)."""
+    per_param = sum(pr.param_bytes for pr in profiles) / max(1, sum(pr.params for pr in profiles))
+    return "float32" if per_param >= 4 else "bfloat16"
+
+
+def _accumulate_seconds(kind: str, profile: BlockProfile, elements: int) -> float:
+    """One gradient of ``elements`` added into another (autograd's accumulation of a shared parameter)."""
+    shape = [(elements,)] * 2
+    return devices.estimate(kind, "aten::add_.Tensor", shape, _param_dtype([profile]), out_shapes=shape[:1]).seconds
+
+
+@dataclass(frozen=True, slots=True)
+class _Tie:
+    """A parameter several blocks of one chunk hold (an embedding tied to the LM head): one tensor, whose
+    gradient autograd sums over the holders within the chunk's one backward graph."""
+
+    nbytes: int
+    elements: int
+    holders: tuple[int, ...]
+    """Positions of the holding blocks in the chunk, ascending."""
+
+
+def _stage_ties(blocks: ModelBlocks, stage: Stage, chunks: list[_Chunk]) -> tuple[tuple[_Tie, ...], ...]:
+    """Per chunk of ``stage``: the parameters two or more of its blocks hold (``blocks.tied_parameters()``)."""
+    tied = getattr(blocks, "tied_parameters", None)
+    found = tied() if tied is not None else {}
+    out = []
+    for block_range, ch in zip(stage.chunks, chunks):
+        ties = []
+        for nbytes, holders in found.values():
+            at = tuple(k for k, i in enumerate(block_range) if i in holders)
+            if len(at) > 1:
+                first = ch.profiles[at[0]]
+                ties.append(_Tie(nbytes, round(nbytes * first.params / max(1, first.param_bytes)), at))
+        out.append(tuple(ties))
+    return tuple(out)
+
+
+def _held_gradients(ties: Sequence[_Tie], n: int) -> list[int]:
+    """Per block of a chunk (by position): bytes of gradients autograd holds while the block runs backward,
+    for parameters it shares with later blocks. Autograd sums the holders' gradients in its input buffer
+    out of place (torch's InputBuffer does not modify them in place): from the last holder's backward the
+    gradient so far waits, and an earlier holder's backward makes the sum beside its own gradient."""
+    held = [0] * n
+    for tie in ties:
+        last = tie.holders[-1]
+        for k in range(tie.holders[0], last):
+            held[k] += tie.nbytes + (tie.nbytes if k in tie.holders else 0)
+    return held
 
 
 __all__ = ["COMM_KINDS", "OPTIMIZERS", "Memory", "StageResult", "StepConfig", "StepResult", "step_model"]
