@@ -38,6 +38,7 @@ from typing import Sequence
 
 from collectives import tuning
 from devices.figure import Figure
+from devices.sources import THAKUR_2005
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,7 +270,7 @@ class Topology:
         efficiency, reduce time added (not overlapped); the switch can reduce
         in-network at full efficiency, so in-switch schedules can be checked too.
         """
-        src = "ideal alpha-beta topology (reference/collectives.md)"
+        src = THAKUR_2005.cite("ideal alpha-beta topology")
         one = Figure(1.0, "", src, "published", "ideal")
         links = 1
         if shape is not None:

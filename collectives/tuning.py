@@ -30,11 +30,12 @@ from types import MappingProxyType
 from typing import Mapping
 
 from devices.figure import Figure
+from devices.sources import NCCL_NVLS, NCCL_TESTS_119, NCCL_TOPO, NCCL_TUNING, THAKUR_2005
 
-_TUNING = "NCCL src/graph/tuning.cc (v2.30 values as quoted in reference/collectives.md)"
-_TUNING_PCI = "NCCL src/graph/tuning.cc hwLat table, PCI row (https://github.com/NVIDIA/nccl)"
-_TOPO = "NCCL src/graph/topo.h (https://github.com/NVIDIA/nccl/blob/master/src/graph/topo.h)"
-_NVLS = "NCCL src/tuning/nvls.cc nvlsEfficiency (https://github.com/NVIDIA/nccl)"
+_TUNING = NCCL_TUNING.cite("v2.30 protocol bandwidth and latency tables")
+_TUNING_PCI = NCCL_TUNING.cite("hwLat table, PCI row")
+_TOPO = NCCL_TOPO.cite()
+_NVLS = NCCL_NVLS.cite()
 
 HW_CLASSES: tuple[str, ...] = ("nvlink", "pci", "net")
 """Hop-latency classes: every scale-up switch or torus hop is priced like an NVLink hop (devices does the same)."""
@@ -84,9 +85,9 @@ NCCL_PROTOCOLS: tuple[Protocol, ...] = (SIMPLE, LL128, LL)
 """The protocols a real rack is priced with; the estimate keeps the fastest."""
 
 IDEAL = Protocol(
-    "ideal", Figure(1.0, "", "alpha-beta model (reference/collectives.md)", "published", "no derating"),
+    "ideal", Figure(1.0, "", THAKUR_2005.cite("alpha-beta model"), "published", "no derating"),
     MappingProxyType({hw: 1.0 for hw in HW_CLASSES}),
-    MappingProxyType({k: Figure(0.0, "s", "alpha-beta model", "published", "no base latency")
+    MappingProxyType({k: Figure(0.0, "s", THAKUR_2005.cite("alpha-beta model"), "published", "no base latency")
                       for k in LATENCY_CLASSES}))
 """The protocol of an ideal topology: the formulas of collectives.md with nothing added."""
 
@@ -112,8 +113,8 @@ PCIE_EFFICIENCY = Figure(12.0 / 15.75, "", _TOPO, "published",
                          "PCI_BW 12 GB/s as NCCL models a PCIe Gen3 x16 link that signals 15.75 GB/s: 0.762")
 """Applied to ``pcie`` domains."""
 
-NETWORK_EFFICIENCY = Figure(47.0 / 50.0, "", "specs.md: InfiniBand NDR 400G measured 46-48 GB/s per NIC "
-                            "(nccl-tests maintainers)", "secondary",
+NETWORK_EFFICIENCY = Figure(47.0 / 50.0, "", NCCL_TESTS_119.cite("InfiniBand NDR 400G: 46-48 GB/s measured per NIC"),
+                            "secondary",
                             "47 of 50 GB/s nominal; applied to EFA as well (no published EFA figure)")
 """Applied to the scale-out network's nominal per-slot bandwidth."""
 

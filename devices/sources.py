@@ -149,10 +149,22 @@ NCCL_TUNING = _doc(
     "https://github.com/NVIDIA/nccl/blob/master/src/graph/tuning.cc", "code",
     note="hop latencies (us), ring LL/LL128/Simple: NVLink 0.6/1.9/3.4, PCI 1.0/2.5/5.7, network 2.7/4.0/14; "
          "NVLS 25; base latency ring LL 6.6")
+NCCL_TOPO = _doc(
+    "NCCL src/graph/topo.h, per-generation link bandwidths (SM90_NVLINK_BW, SM100_NVLINK_BW, PCI_BW)", "NVIDIA",
+    "https://github.com/NVIDIA/nccl/blob/master/src/graph/topo.h", "code",
+    note="the bandwidth NCCL models per NVLink 4 link (20.6 GB/s), NVLink 5 link (40.1 GB/s) and PCIe (12 GB/s)")
+NCCL_NVLS = _doc(
+    "NCCL src/graph/tuning.cc, nvlsEfficiency", "NVIDIA", "https://github.com/NVIDIA/nccl/blob/master/src/graph/tuning.cc",
+    "code", note="NVLS (NVLink SHARP) bus-bandwidth efficiency: 0.85 on Hopper, 0.74 on Blackwell")
 NCCL_TESTS_119 = _doc(
     "nccl-tests issue #119, 'Evaluation of NCCL test result' (maintainer's answer)", "NVIDIA (S. Jeaugey)",
     "https://github.com/NVIDIA/nccl-tests/issues/119", "code",
     note="'24GB/s is the peak performance per 200G NIC': ~48 GB/s per 400G NDR NIC")
+THAKUR_2005 = _doc(
+    "Optimization of Collective Communication Operations in MPICH (R. Thakur, R. Rabenseifner, W. Gropp), "
+    "International Journal of High Performance Computing Applications 19(1), 2005", "SAGE",
+    "https://doi.org/10.1177/1094342005051521", "third party",
+    note="the alpha-beta(-gamma) costs of ring, recursive halving/doubling, Rabenseifner and binomial schedules")
 PYTORCH_MULTI_TENSOR_APPLY = _doc(
     "PyTorch aten/src/ATen/native/cuda/MultiTensorApply.cuh (multi_tensor_apply) and ForeachReduceOp.cu",
     "PyTorch", "https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/cuda/MultiTensorApply.cuh",

@@ -1,18 +1,36 @@
-"""Every figure of devices/ names the public document it came from; devices/SOURCES.md lists them and cannot drift."""
+"""Every figure of devices/ and of the collectives' tuning names the public document it came from; devices/SOURCES.md
+lists them and cannot drift."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 import subprocess
 import sys
 
 import pytest
 
+import collectives.tuning
 import devices
 from devices import bibliography, fabrics, sources
 from devices.cost import calibration, multi_tensor
 from devices.cost.efficiency import params_for
 from devices.figure import Figure
+
+
+def _figures_in(value, depth: int = 0) -> list[Figure]:
+    """The figures inside a value: itself, a mapping's values, a sequence's items, a dataclass's fields."""
+    if isinstance(value, Figure):
+        return [value]
+    if depth > 3 or isinstance(value, (str, bytes, type)):
+        return []
+    if isinstance(value, Mapping):
+        return [f for v in value.values() for f in _figures_in(v, depth + 1)]
+    if isinstance(value, (tuple, list)):
+        return [f for v in value for f in _figures_in(v, depth + 1)]
+    if dataclasses.is_dataclass(value):
+        return [f for field in dataclasses.fields(value) for f in _figures_in(getattr(value, field.name), depth + 1)]
+    return []
 
 
 def _all_figures() -> dict[str, Figure]:
@@ -37,6 +55,10 @@ def _all_figures() -> dict[str, Figure]:
     for name, value in vars(calibration).items():
         if isinstance(value, Figure):
             found[f"calibration.{name}"] = value
+    for name, value in vars(collectives.tuning).items():
+        if not name.startswith("_"):
+            for i, fig in enumerate(_figures_in(value)):
+                found[f"collectives.tuning.{name}[{i}]"] = fig
     for name, value in vars(multi_tensor).items():
         for i, fig in enumerate(value if isinstance(value, tuple) else (value,)):
             if isinstance(fig, Figure):
