@@ -2,7 +2,7 @@
 
 Fit and test: the GPU family's step efficiencies were fitted to the three DGX-H100 rows, GB200's own FP8
 GEMM factor to the Llama3 8B DGX-GB200 row; the 70B and 405B DGX-GB200 rows are out of sample. The
-same factors serve every row (interop/planning/calibration.py lists each with what it was fitted to).
+same factors serve every row (interop/planning/fitted_efficiency.py lists each with what it was fitted to).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("transformers", reason="the published models are built from transformers configs")
 
-from interop.planning import calibration, golden  # noqa: E402
+from interop.planning import fitted_efficiency, golden  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -51,18 +51,18 @@ def test_model_flops_follow_the_published_convention(outcomes):
 
 def test_no_per_row_constants():
     # One set of factors for the GPU family plus GB200's FP8 GEMMs; each says what it was fitted to.
-    assert set(calibration.FITTED) == {"gpu", "gb200"}
-    for eff in calibration.FITTED.values():
+    assert set(fitted_efficiency.FITTED) == {"gpu", "gb200"}
+    for eff in fitted_efficiency.FITTED.values():
         for name, fig in eff.figures().items():
             assert fig.status == "calibrated" and "fitted" in fig.source and "Megatron-Bridge" in fig.source
-    assert "DGX-H100" in calibration.GPU.matmul_fp8.source and "GB200" not in calibration.GPU.matmul_fp8.source
-    assert calibration.GB200.attention is calibration.GPU.attention
+    assert "DGX-H100" in fitted_efficiency.GPU.matmul_fp8.source and "GB200" not in fitted_efficiency.GPU.matmul_fp8.source
+    assert fitted_efficiency.GB200.attention is fitted_efficiency.GPU.attention
 
 
 def test_fitted_values_are_the_fit_optimum():
     # Each stored GPU-family factor beats its grid neighbours on the fit rows (coordinate-wise optimum).
     fit_rows = [r for r in golden.ROWS if r.system == golden.FIT_SYSTEM]
-    stored = {name: fig.value for name, fig in calibration.GPU.figures().items()}
+    stored = {name: fig.value for name, fig in fitted_efficiency.GPU.figures().items()}
     best = golden.fit_loss(stored, fit_rows)
     for name, grid in golden.FIT_GRID.items():
         i = grid.index(stored[name])

@@ -3,7 +3,7 @@
 ``import interop`` calls :func:`install`, which imports nothing heavy: each
 registration waits for the module it extends (:mod:`interop.import_hooks`):
 
-- ``torch._dynamo.device_interface``: the device interface (:mod:`.device`);
+- ``torch._dynamo.device_interface``: the device interface (:mod:`.device_interface`);
 - ``torch._inductor.codegen.common``: the device's registry entry and op overrides;
 - ``torch._inductor.compile_fx``: each graph on a slot is compiled for the slot's
   execution device and called on the slot's memory (:mod:`.inductor`: C++
@@ -33,7 +33,7 @@ _installed = False
 
 
 def _register_dynamo(device_interface) -> None:
-    from interop.compile.device import register
+    from interop.compile.device_interface import register
 
     register(device_interface)
 

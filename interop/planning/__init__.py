@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from interop.planning.block_pricing import DTYPES, BlockCost, Execution, block_cost
 from interop.planning.blocks import ModelBlocks
-from interop.planning.calibration import StepEfficiency, step_efficiency
+from interop.planning.fitted_efficiency import StepEfficiency, step_efficiency
 from interop.planning.comm import CommPricer
 from interop.planning.model_presets import model_blocks, model_presets
 from interop.planning.goodput import FailureModel, Goodput, job_goodput

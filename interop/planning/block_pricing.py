@@ -4,7 +4,7 @@
 with ``devices.estimate`` (roofline with efficiency curves, catalogue figures)
 under an :class:`Execution`: the precision recipe (FP8 matmuls with their
 casts, the rest in BF16) and the step-level efficiencies of
-:mod:`interop.planning.calibration` (fitted per chip family and op class, the
+:mod:`interop.planning.fitted_efficiency` (fitted per chip family and op class, the
 same for every model). Ops that sequence parallelism divides by tp are charged
 ``1/tp`` of their traced time.
 """
@@ -17,7 +17,7 @@ from types import MappingProxyType
 import devices
 import devices.cost
 from devices.figure import Figure
-from interop.planning.calibration import StepEfficiency, step_efficiency
+from interop.planning.fitted_efficiency import StepEfficiency, step_efficiency
 from interop.planning.profile import BlockProfile
 
 DTYPES = ("bfloat16", "fp8")
@@ -37,7 +37,7 @@ class Execution:
     """``bfloat16``, or ``fp8``: matmuls in FP8 with a scaling pass (amax) and a cast of each input,
     attention and everything else in BF16, as FP8 training recipes (Transformer Engine) do."""
     calibrated: bool = True
-    """Apply the fitted step efficiencies (:mod:`interop.planning.calibration`); False: the
+    """Apply the fitted step efficiencies (:mod:`interop.planning.fitted_efficiency`); False: the
     per-op cost model alone, as the in-process runner's timeline prices ops."""
 
     def __post_init__(self) -> None:

@@ -4,7 +4,7 @@
 FP8 current scaling, sequence length 8192) with the parallel settings of the
 published recipes. :func:`evaluate` models each row with :func:`interop.whatif`'s
 machinery; :func:`fit` solves the step efficiencies of a chip family
-(:mod:`interop.planning.calibration`) from chosen rows only, the same factors
+(:mod:`interop.planning.fitted_efficiency`) from chosen rows only, the same factors
 for every row and model. The H100 rows are the fit; the GB200 rows are the test.
 """
 
@@ -17,7 +17,7 @@ from typing import Iterable, Sequence
 
 import devices
 from devices.figure import Figure
-from interop.planning.calibration import StepEfficiency, use
+from interop.planning.fitted_efficiency import StepEfficiency, use
 from interop.planning.model_presets import model_blocks
 from interop.planning.parallel import Parallel
 from interop.planning.whatif import StepEstimate, estimate_from_result, run_config

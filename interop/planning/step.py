@@ -40,7 +40,7 @@ from typing import Sequence
 import devices
 from interop.planning.block_pricing import BlockCost, Execution, block_cost
 from interop.planning.blocks import ModelBlocks
-from interop.planning.calibration import step_efficiency
+from interop.planning.fitted_efficiency import step_efficiency
 from interop.planning.comm import CommPricer, pricer_for
 from interop.planning.profile import BlockProfile, Shard
 from interop.planning.schedule import SCHEDULES, actions, simulate
