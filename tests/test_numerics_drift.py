@@ -57,9 +57,13 @@ def test_plot_and_table(report, tmp_path):
 
 
 def test_strict_refuses_an_unsupported_recipe():
+    import interop
+
+    before = interop.current_rack()
     with pytest.raises(ValueError, match=r"recipe: nvfp4 is not supported on trn3 \(hybrid:0\): trn3 has no nvfp4.*"
                                          r"supported recipes there: bf16, bf16-sr"):
         drift(DriftConfig(model="gpt", rack="trn3:1", steps=1, recipes=("nvfp4",), strict=True))
+    assert interop.current_rack() is before  # a failed report leaves the rack it found
     with pytest.raises(ValueError, match=r"recipe: unknown recipe 'fp16'; accepted: bf16, bf16-sr"):
         drift(DriftConfig(model="gpt", rack="trn3:1", steps=1, recipes=("fp16",)))
 
