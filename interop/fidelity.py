@@ -149,9 +149,11 @@ def _hook(op: str, generation: int, slot: int, dtype: torch.dtype) -> tuple[int,
     if _strict and s.refused:
         return 2, _message(s, op, slot, dtype)
     if first_warning:
+        # The source citation (often several documents) stays in the Divergence: a warning is read in a console.
         warnings.warn(f"{op} on hybrid:{slot} ({kind}) in {name} {div.outcome} on a real {kind}: {s.reason} "
-                      f"[{s.status}: {s.source}]; instead: {s.instead or '-'} (warned once per kind, op class "
-                      "and dtype; interop.divergences() lists every one)", FidelityWarning, stacklevel=stacklevel(2))
+                      f"[{s.status}]; instead: {s.instead or '-'} (warned once per kind, op class and dtype; "
+                      f"interop.divergences() lists every one with its source)", FidelityWarning,
+                      stacklevel=stacklevel(2))
     return 1, ""
 
 

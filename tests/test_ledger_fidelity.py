@@ -62,6 +62,8 @@ def test_default_mode_runs_warns_once_and_lists(use_rack):
     assert fidelity[0].filename == __file__  # the warning points at the line that ran the op
     div = next(d for d in interop.divergences() if d.op == "aten::mm" and d.dtype == "float64")
     assert div.kind == "trn2" and div.level == "unsupported" and div.count == 3
+    # The warning stays one readable line; the source travels with the divergence.
+    assert "https://" not in str(fidelity[0].message) and "https://" in div.source and "NKI" in div.source
     assert div.sites[0].endswith(f"{__name__.split('.')[-1]}.py:{fidelity[0].lineno}")
     del a, y
 
