@@ -32,10 +32,18 @@ def test_bench_ops_prints_tables_and_writes_a_plot(tmp_path):
 
 
 def test_demo_matches_cpu_and_reports_modelled_times():
-    out = run("-m", "interop.cli", "demo", "--steps", "2")
+    # --compile in the same run (one process for both: the suite's time): eager vs compiled per kind.
+    out = run("-m", "interop.cli", "demo", "--steps", "2", "--compile")
     assert out.returncode == 0, out.stdout + out.stderr
     assert "every slot matched the CPU exactly" in out.stdout
     assert "modelled ms/step" in out.stdout and "h100-node" in out.stdout and "trn3:16" in out.stdout
+    compiled = out.stdout.split("== torch.compile:")[1]
+    rows = [line.split() for line in compiled.splitlines() if line.startswith("hybrid:")]
+    assert {r[1] for r in rows} == {"trn4*", "b200"}, compiled  # one slot per kind of the default rack
+    for row in rows:
+        eager_ms, compiled_ms, speedup, dloss = float(row[2]), float(row[4]), row[-2], float(row[-1])
+        assert compiled_ms < eager_ms and dloss <= 1e-4
+        assert speedup.endswith("x") and abs(float(speedup[:-1]) - eager_ms / compiled_ms) <= 0.011
 
 
 def test_demo_rejects_a_bad_rack():
