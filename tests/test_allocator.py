@@ -115,6 +115,23 @@ def test_workspace_of_cpu_kernels_counts_and_is_returned():
     assert torch.hybrid.memory_allocated(7) == base
 
 
+def test_a_scalars_scratch_is_the_hosts_and_a_one_element_output_is_the_slots():
+    # x.add_(1) casts the wrapped 1 to a 4-byte scratch tensor inside the CPU kernel; CUDA passes such a scalar
+    # as a kernel argument (no device memory), so the slot does not count it either. A kernel's output of the
+    # same size is still charged: it becomes a hybrid storage.
+    x = torch.zeros(1, device="hybrid:5")
+    base = stats(5)
+    torch.hybrid.reset_peak_memory_stats(5)
+    x.add_(1)
+    after = stats(5)
+    assert after["allocation.all.allocated"] == base["allocation.all.allocated"]
+    assert after["allocated_bytes.all.peak"] == base["allocated_bytes.all.current"]
+    y = x + 1
+    assert stats(5)["allocated_bytes.all.current"] == base["allocated_bytes.all.current"] + 4
+    assert y.item() == 2.0 and x.item() == 1.0
+    del x, y
+
+
 def test_zero_byte_tensors_hold_nothing():
     base = stats(4)
     z = torch.empty(0, device="hybrid:4")

@@ -20,6 +20,14 @@ namespace {
 // becomes the storage's context.
 constexpr size_t kShards = 16;
 
+// A kernel's scratch of one scalar (the cast of a wrapped Python number that
+// TensorIterator makes for `x.add_(1)`) stays with the host allocator: CUDA
+// passes such a scalar as a kernel argument and allocates no device memory for
+// it, and routing it cost a third of a one-element op's overhead. A kernel
+// output this small is still charged to the slot when it becomes a hybrid
+// storage (adopt).
+constexpr size_t kUnroutedScratchBytes = 16;
+
 struct Shard {
   std::mutex mutex;
   std::unordered_map<void*, SlotBlock*> blocks;
@@ -77,7 +85,7 @@ class RoutingCpuAllocator final : public c10::Allocator {
 
   c10::DataPtr allocate(size_t nbytes) override {
     const Route route = t_route;
-    if (route.table == nullptr || nbytes == 0) return fallback_->allocate(nbytes);
+    if (route.table == nullptr || nbytes <= kUnroutedScratchBytes) return fallback_->allocate(nbytes);
     SlotBlock* block = allocate_block(*route.table, route.slot, nbytes);
     void* data = block->data();
     {
