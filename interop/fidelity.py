@@ -30,20 +30,13 @@ class FidelityWarning(UserWarning):
 
 @dataclass
 class Divergence:
-    """One (op, slot, dtype) the slot's real chip treats other than natively."""
+    """One (op, slot, dtype) the slot's real chip treats other than natively: the capability table's answer
+    (:class:`devices.Support`: level, reason, source, status, error, instead) and where the program met it."""
 
     op: str
     slot: int
-    kind: str
-    op_class: str
-    dtype: str
-    level: str
-    """``unsupported`` (would fail on the real chip) or ``converted`` (would compute in another format)."""
-    reason: str
-    source: str
-    status: str
-    error: str
-    instead: str
+    support: devices.Support
+    """The capability table's rule for the slot's kind, op class and dtype."""
     sites: list[str] = field(default_factory=list)
     """First call sites (``file:line``)."""
     count: int = 0
@@ -52,10 +45,28 @@ class Divergence:
     """The label of the rack whose slot it ran on (a divergence is per rack: hybrid:0 of one rack need not
     be the chip of another's)."""
 
+    kind = property(lambda self: self.support.kind)
+    op_class = property(lambda self: self.support.op_class)
+    dtype = property(lambda self: self.support.dtype)
+    level = property(lambda self: self.support.level, doc="``unsupported`` (would fail on the real chip) or "
+                                                          "``converted`` (would compute in another format).")
+    reason = property(lambda self: self.support.reason)
+    source = property(lambda self: self.support.source)
+    status = property(lambda self: self.support.status)
+    error = property(lambda self: self.support.error)
+    instead = property(lambda self: self.support.instead)
+
     @property
     def outcome(self) -> str:
         """What would happen on the real chip, in words."""
         return "would fail" if self.level == "unsupported" else "would compute in another format"
+
+    def to_dict(self) -> dict:
+        """Flat, JSON-ready: the rule's fields beside where it was met."""
+        return {"op": self.op, "slot": self.slot, "rack": self.rack, "kind": self.kind, "op_class": self.op_class,
+                "dtype": self.dtype, "level": self.level, "outcome": self.outcome, "reason": self.reason,
+                "source": self.source, "status": self.status, "error": self.error, "instead": self.instead,
+                "sites": list(self.sites), "count": self.count}
 
 
 _lock = threading.Lock()
@@ -140,8 +151,7 @@ def _hook(op: str, generation: int, slot: int, dtype: torch.dtype) -> tuple[int,
     with _lock:
         div = _met.get(key)
         if div is None:
-            div = _met[key] = Divergence(op, slot, kind, s.op_class, name, s.level, s.reason, s.source, s.status,
-                                         s.error, s.instead, rack=rack.label)
+            div = _met[key] = Divergence(op, slot, s, rack=rack.label)
         if site not in div.sites and len(div.sites) < 3:
             div.sites.append(site)
         first_warning = (kind, s.op_class, name, s.level) not in _warned

@@ -49,7 +49,7 @@ class CudaReport:
             "strict": self.strict, "exit_code": self.exit_code, "rank": self.rank,
             "cuda_apis": [dict(asdict(a), served_as=SERVED.get(a.served, a.served)) for a in self.apis],
             "numerics_flags": [dict(asdict(f), value=repr(f.value)) for f in self.flags],
-            "divergences": [dict(asdict(d), outcome=d.outcome) for d in self.divergences],
+            "divergences": [d.to_dict() for d in self.divergences],
             "op_ledger": [asdict(r) for r in self.ledger],
             "default_estimated_ops": self.default_estimated,
             "modelled": self.modelled,
