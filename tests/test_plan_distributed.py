@@ -84,7 +84,7 @@ def test_the_plan_across_four_processes_equals_the_one_process_run(tmp_path, use
     elif variant == "pp2tp2":
         # DTensor's all_reduce is functional (out of place): it copies its input first, a copy per tensor-parallel
         # collective (8 in this step on the critical stage) that the step model, priced as the in-process runner
-        # runs (in-place all_reduces), does not have: measured +4.4 % (see notes/plan2.md).
+        # runs (in-place all_reduces), does not have: measured +4.4 % (docs/planning.md).
         assert plan.predicted.seconds < executed < 1.06 * plan.predicted.seconds, plan.table()
         assert runner.last_step.modelled_seconds == pytest.approx(plan.predicted.seconds, rel=0.03)
     else:
