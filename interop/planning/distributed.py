@@ -92,12 +92,29 @@ class TensorStage(nn.Module):
 SCHEDULES = {"gpipe": "ScheduleGPipe", "1f1b": "Schedule1F1B", "interleaved": "ScheduleInterleaved1F1B"}
 
 
+class _SumInPlace(torch.autograd.Function):
+    """All-reduce (sum) a tensor-parallel group's partial outputs in place; backward: the gradient as it is
+    (every rank's partial output contributed to the sum with weight one)."""
+
+    @staticmethod
+    def forward(ctx, partial, group):
+        # `partial` is the row-parallel matmul's own output (a view of it: to_local), which nothing saves for
+        # backward: summing into it adds no buffer. A later in-place use of a saved alias would still be caught
+        # by autograd's version counter.
+        dist.all_reduce(partial, group=group)
+        return partial.view_as(partial)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad, None
+
+
 def _row_style():
     """``RowwiseParallel`` for a :class:`~interop.planning.tensor_parallel.RowParallelLinear`: the weight sharded
     by input features, the partial outputs summed (all_reduce), then the bias added whole. (DTensor's own
     ``RowwiseParallel`` adds a replicated bias to the partial sums by dividing it by the degree first: one more
     kernel per layer and rank, which the plan's model of tensor parallelism does not have.)"""
-    from torch.distributed.tensor import Shard, distribute_tensor
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
     from torch.distributed.tensor.parallel import RowwiseParallel
 
     class RowwiseBiasAfter(RowwiseParallel):
@@ -108,7 +125,11 @@ def _row_style():
 
         @staticmethod
         def _prepare_output_fn(output_layouts, use_local_output, mod, outputs, device_mesh):
-            out = RowwiseParallel._prepare_output_fn(output_layouts, True, mod, outputs, device_mesh)
+            # The partial sums all-reduced in place, as the plan's model of tensor parallelism (and Megatron)
+            # does: DTensor's Partial -> Replicate goes through the functional all_reduce, which copies its
+            # input first (measured +4.4 % on the step). The gradient of a sum is replicated.
+            partial = outputs.to_local(grad_placements=[Replicate()])
+            out = _SumInPlace.apply(partial, device_mesh.get_group())
             # (distribute_module makes the bias a replicated DTensor: its local tensor is the whole bias)
             return out if mod.bias is None else out + mod.bias.to_local()
 
