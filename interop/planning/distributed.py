@@ -13,12 +13,12 @@ and gets a :class:`DistributedPlanRunner`:
 * tensor parallelism: each block's column/row pairs of linear layers
   (:mod:`~interop.planning.tensor_parallel`) as ``nn.Linear`` modules sharded by
   ``parallelize_module`` with ``ColwiseParallel`` / ``RowwiseParallel`` (its bias added after
-  the sum, as Megatron does) over the stage's tensor-parallel group (DTensor runs the
-  all_reduces), the rest of the block whole on every rank; each tensor rank is its own
-  pipeline lane (rank ``t`` of a stage receives from rank ``t`` of the previous one), so no
-  broadcast enters or leaves a stage. DTensor's all_reduce is functional (it copies its
-  input first): one device copy per tensor-parallel collective that the in-process runner
-  and the plan's step model do not have;
+  the sum, as Megatron does) over the stage's tensor-parallel group, the rest of the block
+  whole on every rank; the row-parallel partial sums are all-reduced in place on the
+  group (DTensor's functional all_reduce would copy its input first, a copy per collective
+  that the plan's step model does not have); each tensor rank is its own pipeline lane
+  (rank ``t`` of a stage receives from rank ``t`` of the previous one), so no broadcast
+  enters or leaves a stage;
 * the optimizer: one per parameter kind on a rank (plain tensors, DTensors: torch's fused and
   foreach kernels take one kind per list); fused SGD steps DTensors through the rule DTensor
   has for fused Adam, registered for SGD;
