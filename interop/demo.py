@@ -210,10 +210,23 @@ def run(cfg: DemoConfig | None = None, *, echo=print) -> DemoResult:
     result.comparison = compare_racks(cfg, reference, batches, echo)
     set_rack(rack)
     exact = all(r.exact for r in result.runs)
+    _echo_divergences(echo)
     echo("\nresult: " + ("every slot matched the CPU exactly" if result.ok and exact else
                          "every slot matched the CPU (emulated exactly, real GPUs within tolerance)" if result.ok
                          else "MISMATCH against the CPU"))
     return result
+
+
+def _echo_divergences(echo) -> None:
+    """What the real chips would do differently with the demo's ops (device fidelity), one line each."""
+    from interop.fidelity import divergences
+
+    met = {(d.kind, d.op, d.dtype, d.outcome, d.instead) for d in divergences()}
+    if met:
+        echo("\n== device fidelity: ops a real chip would treat differently (computed exactly here; "
+             "interop.divergences() has the sources) ==")
+        for kind, op, dtype, outcome, instead in sorted(met):
+            echo(f"  {op} in {dtype} on {kind}: {outcome} (instead: {instead or '-'})")
 
 
 @dataclass(slots=True)
