@@ -202,3 +202,22 @@ def test_a_foreach_op_on_a_retired_racks_tensors_is_refused(use_rack):
 def test_list_length_is_validated():
     with pytest.raises(ValueError, match="list_length"):
         devices.estimate("h100", "aten::_foreach_add_.Scalar", [(2,)], "float32", list_length=-1)
+
+
+def test_fsdp2s_copy_out_and_copy_in_are_one_record_each_and_exact():
+    # FSDP2 splits its all-gather output into the parameters with split_with_sizes_copy and packs gradients for
+    # its reduce-scatter with _chunk_cat: one kernel each on CUDA, a copy per tensor in their composite kernels.
+    src = torch.randn(30)
+    x = src.to("hybrid:4")
+    outs = [torch.empty(n, device="hybrid:4") for n in (5, 10, 15)]
+    interop.reset_timeline()
+    torch.split_with_sizes_copy(x, [5, 10, 15], out=outs)
+    records = interop.timeline()
+    assert [r.op for r in records] == ["aten::split_with_sizes_copy.out"]
+    assert all(torch.equal(o.cpu(), ref) for o, ref in zip(outs, torch.split(src, [5, 10, 15])))
+    grads = [torch.randn(4, 3), torch.randn(8)]
+    packed = torch.empty(2, 10, device="hybrid:4")
+    interop.reset_timeline()
+    torch._chunk_cat([g.to("hybrid:4") for g in grads], 0, 2, out=packed)
+    assert [r.op for r in interop.timeline() if "chunk_cat" in r.op] == ["aten::_chunk_cat.out"]
+    assert torch.equal(packed.cpu(), torch._chunk_cat(grads, 0, 2))

@@ -93,6 +93,18 @@ bool is_multi_tensor_foreach(const c10::OperatorName& name, const c10::OperatorH
   return op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd);
 }
 
+// Two copies CUDA runs as one kernel each and every other backend decomposes
+// into a copy per tensor (CompositeExplicitAutograd): FSDP2's all-gather
+// copy-out (split_with_sizes_copy) and reduce-scatter copy-in (_chunk_cat).
+// Taken whole to the slot like a foreach op: one record, priced as one copy of
+// all the bytes, where the decomposition gave one launch per parameter.
+bool is_fused_copy(const c10::OperatorName& name, const c10::OperatorHandle& op) {
+  if (name.overload_name != "out") return false;
+  if (name.name != "aten::split_with_sizes_copy" && name.name != "aten::_chunk_cat") return false;
+  return !op.hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1) &&
+      op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd);
+}
+
 } // namespace
 
 int register_foreach() {
@@ -104,7 +116,7 @@ int register_foreach() {
   auto& dispatcher = c10::Dispatcher::singleton();
   for (const c10::OperatorName& name : dispatcher.getAllOpNames()) {
     auto op = dispatcher.findOp(name);
-    if (!op || !is_multi_tensor_foreach(name, *op)) continue;
+    if (!op || !(is_multi_tensor_foreach(name, *op) || is_fused_copy(name, *op))) continue;
     std::string qualified = name.name.substr(sizeof("aten::") - 1);
     if (!name.overload_name.empty()) qualified += "." + name.overload_name;
     lib->impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&foreach_kernel>());
