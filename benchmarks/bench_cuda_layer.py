@@ -82,7 +82,7 @@ def _install_time(repeats: int) -> list[float]:
 
 _IN_PROCESS = r"""
 import json, statistics, time, torch, interop
-from benchmarks.cuda_layer_workload import CONFIG
+from benchmarks.cuda_layer_workload import CONFIG, train_step
 from interop.models import GPT
 import interop.cuda
 
@@ -92,14 +92,7 @@ def trainer(device, autocast):
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     x = torch.randint(0, CONFIG.vocab_size, (8, CONFIG.seq_len + 1)).pin_memory()
     def step():
-        idx, tgt = x[:, :-1].to(device, non_blocking=True), x[:, 1:].to(device, non_blocking=True)
-        with torch.autocast(device_type=autocast, dtype=torch.bfloat16):
-            logits = model(idx)
-        loss = torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), tgt.flatten())
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+        train_step(model, opt, x[:, :-1], x[:, 1:], device, autocast)
     return step
 
 def timed(step, sync, steps=2):

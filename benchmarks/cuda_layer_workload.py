@@ -15,6 +15,19 @@ from interop.models import GPT, GPTConfig
 CONFIG = GPTConfig(vocab_size=1024, seq_len=64, dim=128, heads=4, layers=2)
 
 
+def train_step(model, optimizer, x, y, device, autocast_device):
+    """One step as CUDA training loops write it (the benchmark's in-process A/B runs this same function)."""
+    x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+    with torch.autocast(device_type=autocast_device, dtype=torch.bfloat16):
+        logits = model(x)
+    loss = torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), y.flatten())
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    return loss
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--warmup", type=int, default=2)
@@ -34,14 +47,7 @@ def main():
             torch.cuda.synchronize()
             start.record()
             wall, cpu = time.perf_counter(), time.process_time()
-        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-        with torch.autocast(device_type="cuda", dtype=torch.bfloat16):
-            logits = model(x)
-        loss = torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), y.flatten())
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
+        loss = train_step(model, optimizer, x, y, device, "cuda")
     end.record()
     torch.cuda.synchronize()
     loop_s, loop_cpu_s = time.perf_counter() - wall, time.process_time() - cpu

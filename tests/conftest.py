@@ -44,3 +44,16 @@ def use_rack():
     gc.collect()
     if previous is not None and interop.current_rack() is not previous:
         interop.set_rack(previous)
+
+
+@pytest.fixture
+def fresh_timeline():
+    """Recording on and an empty timeline for one test, and again after it (a module opts in with
+    ``pytestmark = pytest.mark.usefixtures("fresh_timeline")``)."""
+    import interop
+
+    interop.set_recording(True)
+    interop.reset_timeline()
+    yield
+    interop.set_recording(True)
+    interop.reset_timeline()

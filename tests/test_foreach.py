@@ -19,12 +19,7 @@ from interop.timelines import PS
 SHAPES = [(4, 4), (3,), (2, 5), (4, 4), (7, 1, 3)]  # shapes repeat within a list: lengths must be recorded
 
 
-@pytest.fixture(autouse=True)
-def fresh_timeline():
-    interop.set_recording(True)
-    interop.reset_timeline()
-    yield
-    interop.reset_timeline()
+pytestmark = pytest.mark.usefixtures("fresh_timeline")
 
 
 class OpLog(TorchDispatchMode):

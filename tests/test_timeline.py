@@ -12,13 +12,7 @@ import interop
 from interop.timelines import PS
 
 
-@pytest.fixture(autouse=True)
-def fresh_timeline():
-    interop.set_recording(True)
-    interop.reset_timeline()
-    yield
-    interop.set_recording(True)
-    interop.reset_timeline()
+pytestmark = pytest.mark.usefixtures("fresh_timeline")
 
 
 def test_every_op_is_placed_with_its_estimate():

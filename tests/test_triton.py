@@ -23,13 +23,7 @@ TRN, GPU = 1, 5  # fusion-default: hybrid:0-3 are trn4, hybrid:4-7 b200
 SLOTS = pytest.mark.parametrize("slot", [TRN, GPU], ids=["trn4", "b200"])
 
 
-@pytest.fixture(autouse=True)
-def fresh_timeline():
-    interop.set_recording(True)
-    interop.reset_timeline()
-    yield
-    interop.set_recording(True)
-    interop.reset_timeline()
+pytestmark = pytest.mark.usefixtures("fresh_timeline")
 
 
 def _only_record(slot):
