@@ -198,18 +198,11 @@ void run_on_slot(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
   std::unique_ptr<timeline::Measurement> measured;
   {
-    std::optional<RouteCpuAllocations> route;
-    std::optional<c10::DeviceGuard> cuda_guard;
-    if (emulated) {
-      route.emplace(rack, slot);
-    } else {
-      route.emplace();  // a CUDA kernel's host-side temporaries are the host's
-      cuda_guard.emplace(exec);
-      if (recording) {
-        // On a real GPU the timeline keeps the op's measured time too.
-        measured = std::make_unique<timeline::Measurement>();
-        measured->start.record(c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(exec));
-      }
+    SlotExecution execution(rack, slot, emulated, exec);
+    if (!emulated && recording) {
+      // On a real GPU the timeline keeps the op's measured time too.
+      measured = std::make_unique<timeline::Measurement>();
+      measured->start.record(c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(exec));
     }
     op.redispatchBoxed(c10::DispatchKeySet(execution_key(*rack, slot)), stack);
     if (measured) {

@@ -68,15 +68,7 @@ py::object call_on_slot(c10::DeviceIndex slot, const py::function& fn, py::list 
 
   py::object result;
   {
-    const bool emulated = rack->is_emulated(slot);
-    std::optional<RouteCpuAllocations> route;
-    std::optional<c10::DeviceGuard> guard;
-    if (emulated) {
-      route.emplace(rack, slot);
-    } else {
-      route.emplace();  // a CUDA kernel's host-side temporaries are the host's
-      guard.emplace(execution_device(*rack, slot));
-    }
+    SlotExecution execution(rack, slot, rack->is_emulated(slot), execution_device(*rack, slot));
     Running running(*rack, slot);
     result = fn(host);
   }

@@ -6,6 +6,9 @@
 #include "runtime/HybridAllocator.h"
 
 #include <c10/core/Allocator.h>
+#include <c10/core/DeviceGuard.h>
+
+#include <optional>
 
 namespace hybrid {
 
@@ -23,6 +26,26 @@ class RouteCpuAllocations {
  private:
   const SlotTablePtr* previous_table_;
   c10::DeviceIndex previous_slot_;
+};
+
+// Where a slot's kernel runs, for the scope of one call: on an emulated slot
+// the CPU allocator draws from the slot; on a cuda-backed one a CUDA kernel's
+// host-side temporaries stay the host's and `exec` (the slot's GPU) is the
+// current device.
+class SlotExecution {
+ public:
+  SlotExecution(const SlotTablePtr& table, c10::DeviceIndex slot, bool emulated, c10::Device exec) {
+    if (emulated) {
+      route_.emplace(table, slot);
+    } else {
+      route_.emplace();
+      guard_.emplace(exec);
+    }
+  }
+
+ private:
+  std::optional<RouteCpuAllocations> route_;
+  std::optional<c10::DeviceGuard> guard_;
 };
 
 // When `ptr` is slot memory the routing allocator handed to a CPU kernel, takes
