@@ -201,7 +201,7 @@ def in_place(op: str, inputs, outputs, count: int):
 def sweep(rack: str, op: str, sizes, dtype: str = "float32", reduce_op: str = "sum", algorithm: str | None = None,
           root: int = 0, printer=print) -> int:
     """Run and check ``op`` at every size on ``rack`` (modelled timings), printing nccl-tests rows; returns #wrong."""
-    from collectives.planner import plan
+    from collectives.algorithm_choice import plan
 
     dt = DTYPES[dtype]
     itemsize = torch.empty(0, dtype=dt).element_size()

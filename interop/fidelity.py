@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import torch
 
 import devices
+from interop import session
 
 
 class FidelityWarning(UserWarning):
@@ -120,6 +121,9 @@ def apply(rack) -> None:
         _C._fidelity_set_mask(d.index, concern)
 
 
+session.on_rack_change(lambda rack, previous_slot: apply(rack))  # the C++ check reads the new kinds' masks
+
+
 def _message(s: devices.Support, op: str, slot: int, dtype: torch.dtype) -> str:
     head = s.error.format(scalar_type=_c10_name(dtype)) if s.error else \
         f"{op} in {str(dtype).replace('torch.', '')} is not supported on {s.kind}"
@@ -130,7 +134,6 @@ def _message(s: devices.Support, op: str, slot: int, dtype: torch.dtype) -> str:
 
 
 def _hook(op: str, generation: int, slot: int, dtype: torch.dtype) -> tuple[int, str]:
-    from interop import session
 
     # The C++ fallback asks only about tensors of the current rack (a retired rack's are refused first).
     rack = session.rack_of(generation)

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from interop.fmt import format_bytes, table
+from devices.units import format_bytes
+from devices.text_table import table
 from interop import session
 from interop.timelines import PS, TimelineRecord
 

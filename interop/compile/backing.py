@@ -7,7 +7,7 @@ import torch
 
 def cuda_backing(index: int) -> int | None:
     """The CUDA ordinal behind slot ``index``, or None for an emulated slot."""
-    from interop.rack import current_rack
+    from interop.session import current as current_rack
 
     rack = current_rack()
     if rack is None or not 0 <= index < len(rack.devices):

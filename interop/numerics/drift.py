@@ -100,7 +100,7 @@ class DriftReport:
         return out
 
     def table(self) -> str:
-        from interop.fmt import table
+        from devices.text_table import table
 
         c = self.config
         head = (f"drift of {c.model} over {c.steps} steps on {c.rack} (seed {c.seed}, batch {c.batch}x{c.seq_len}); "
@@ -118,7 +118,7 @@ class DriftReport:
         return "\n".join(lines)
 
     def layer_table(self) -> str:
-        from interop.fmt import table
+        from devices.text_table import table
 
         layers = list(self.reference.grad_errors) or sorted({k for r in self.runs for k in r.grad_errors})
         return table(["layer"] + [f"{r.kind}/{r.recipe}" for r in self.runs],

@@ -5,7 +5,7 @@ An :class:`ElementFormat` is a sign-exponent-mantissa layout (or MX's INT8).
 :meth:`ElementFormat.encode` turns float32 values into integer codes (sign bit
 included, one code per element, in an int32 tensor), :meth:`ElementFormat.decode`
 turns codes back into float32. Both are vectorised torch code; every code of
-every format round-trips (tests/test_numerics_formats.py checks all of them).
+every format round-trips (tests/interop/numerics/test_numerics_formats.py checks all of them).
 
 Encoding works on the magnitude's exponent and a power-of-two quantum, so it is
 exact in float32 arithmetic: with ``e = max(floor(log2|v|), emin)`` and

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field, replace
 import devices
 import torch
 
+from interop import session
+
 MODES = devices.NUMERICS_MODES
 """Accepted numerics modes: ``exact``, ``device``."""
 
@@ -115,7 +117,7 @@ def _initial(rack) -> RackNumerics:
 
 def state(rack=None) -> RackNumerics:
     """The numerics settings of ``rack`` (default: the current rack)."""
-    from interop.rack import current_rack
+    from interop.session import current as current_rack
 
     rack = current_rack() if rack is None else rack
     if rack is None:
@@ -182,7 +184,7 @@ def set_numerics(mode: str, slots=None, *, stochastic_rounding: bool | None = No
     Returns a :class:`NumericsSettings`; ``with interop.set_numerics("device"): ...`` restores the
     previous settings on exit.
     """
-    from interop.rack import current_rack
+    from interop.session import current as current_rack
 
     if mode not in MODES:
         raise ValueError(f"mode: unknown numerics mode {mode!r}; accepted: {', '.join(MODES)}")
@@ -232,7 +234,7 @@ def reset_counters() -> None:
 def sync(rack=None) -> None:
     """Install the dispatch mode while the current rack has a device-mode slot; remove it otherwise."""
     from interop.numerics import device_ops
-    from interop.rack import current_rack
+    from interop.session import current as current_rack
 
     active = current_rack()
     device_ops.install(active is not None and state(active).any_device)
@@ -241,6 +243,9 @@ def sync(rack=None) -> None:
 def on_rack_change(rack) -> None:
     """Called when the current rack changes: its device-mode slots (from its rack file) take effect."""
     sync(rack)
+
+
+session.on_rack_change(lambda rack, previous_slot: on_rack_change(rack))  # a rack file's device modes apply
 
 
 def slot_label(rack, slot: int) -> str:
@@ -276,6 +281,6 @@ def device_scale_rule(x: torch.Tensor, fmt: str) -> str | None:
 
 
 def _current_rack():
-    from interop.rack import current_rack
+    from interop.session import current as current_rack
 
     return current_rack()

@@ -120,7 +120,7 @@ def quantize(x: torch.Tensor, fmt: str, *, block: int | None = None, scale_rule:
     ``nearest`` on a plain format is torch's own cast (``x.to(torch.float8_e4m3fn)``),
     bit for bit; MX and NVFP4 equal torchao 0.18's reference bit for bit on finite
     blocks whose scale is above 2**-127 (the differences, and why, are in
-    tests/test_numerics_formats.py).
+    tests/interop/numerics/test_numerics_formats.py).
     """
     spec = format_named(fmt)
     if scale_rule is None and spec.scaled_blocks and isinstance(x, torch.Tensor):

@@ -9,7 +9,7 @@ Non-finite blocks: a block whose largest magnitude is NaN or infinite gets a NaN
 scale (E8M0 0xFF, E4M3 0x7F) and zero elements, so it dequantizes to NaN. MX has
 no infinity, and a saturated finite stand-in would hide an overflow (this is
 microsoft/microxcaling's choice; torchao instead gives an Inf block a finite
-scale, see tests/test_numerics_formats.py).
+scale, see tests/interop/numerics/test_numerics_formats.py).
 """
 
 from __future__ import annotations

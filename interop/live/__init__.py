@@ -1,0 +1,19 @@
+"""Live execution of plans: a real model cut into blocks, run on the rack's slots, exported to torch.distributed.
+
+The paper half (what each block costs, the step model, the plan search) is
+:mod:`planner`, which imports no torch; this package is where a plan meets real
+tensors:
+
+* :mod:`interop.live.plan`: :func:`~interop.live.plan.plan` (the entry point behind
+  ``interop.plan``) and :class:`~interop.live.plan.Plan` (``.apply`` runs it);
+* :mod:`interop.live.export_blocks`: cutting a model with torch.export into blocks,
+  binding them to stages;
+* :mod:`interop.live.runner`: the in-process runner (pipeline transport, gradient
+  reduction, one :class:`StepRecord` per step);
+* :mod:`interop.live.tensor_parallel`: tensor parallelism of a block (fx analysis,
+  sharding, lockstep autograd, the DTensor styles);
+* :mod:`interop.live.distributed`: the export of a plan to torch.distributed engines
+  (pipelining, DTensor, FSDP2) across processes;
+* :mod:`interop.live.plan_models`, :mod:`interop.live.plan_run`: the models and the
+  run behind ``hybrid plan``.
+"""
