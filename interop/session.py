@@ -17,7 +17,7 @@ import itertools
 import weakref
 from typing import Callable
 
-from interop.timelines import KERNEL, KernelLaunch, Timeline, TimelineRecord
+from interop.timelines import KernelLaunch, Timeline, TimelineRecord
 
 _current = None
 """The installed rack (an interop.Rack), or None before the first install."""
@@ -108,8 +108,10 @@ def record_kernel(slot: int, launch: KernelLaunch) -> None:
 
 def _take_launches(cols: dict) -> dict[int, KernelLaunch]:
     """The descriptions of the kernel records in a drained batch, taken out of the queue."""
-    values = cols["value"]
-    return {values[i]: _launches.pop(values[i]) for i, kind in enumerate(cols["kind"]) if kind == KERNEL}
+    from interop import _C
+
+    values, kernel = cols["value"], _C.RECORD_KINDS["kernel"]
+    return {values[i]: _launches.pop(values[i]) for i, kind in enumerate(cols["kind"]) if kind == kernel}
 
 
 def drain() -> None:

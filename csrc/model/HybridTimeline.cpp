@@ -1,4 +1,4 @@
-#include "runtime/HybridTimeline.h"
+#include "model/HybridTimeline.h"
 
 #include "runtime/HybridGuard.h"
 

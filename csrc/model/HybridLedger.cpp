@@ -1,4 +1,4 @@
-#include "runtime/HybridLedger.h"
+#include "model/HybridLedger.h"
 
 #include <atomic>
 #include <memory>
