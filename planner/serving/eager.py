@@ -65,6 +65,13 @@ def _cache(model, keys: Sequence, values: Sequence):
     return cache
 
 
+def _cache_argument(model) -> str:
+    """The name the model's forward takes its KV cache by (``cache``; ``past_key_values`` before transformers 5.2x)."""
+    import inspect
+
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
 def prefill(model, ids) -> tuple[list, list, Any]:
     """One prompt ``ids`` ``(1, L)`` through ``model`` on its slot: (keys, values, first token ``(1,)``)."""
     import torch
@@ -74,7 +81,7 @@ def prefill(model, ids) -> tuple[list, list, Any]:
     empty = [torch.empty(1, kv, 0, head_dim, dtype=dtype, device=ids.device) for _ in range(2 * layers)]
     cache = _cache(model, empty[:layers], empty[layers:])
     with torch.no_grad():
-        out = model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
+        out = model(input_ids=ids, use_cache=True, logits_to_keep=1, **{_cache_argument(model): cache})
         token = out.logits[:, -1, :].argmax(-1)
     return [layer.keys for layer in cache.layers], [layer.values for layer in cache.layers], token
 
@@ -117,7 +124,7 @@ def step(model, batch: Batch) -> Batch:
         valid = torch.cat([batch.valid, torch.ones(batch.size, 1, dtype=torch.bool, device=batch.valid.device)], 1)
         cache = _cache(model, batch.keys, batch.values)
         out = model(input_ids=batch.tokens[:, None], attention_mask=valid[:, None, None, :], position_ids=positions,
-                    past_key_values=cache, use_cache=True, logits_to_keep=1)
+                    use_cache=True, logits_to_keep=1, **{_cache_argument(model): cache})
         tokens = out.logits[:, -1, :].argmax(-1)
     return Batch([layer.keys for layer in cache.layers], [layer.values for layer in cache.layers], valid, tokens)
 

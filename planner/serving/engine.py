@@ -1,10 +1,13 @@
 """How the modelled inference engine runs: batching limits, chunked prefill, the paged KV cache, its kernels.
 
 :class:`Engine` is the engine configuration a serving what-if plays; its defaults are
-those of the published rows' engine (TensorRT-LLM: continuous batching up to 2,048
-sequences, a token budget of 8,192 per iteration shared by prefill chunks and decode
-tokens, a KV cache of 32-token blocks taking 90 % of the memory left after weights
-and activations, guaranteed-no-evict admission). ``kernels="eager"`` is the engine
+those of the published rows' engines (continuous batching up to 2,048 sequences, as
+TensorRT-LLM; a token budget of 2,048 per iteration shared by prefill chunks and decode
+tokens, first come first served; a KV cache of 32-token blocks taking 90 % of the memory
+left after weights and activations; guaranteed-no-evict admission, TensorRT-LLM's
+default, which reserves each sequence's whole length). A static batch (Neuron's
+Transformers NeuronX) is ``Engine(chunked_prefill=False, max_batch=B)``: its prompts
+prefilled together, then decoded together. ``kernels="eager"`` is the engine
 ``interop.serve`` runs for real: transformers' own forward op by op, one request per
 prefill, one copy per layer's keys and values (see :mod:`planner.serving.eager`).
 """
@@ -21,8 +24,9 @@ DEFAULT_MAX_BATCH = 2048
 """TensorRT-LLM's default maximum batch size (and MLPerf's Blackwell setting); the KV cache usually
 admits fewer (reference/inference.md)."""
 
-DEFAULT_MAX_NUM_TOKENS = 8192
-"""TensorRT-LLM's default token budget per iteration (MLPerf v5.1 configs use 1,536-3,584)."""
+DEFAULT_MAX_NUM_TOKENS = 2048
+"""Token budget per iteration: within the range MLPerf v5.1's configs use (1,536-3,584) and vLLM's default for
+chunked prefill; TensorRT-LLM's build default is 8,192 (reference/inference.md)."""
 
 DEFAULT_KV_FRACTION = 0.90
 """Share of the memory left after weights and activations the KV cache takes (MLPerf v4.1 H100, and

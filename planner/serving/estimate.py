@@ -86,7 +86,8 @@ class ServingEstimate:
 
     @property
     def events(self) -> list:
-        """The simulated timeline: :class:`planner.serving.simulation.Event` per iteration and KV transfer."""
+        """The simulated timeline of one unit of identical instances (one replica; a prefill and a decode group):
+        :class:`planner.serving.simulation.Event` per iteration and KV transfer."""
         return self.__dict__.get("_events", [])
 
     @property

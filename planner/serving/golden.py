@@ -47,10 +47,17 @@ MODELS = {
 TRTLLM = ("NVIDIA TensorRT-LLM docs/source/developer-guide/perf-overview.md @ 03e27c7d (trtllm-bench throughput, "
           "PyTorch backend, Llama-3.3-70B-Instruct-FP8, every request queued at once)")
 MLPERF = ("MLCommons inference_results_v4.1 @ a2f5d66d, closed/NVIDIA DGX-H100_H100-SXM-80GBx8_TRT llama2-70b-99 "
-          "(TensorRT 10.2, FP8, TP2 x 4)")
+          "(TensorRT 10.2, FP8, TP2 x 4; batch limits 896 Offline, 1024 Server); every request asks for up to 1,024 "
+          "new tokens (mlcommons/inference language/llama2-70b/SUT.py gen_kwargs max_new_tokens=1024), which a "
+          "guaranteed-no-evict engine reserves")
 NIM = "NVIDIA NIM for LLMs Benchmarking Guide v1.0.0, Performance (NIM 1.8.0, AIPerf, 5000 in / 500 out)"
 NEURON = ("AWS Neuron docs, Trn1 inference performance, throughput_data_decoder.csv / latency_data_decoder.csv "
           "(Transformers NeuronX, Neuron 2.18.1, TP 32 NeuronCores, BF16)")
+
+
+def STATIC(batch: int) -> Engine:
+    """A static batch (Transformers NeuronX): ``batch`` prompts prefilled together, then decoded together."""
+    return Engine(chunked_prefill=False, max_batch=batch)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +77,8 @@ class GoldenRow:
     source: str
     limits: dict | None = None
     """Metric -> upper bound the run had to meet (``ttft_p99``, ``tpot_p99``), checked, not fitted."""
+    engine: Engine = Engine()
+    """The engine's limits as the source states them (MLPerf's batch limits, Neuron's static batches)."""
 
 
 ROWS: tuple[GoldenRow, ...] = (
@@ -82,10 +91,11 @@ ROWS: tuple[GoldenRow, ...] = (
     GoldenRow("TRT-LLM H200 TP2 8192/1024", "llama3.3-70b", "h200:2", {"tp": 2}, "fp8",
               Workload(8192, 1024, requests=1500), {"tokens_per_s_per_chip": 537}, TRTLLM),
     GoldenRow("MLPerf v4.1 Offline 8xH100", "llama2-70b", "h100:8", {"tp": 2, "replicas": 4}, "fp8",
-              Workload(222, 290, requests=24576), {"tokens_per_s": 24524.9}, MLPERF),
+              Workload(222, 290, requests=24576, max_output_tokens=1024), {"tokens_per_s": 24524.9}, MLPERF,
+              engine=Engine(max_batch=896)),
     GoldenRow("MLPerf v4.1 Server 8xH100", "llama2-70b", "h100:8", {"tp": 2, "replicas": 4}, "fp8",
-              Workload(222, 290, requests=24576, rate=75), {"tokens_per_s": 21605.79}, MLPERF,
-              limits={"ttft_p99": 2.0, "tpot_p99": 0.2}),
+              Workload(222, 290, requests=24576, rate=75, max_output_tokens=1024), {"tokens_per_s": 21605.79},
+              MLPERF, limits={"ttft_p99": 2.0, "tpot_p99": 0.2}, engine=Engine(max_batch=1024)),
     GoldenRow("NIM 2xH100 TP2 c1", "llama3.3-70b", "h100:2", {"tp": 2}, "fp8",
               Workload(5000, 500, concurrency=1, requests=8),
               {"ttft_p50": 0.40677, "tpot_p50": 0.01858, "tokens_per_s": 51.67}, NIM),
@@ -94,16 +104,16 @@ ROWS: tuple[GoldenRow, ...] = (
               {"ttft_p50": 0.68869, "tpot_p50": 0.03875, "tokens_per_s": 623.4}, NIM),
     GoldenRow("Neuron trn1 TP16 b4 128/1024", "llama3-70b", "trn1:16", {"tp": 16}, "bfloat16",
               Workload(128, 1024, concurrency=4, requests=4),
-              {"tokens_per_s": 140.51, "ttft_p50": 0.12986, "tpot_p50": 0.02838}, NEURON),
+              {"tokens_per_s": 140.51, "ttft_p50": 0.12986, "tpot_p50": 0.02838}, NEURON, engine=STATIC(4)),
     GoldenRow("Neuron trn1 TP16 b4 2048/2048", "llama3-70b", "trn1:16", {"tp": 16}, "bfloat16",
               Workload(2048, 2048, concurrency=4, requests=4),
-              {"tokens_per_s": 120.36, "ttft_p50": 1.66112, "tpot_p50": 0.03233}, NEURON),
+              {"tokens_per_s": 120.36, "ttft_p50": 1.66112, "tpot_p50": 0.03233}, NEURON, engine=STATIC(4)),
     GoldenRow("Neuron trn1 TP16 b1 128/1024", "llama3-70b", "trn1:16", {"tp": 16}, "bfloat16",
               Workload(128, 1024, concurrency=1, requests=1),
-              {"tokens_per_s": 40.64, "ttft_p50": 0.0532, "tpot_p50": 0.02448}, NEURON),
+              {"tokens_per_s": 40.64, "ttft_p50": 0.0532, "tpot_p50": 0.02448}, NEURON, engine=STATIC(1)),
     GoldenRow("Neuron trn1 TP16 b1 2048/2048", "llama3-70b", "trn1:16", {"tp": 16}, "bfloat16",
               Workload(2048, 2048, concurrency=1, requests=1),
-              {"tokens_per_s": 37.70, "ttft_p50": 0.547, "tpot_p50": 0.0262}, NEURON),
+              {"tokens_per_s": 37.70, "ttft_p50": 0.547, "tpot_p50": 0.0262}, NEURON, engine=STATIC(1)),
 )
 """The given rows of reference/inference.md (A: TensorRT-LLM, B: MLPerf, C: NIM, D: Neuron)."""
 
@@ -130,9 +140,8 @@ def evaluate_row(row: GoldenRow, *, calibrated: bool = True) -> Outcome:
     """Model one row with its stated configuration."""
     shape = model_shape(MODELS[row.model])
     spec = spec_of(row.rack)
-    engine = Engine()
     config = configure(shape, spec, parallel=row.parallel, precision=row.precision, prefill=None, decode=None,
-                       engine=engine, workload=row.workload)
+                       engine=row.engine, workload=row.workload)
     est = evaluate_config(shape, spec, config, row.workload, record=False, calibrated=calibrated)
     m = _metrics(est)
     return Outcome(row, {k: m[k] for k in row.published},

@@ -92,7 +92,8 @@ def curve(est, concurrencies=None) -> list[tuple[int, object]]:
         concurrencies.append(top)
     out = []
     for c in concurrencies:
-        w = Workload(list(wl.lengths), requests=max(4 * c, 16), concurrency=c, seed=wl.seed)
+        w = Workload(list(wl.lengths), requests=max(4 * c, 16), concurrency=c, seed=wl.seed,
+                     max_output_tokens=wl.max_output_tokens)
         out.append((c, est.rerun(w)))
     return out
 

@@ -154,7 +154,7 @@ def search_serving(shape: ModelShape, spec, *, workload: Workload, precision: st
     screen = workload if workload.requests <= SCREEN_REQUESTS else Workload(
         workload.request_lengths(SCREEN_REQUESTS), requests=SCREEN_REQUESTS,
         concurrency=workload.concurrency,
-        rate=workload.rate, seed=workload.seed)
+        rate=workload.rate, seed=workload.seed, max_output_tokens=workload.max_output_tokens)
     priced_cache: dict[tuple, object] = {}
     scored: list[tuple[float, Config, tuple]] = []
     bar = tqdm(total=len(configs), desc=f"searching {shape.name} on {spec.name}", unit="config",

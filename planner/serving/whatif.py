@@ -132,7 +132,7 @@ def price_pool(shape: ModelShape, spec, pool: Pool, precision: str, engine: Engi
                 longest_prompt=longest_in)
     if not kv.fits:
         raise ValueError(_memory_message(shape, pool, kv, name, precision))
-    longest = max((a if pool.role == "prefill" else a + b) for a, b in workload.lengths)
+    longest = max((a if pool.role == "prefill" else a + workload.reserved(b)) for a, b in workload.lengths)
     need = kv.sequence_bytes(longest)
     if need > kv.kv:
         fit = kv.kv // max(1, kv.layer_bytes * (kv.full_layers + kv.sliding_layers))
@@ -322,7 +322,7 @@ def simulate(shape: ModelShape, spec, config: Config, workload: Workload, *, rec
                     budget=budget, max_prompts=engine.prefill_requests)
         for j in range(dec.pool.instances // units):
             sim.add(f"decode {j} ({dec.pool.kind})", "decode", dec.cost, capacity=dec.kv.kv * dec.kv.ranks,
-                    need=lambda r, kv=dec.kv: kv.sequence_bytes(reqs.inputs[r] + reqs.outputs[r]),
+                    need=lambda r, kv=dec.kv: kv.sequence_bytes(reqs.inputs[r] + share.reserved(reqs.outputs[r])),
                     max_batch=engine.batch_limit, budget=budget)
         prefill_index = {k: k for k in range(pre.pool.instances // units)}
         first_decode = pre.pool.instances // units
@@ -335,7 +335,7 @@ def simulate(shape: ModelShape, spec, config: Config, workload: Workload, *, rec
         reqs = _requests(share)
         sim = Simulation(reqs, concurrency=share.concurrency, record=record)
         sim.add(f"replica 0 ({col.pool.kind})", "colocated", col.cost, capacity=col.kv.kv * col.kv.ranks,
-                need=lambda r, kv=col.kv: kv.sequence_bytes(reqs.inputs[r] + reqs.outputs[r]),
+                need=lambda r, kv=col.kv: kv.sequence_bytes(reqs.inputs[r] + share.reserved(reqs.outputs[r])),
                 max_batch=engine.batch_limit, budget=budget, max_prompts=engine.prefill_requests)
     sim.run()
     return reqs, sim, priced, units
@@ -356,7 +356,7 @@ def evaluate(shape: ModelShape, spec, config: Config, workload: Workload, *, slo
     chips = config.chips
     usd_h, watts, no_price, no_power, _ = fleet_rates(config.chip_counts())
     mean_in, mean_out = workload.mean_lengths()
-    seq = math.ceil(mean_in + mean_out)
+    seq = math.ceil(mean_in + (workload.max_output_tokens or mean_out))
     serving = priced[-1]
     prec0 = priced[0].precision
     missing = {}

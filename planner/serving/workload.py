@@ -67,10 +67,12 @@ class Workload:
     concurrency: int | None = None
     rate: float | None = None
     seed: int = 0
+    max_output_tokens: int | None = None
     lengths: tuple[tuple[int, int], ...] = field(init=False, repr=False, compare=False)
 
     def __init__(self, input_tokens, output_tokens=None, *, requests: int | None = None,
-                 concurrency: int | None = None, rate: float | None = None, seed: int = 0) -> None:
+                 concurrency: int | None = None, rate: float | None = None, seed: int = 0,
+                 max_output_tokens: int | None = None) -> None:
         pairs = _pairs(input_tokens, output_tokens)
         if requests is None:
             requests = DEFAULT_REQUESTS if len(pairs) == 1 else len(pairs)
@@ -85,8 +87,15 @@ class Workload:
                              "not both")
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise ValueError(f"seed: expected an integer, got {seed!r}")
+        if max_output_tokens is not None:
+            _positive_int(max_output_tokens, "max_output_tokens")
+            longest_out = max(b for _, b in pairs)
+            if max_output_tokens < longest_out:
+                raise ValueError(f"max_output_tokens: {max_output_tokens} is below the longest output asked for "
+                                 f"({longest_out} tokens)")
         for name, value in (("input_tokens", input_tokens), ("output_tokens", output_tokens),
-                            ("requests", requests), ("concurrency", concurrency), ("rate", rate), ("seed", seed)):
+                            ("requests", requests), ("concurrency", concurrency), ("rate", rate), ("seed", seed),
+                            ("max_output_tokens", max_output_tokens)):
             object.__setattr__(self, name, value)
         object.__setattr__(self, "lengths", pairs)
 
@@ -122,8 +131,12 @@ class Workload:
         return (sum(p[0] for p in pairs) / len(pairs), sum(p[1] for p in pairs) / len(pairs))
 
     def longest(self) -> int:
-        """The longest sequence (input + output) of any request."""
-        return max(a + b for a, b in self.lengths)
+        """The longest sequence (input + output reserved) of any request."""
+        return max(a + self.reserved(b) for a, b in self.lengths)
+
+    def reserved(self, output: int) -> int:
+        """Output tokens a request of ``output`` tokens reserves KV cache for."""
+        return self.max_output_tokens or output
 
     def split(self, replicas: int) -> "Workload":
         """The share of one of ``replicas`` identical replicas: requests, concurrency and rate divided
@@ -134,7 +147,8 @@ class Workload:
         share = pairs[: math.ceil(len(pairs) / replicas)]
         return Workload(list(share), requests=len(share),
                         concurrency=None if self.concurrency is None else math.ceil(self.concurrency / replicas),
-                        rate=None if self.rate is None else self.rate / replicas, seed=self.seed)
+                        rate=None if self.rate is None else self.rate / replicas, seed=self.seed,
+                        max_output_tokens=self.max_output_tokens)
 
     def describe(self) -> str:
         """``1,000 requests of 1000 in / 1000 out tokens, offline``."""
