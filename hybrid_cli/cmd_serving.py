@@ -75,13 +75,12 @@ def _arguments(args) -> dict:
     from planner.serving import Engine, Workload
 
     demo = args.compare is not None and not args.compare and args.model is None
-    model = args.model or (DEMO["model"] if demo else None)
-    isl = args.isl or (DEMO["isl"] if demo else None)
-    osl = args.osl or (DEMO["osl"] if demo else None)
+    pick = lambda given, key: given if given is not None else (DEMO[key] if demo else None)  # noqa: E731
+    model, isl, osl = pick(args.model, "model"), pick(args.isl, "isl"), pick(args.osl, "osl")
     if model is None or isl is None or osl is None:
         raise ValueError("--model, --isl and --osl: name the model and the request lengths "
                          "(or give --compare alone for the demo)")
-    requests = args.requests or (DEMO["requests"] if demo else None)
+    requests = pick(args.requests, "requests")
     workload = Workload(isl, osl, requests=requests, concurrency=args.concurrency, rate=args.rate)
     parallel = {k: getattr(args, k) for k in ("tp", "pp", "ep", "replicas") if getattr(args, k) is not None}
     if (args.prefill is None) != (args.decode is None):

@@ -9,7 +9,8 @@ and the second all-reduce; then the LM head on the sequences that sample, and th
 argmax. Every kernel is priced by ``devices.estimate`` on the kind (GEMMs in the
 serving precision, with its bytes per element), every collective by
 ``collectives.estimate`` on the rack's topology (:class:`planner.comm.CommPricer`),
-and the serving efficiencies of :mod:`planner.serving.fitted` apply.
+and the serving efficiencies of :mod:`planner.serving.fitted` apply (GEMMs' compute term, every kernel's
+memory term, attention, a time per iteration).
 
 With ``ep`` ranks, attention is data parallel (each rank runs its own sequences) and the
 experts are divided over the ranks; with ``pp`` stages the batch is split into ``pp``
@@ -61,8 +62,8 @@ class FusedCost:
         self.tp, self.ep, self.pp = placement.tp, placement.ep, placement.pp
         self.efficiency = (efficiency or serving_efficiency(kind)) if calibrated else None
         self.stage_layers = ceil_div(shape.layers, self.pp)
-        self._factor = {name: (fig.value if fig is not None else 1.0) for name, fig in
-                        (("gemm", self._fig("gemm")), ("attention", self._fig("attention")))}
+        self._factor = {name: (self._fig(name).value if self._fig(name) is not None else 1.0)
+                        for name in ("gemm", "memory", "attention")}
         self._iteration = self._fig("iteration").value if self._fig("iteration") is not None else 0.0
         self.projected = devices.chip(kind).projected
         self._layer = Grid(lambda t: sum(self._layer_parts(t).values()))
@@ -80,13 +81,15 @@ class FusedCost:
 
     # -- priced pieces, each as {part: seconds} ------------------------------------------
 
-    def _op(self, parts: dict, op: str, shapes, dtype: str, factor: float = 1.0, *, true_bytes: float | None = None,
-            args=None) -> None:
+    def _op(self, parts: dict, op: str, shapes, dtype: str, compute_factor: float = 1.0,
+            memory_factor: float | None = None, *, true_bytes: float | None = None, args=None) -> None:
+        """One kernel: the cost model's roofline (``max(compute, memory) + launch``), each term times its serving
+        factor (the memory term of every kernel but attention times the ``memory`` factor)."""
         e = devices.estimate(self.kind, op, shapes, dtype, args=args)
         memory = e.memory_seconds * (true_bytes / e.bytes if true_bytes is not None and e.bytes else 1.0)
-        compute = e.compute_seconds
-        roof = max(compute, memory) * factor
-        parts["compute" if compute >= memory else "memory"] += roof
+        memory *= self._factor["memory"] if memory_factor is None else memory_factor
+        compute = e.compute_seconds * compute_factor
+        parts["compute" if compute >= memory else "memory"] += max(compute, memory)
         parts["overhead"] += e.overhead_seconds
 
     def _gemm(self, parts: dict, m: int, k: int, n: int, times: int = 1, quantized: bool = True) -> None:
@@ -160,7 +163,7 @@ class FusedCost:
         q = (1, s.heads // self.tp, 1, s.head_dim)
         k = (1, s.kv_heads_per_chip(self.tp), kv_tokens, s.head_dim)
         self._op(parts, "aten::_scaled_dot_product_flash_attention", [q, k, k], self.precision.kv_dtype,
-                 self._factor["attention"])
+                 self._factor["attention"], self._factor["attention"])
         return parts
 
     def _prefill_attention_parts(self, queries: int, keys: int) -> dict:
@@ -170,7 +173,7 @@ class FusedCost:
         q = (1, s.heads // self.tp, queries, s.head_dim)
         k = (1, s.kv_heads_per_chip(self.tp), keys, s.head_dim)
         self._op(parts, "aten::_scaled_dot_product_flash_attention", [q, k, k], self.precision.kv_dtype,
-                 self._factor["attention"])
+                 self._factor["attention"], self._factor["attention"])
         return parts
 
     def _head_parts(self, sequences: int) -> dict:

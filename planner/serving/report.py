@@ -62,19 +62,22 @@ def estimate_rows(est) -> list[tuple[str, str]]:
 
 
 def compare_table(estimates: Sequence, labels: Sequence[str] | None = None) -> str:
-    """Several estimates side by side (one column each)."""
+    """Several estimates side by side (one column each); rows equal in every column are printed once above."""
     cols = [dict(e.rows()) for e in estimates]
     keys: list[str] = []
     for e in estimates:
         for k, _ in e.rows():
             if k not in keys:
                 keys.append(k)
+    shared = [k for k in keys if len({c.get(k) for c in cols}) == 1]
+    keys = [k for k in keys if k not in shared]
     head = list(labels) if labels else [e.rack for e in estimates]
-    width = max(len(k) for k in keys)
-    colw = [min(70, max([len(h)] + [len(c.get(k, "")) for k in keys])) for h, c in zip(head, cols)]
-    lines = [f"{'':<{width}}  " + "  ".join(f"{h[:70]:<{w}}" for h, w in zip(head, colw))]
+    width = max(len(k) for k in keys + shared) if keys or shared else 10
+    lines = [f"{k:<{width}}  {cols[0][k]}" for k in shared]
+    colw = [min(60, max([len(h)] + [len(c.get(k, "")) for k in keys])) for h, c in zip(head, cols)]
+    lines.append(f"{'':<{width}}  " + "  ".join(f"{h[:60]:<{w}}" for h, w in zip(head, colw)))
     for k in keys:
-        lines.append(f"{k:<{width}}  " + "  ".join(f"{c.get(k, '')[:70]:<{w}}" for c, w in zip(cols, colw)).rstrip())
+        lines.append(f"{k:<{width}}  " + "  ".join(f"{c.get(k, '')[:60]:<{w}}" for c, w in zip(cols, colw)).rstrip())
     return "\n".join(lines)
 
 

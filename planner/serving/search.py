@@ -21,8 +21,8 @@ from planner.serving.engine import Engine
 from planner.serving.estimate import ServingEstimate, attach
 from planner.serving.model_shape import ModelShape
 from planner.serving.pools import Pool
-from planner.serving.whatif import (DEFAULT_ATTAINMENT, Config, _domain_size, _kind_domain, evaluate,
-                                    price_pool)
+from planner.serving.config import Config, _domain_size, _kind_domain, price_pool
+from planner.serving.run import DEFAULT_ATTAINMENT, evaluate
 from planner.serving.workload import Workload
 
 SCREEN_REQUESTS = 256

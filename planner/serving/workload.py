@@ -143,9 +143,9 @@ class Workload:
         (rounded up, so no replica is given less than its share)."""
         if replicas == 1:
             return self
-        pairs = self.request_lengths()
-        share = pairs[: math.ceil(len(pairs) / replicas)]
-        return Workload(list(share), requests=len(share),
+        count = math.ceil(self.requests / replicas)
+        share = self.lengths if len(self.lengths) == 1 else self.request_lengths(count)
+        return Workload(list(share), requests=count,
                         concurrency=None if self.concurrency is None else math.ceil(self.concurrency / replicas),
                         rate=None if self.rate is None else self.rate / replicas, seed=self.seed,
                         max_output_tokens=self.max_output_tokens)
