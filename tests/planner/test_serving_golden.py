@@ -73,3 +73,12 @@ def test_stored_factors_are_the_fit_optimum():
             if 0 <= j < len(grid):
                 trial = dict(stored, **{name: grid[j]})
                 assert golden.fit_loss(golden._efficiency(family, trial, rows), rows) >= best - 1e-12, (name, grid[j])
+
+
+@pytest.mark.parametrize("document", ["README.md", "docs/serving.md"])
+def test_the_documents_show_this_table(outcomes, document):
+    # The table the README and docs/serving.md print is the one these factors give (regenerate it with -s).
+    from tests.support import ROOT
+
+    with open(f"{ROOT}/{document}", encoding="utf-8") as f:
+        assert golden.table(outcomes) in f.read()
