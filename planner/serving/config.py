@@ -20,7 +20,7 @@ from planner.serving.iteration import FusedCost, Placement
 from planner.serving.kv_cache import KvCache, memory
 from planner.serving.model_shape import ModelShape
 from planner.serving.pools import Pool, colocated, disaggregated
-from planner.serving.precision import Precision, resolve
+from planner.serving.precision import PRECISIONS, Precision, accepted, resolve
 from planner.serving.workload import Workload
 
 
@@ -164,7 +164,7 @@ def default_parallel(shape: ModelShape, spec, precision: str, engine: Engine, wo
     """Colocated replicas of :func:`least_parallel`; ValueError with the memory the model needs per chip when
     none fits the rack."""
     kind = next(iter(spec.counts()))
-    found = least_parallel(shape, kind, len(spec), _domain_size(spec), precision, engine, workload)
+    found = least_parallel(shape, kind, len(spec), domain_size(spec), precision, engine, workload)
     if found is None:
         raise _fits_nowhere(shape, kind, precision, len(spec), spec.name)
     return {"tp": found[0], "pp": found[1]}
@@ -174,10 +174,8 @@ def auto_pools(shape: ModelShape, spec, precision: str, engine: Engine, workload
     """Disaggregated pools on a rack mixing kinds: prompts on the kind with the highest peak in the precision
     (prefill is compute-bound), decode on the kind with the most memory bandwidth among the others (decode
     streams weights and KV cache), every chip of each kind, each at :func:`least_parallel`."""
-    from planner.serving.precision import PRECISIONS
-
     counts = spec.counts()
-    usable = [k for k in counts if precision in _accepted(k)]
+    usable = [k for k in counts if precision in accepted(k)]
     if len(usable) < 2:
         raise ValueError(f"precision: {precision} runs on {', '.join(usable) or 'none'} of {', '.join(counts)}; "
                          f"disaggregated pools need two kinds that run it (or give prefill= and decode=)")
@@ -185,7 +183,7 @@ def auto_pools(shape: ModelShape, spec, precision: str, engine: Engine, workload
     decode_kind = max((k for k in usable if k != prefill_kind), key=lambda k: devices.chip(k).hbm_bandwidth.value)
     pools = []
     for kind, role in ((prefill_kind, "prefill"), (decode_kind, "decode")):
-        domain = max(1, min(_kind_domain(spec, kind), counts[kind]))
+        domain = max(1, min(kind_domain(spec, kind), counts[kind]))
         found = least_parallel(shape, kind, counts[kind], domain, precision, engine, workload, role)
         if found is None:
             raise _fits_nowhere(shape, kind, precision, counts[kind], spec.name)
@@ -194,18 +192,13 @@ def auto_pools(shape: ModelShape, spec, precision: str, engine: Engine, workload
     return pools[0], pools[1]
 
 
-def _accepted(kind: str) -> list[str]:
-    from planner.serving.precision import accepted
-
-    return accepted(kind)
-
-
-def _domain_size(spec) -> int:
+def domain_size(spec) -> int:
+    """Chips in the rack's first scale-up domain (where tensor parallelism stays)."""
     d = spec.domain_of(0)
     return d.stop - d.first
 
 
-def _kind_domain(spec, kind: str) -> int:
+def kind_domain(spec, kind: str) -> int:
     """Chips of ``kind`` in the first scale-up domain holding one."""
     for g in spec.groups:
         if g.kind == kind:
@@ -232,8 +225,5 @@ def configure(shape: ModelShape, spec, *, parallel, precision: str, prefill, dec
     return Config((colocated(spec, parallel),), precision, engine)
 
 
-# -- running a configuration ---------------------------------------------------------------
-
-
-__all__ = ["MIN_SEQUENCES", "Config", "Priced", "auto_pools", "configure", "default_parallel", "least_parallel",
-           "price_pool", "spec_of"]
+__all__ = ["MIN_SEQUENCES", "Config", "Priced", "auto_pools", "configure", "default_parallel", "domain_size",
+           "kind_domain", "least_parallel", "price_pool", "spec_of"]

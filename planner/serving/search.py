@@ -21,7 +21,7 @@ from planner.serving.engine import Engine
 from planner.serving.estimate import ServingEstimate, attach
 from planner.serving.model_shape import ModelShape
 from planner.serving.pools import Pool
-from planner.serving.config import Config, _domain_size, _kind_domain, price_pool
+from planner.serving.config import Config, domain_size, kind_domain, price_pool
 from planner.serving.run import DEFAULT_ATTAINMENT, evaluate
 from planner.serving.workload import Workload
 
@@ -91,7 +91,7 @@ def candidates(shape: ModelShape, spec, workload: Workload, precision: str, engi
     if len(counts) == 1:
         kind = next(iter(counts))
         total = len(spec)
-        domain = min(_domain_size(spec), total)
+        domain = min(domain_size(spec), total)
         for pp in (1, 2, 4):
             for tp in _degrees(shape, domain):
                 per = tp * pp
@@ -123,8 +123,8 @@ def candidates(shape: ModelShape, spec, workload: Workload, precision: str, engi
         for dk in kinds:
             if pk == dk:
                 continue
-            for tp_p in _degrees(shape, _kind_domain(spec, pk)):
-                for tp_d in _degrees(shape, _kind_domain(spec, dk)):
+            for tp_p in _degrees(shape, kind_domain(spec, pk)):
+                for tp_d in _degrees(shape, kind_domain(spec, dk)):
                     pc, dc = counts[pk] // tp_p * tp_p, counts[dk] // tp_d * tp_d
                     if not pc or not dc:
                         continue
