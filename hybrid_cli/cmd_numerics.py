@@ -4,6 +4,7 @@ from __future__ import annotations
 
 NAME = "numerics"
 HELP = "drift report: train in each slot's device numerics vs float32 on the CPU (loss, gradients, range)"
+REQUIRES = ("torch", "matplotlib", "transformers")
 ORDER = 60
 
 
