@@ -57,7 +57,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
         if argv is None or module.NAME == chosen:
             module.add_arguments(command)
-        command.set_defaults(func=module.main, module=module)
+        command.set_defaults(func=module.main, command_module=module)
     return parser
 
 
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger(name).setLevel(logging.ERROR)
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser(argv).parse_args(argv)
-    missing = missing_requirements(args.module)
+    missing = missing_requirements(args.command_module)
     if missing:
         print(f"hybrid {args.command}: needs {', '.join(missing)}", file=sys.stderr)
         return 2
