@@ -6,8 +6,11 @@ tensors:
 
 * :mod:`interop.live.plan`: :func:`~interop.live.plan.plan` (the entry point behind
   ``interop.plan``) and :class:`~interop.live.plan.Plan` (``.apply`` runs it);
-* :mod:`interop.live.export_blocks`: cutting a model with torch.export into blocks,
-  binding them to stages;
+* :mod:`interop.live.cut`: cutting a model with torch.export into blocks;
+* :mod:`interop.live.exported_blocks`: the blocks, the values crossing their boundaries, and
+  each block's profile (one meta trace) for the planner;
+* :mod:`interop.live.bind`: blocks bound to a device and to the model's parameters (stage
+  modules, a replica's rows);
 * :mod:`interop.live.runner`: the in-process runner (pipeline transport, gradient
   reduction, one :class:`StepRecord` per step);
 * :mod:`interop.live.tensor_parallel`: tensor parallelism of a block (fx analysis,

@@ -50,7 +50,8 @@ import torch.distributed as dist
 import torch.nn as nn
 from torch.utils import _pytree as pytree
 
-from interop.live.export_blocks import ExportedBlocks, _eval, bind
+from interop.live.bind import bind, eval_size
+from interop.live.exported_blocks import ExportedBlocks
 
 
 class TensorStage(nn.Module):
@@ -78,7 +79,7 @@ class TensorStage(nn.Module):
             if spec.kind == "tensor":
                 args.append(given[n])
             elif spec.kind == "int":
-                args.append(_eval(spec.expr, rows, self.symbol))
+                args.append(eval_size(spec.expr, rows, self.symbol))
             else:
                 args.append(spec.expr)
         out = self.stage(*args)

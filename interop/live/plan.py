@@ -1,6 +1,6 @@
 """``interop.plan``: partition one model across a heterogeneous rack, and the :class:`Plan` it returns.
 
-The model is cut into blocks from its own structure (:mod:`~interop.live.export_blocks`),
+The model is cut into blocks from its own structure (:mod:`~interop.live.cut`),
 the plan search (:mod:`~planner.plan_search`) places the blocks on the rack's
 slots, and the step model (:func:`~planner.step_model`) predicts the step.
 :meth:`Plan.apply` runs the plan in this process (:mod:`~interop.live.runner`);
@@ -365,7 +365,7 @@ def plan(model, example_inputs, rack=None, *, slots=None, objective: str = "time
     dimension).
     """
     import interop
-    from interop.live.export_blocks import cut
+    from interop.live.cut import cut
 
     if objective not in OBJECTIVES:
         raise ValueError(f"objective: expected one of {', '.join(OBJECTIVES)}, got {objective!r}")

@@ -3,7 +3,7 @@
 What runs, and where it lands on the modelled timeline:
 
 * Each stage replica is the stage's blocks bound to the user's current parameters on
-  the replica's slot (:func:`~interop.live.export_blocks.bind`); ops run on the slot's
+  the replica's slot (:func:`~interop.live.bind.bind`); ops run on the slot's
   default stream (its compute stream).
 * Actions are issued in the schedule's order per stage (:func:`planner.schedule.actions`, the
   order the step model simulates).
@@ -44,7 +44,8 @@ import torch
 import torch.nn as nn
 from torch.utils import _pytree as pytree
 
-from interop.live.export_blocks import ExportedBlocks, _tensor_attrs, bind, split_rows
+from interop.live.bind import bind, split_rows, tensor_attrs
+from interop.live.exported_blocks import ExportedBlocks
 from planner.layout import Layout, VirtualStage
 
 FORWARD, BACKWARD = "F", "B"
@@ -566,8 +567,8 @@ class PlanRunner:
         for reps in self.replicas:
             ranks = reps[0].ranks
             for k, blk in enumerate(ranks[0].blocks):
-                others = [dict(_tensor_attrs(r.blocks[k])) for r in ranks[1:]]
-                for name, t in _tensor_attrs(blk):
+                others = [dict(tensor_attrs(r.blocks[k])) for r in ranks[1:]]
+                for name, t in tensor_attrs(blk):
                     key = canonical.get(name)
                     if key is None or key in found:
                         continue
