@@ -55,7 +55,6 @@ Public names: :data:`BACKEND`, :data:`DEFAULT_TIMEOUT`, :class:`Options`, :func:
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING
@@ -145,10 +144,12 @@ def _resolve_slot(options: Options, rank: int, global_ranks) -> int:
     if choice == "rank":
         return _global_rank(rank, global_ranks)
     if choice == "local_rank":
-        value = os.environ.get("LOCAL_RANK")
+        from collectives.torchrun_env import torchrun_env
+
+        value = torchrun_env().local_rank
         if value is None:
             raise ValueError("Options(slot='local_rank'): LOCAL_RANK is not set (launch with torchrun, or pass an int)")
-        return int(value)
+        return value
     if isinstance(choice, int) and not isinstance(choice, bool):
         return choice
     raise ValueError(f"Options.slot: expected an int, 'rank', 'local_rank' or None, got {choice!r}")

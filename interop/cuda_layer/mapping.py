@@ -20,7 +20,6 @@ again once their rack is current.
 
 from __future__ import annotations
 
-import os
 import weakref
 from dataclasses import dataclass, field
 
@@ -88,18 +87,16 @@ def rack_slots_text(rack) -> str:
     return ", ".join(f"hybrid:{d.index} ({d.kind})" for d in rack.devices)
 
 
-def _node_offset(env=os.environ) -> int:
-    group, local_world = env.get("GROUP_RANK"), env.get("LOCAL_WORLD_SIZE")
-    if group is None or local_world is None:
-        return 0
-    try:
-        return int(group) * int(local_world)
-    except ValueError:
-        return 0
+def _node_offset(env) -> int:
+    from collectives.torchrun_env import torchrun_env
+
+    return torchrun_env(env).node_offset
 
 
-def parse_map(spec: str | None, rack, env=os.environ) -> DeviceMap:
-    """The device map ``spec`` asks for on ``rack``; :class:`MapError` listing the rack's slots otherwise."""
+def parse_map(spec: str | None, rack, env=None) -> DeviceMap:
+    """The device map ``spec`` asks for on ``rack``; :class:`MapError` listing the rack's slots otherwise.
+    ``env``: the launcher's variables (default ``os.environ``; :func:`collectives.torchrun_env.torchrun_env`
+    reads them, ValueError naming a malformed one)."""
     device_map = _parse_map(spec, rack, env)
     table = getattr(rack, "_table", None)
     if table is None:
@@ -107,7 +104,7 @@ def parse_map(spec: str | None, rack, env=os.environ) -> DeviceMap:
     return DeviceMap(device_map.slots, device_map.spec, device_map.note, table.generation)
 
 
-def _parse_map(spec: str | None, rack, env=os.environ) -> DeviceMap:
+def _parse_map(spec: str | None, rack, env=None) -> DeviceMap:
     import devices
 
     text = (spec or "").strip()
