@@ -26,6 +26,7 @@ from __future__ import annotations
 import threading
 import torch
 
+from devices.dtypes import dtype_label
 from interop.compile.backing import cuda_backing
 from interop.compile.records import TRITON_PREFIX
 from interop.compile.triton_counting import COUNTED_METHOD, Counting, LaunchCounter
@@ -267,7 +268,7 @@ def _launch_backed(fn, slot, ordinal, args, kwargs, cuda_args, cuda_kwargs, grid
                 if key not in seen:
                     seen.add(key)
                     footprint += t.numel() * t.element_size()
-                    dtype = str(t.dtype).removeprefix("torch.")
+                    dtype = dtype_label(t.dtype)
         shown = tuple(grid) if isinstance(grid, tuple) else ()
         record_kernel(slot, KernelLaunch(kernel_name(fn), dtype, float(footprint), 0.0, 0.0, 0.0, shown,
                                          FOOTPRINT_METHOD))

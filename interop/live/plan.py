@@ -248,7 +248,7 @@ def plan(model, example_inputs, rack=None, *, slots=None, objective: str = "time
     problem = Problem(blocks, spec, chosen, global_batch, seq_len, objective=objective, schedules=schedules,
                       microbatches=counts, optimizer=optimizer, recompute="none", calibrated=False,
                       master_weights=False, state_bytes=STATE_TENSORS[optimizer] * dtype.itemsize,
-                      grad_dtype=str(dtype).removeprefix("torch."), max_seconds=max_seconds, pricer=pricer)
+                      grad_dtype=devices.dtype_name(dtype), max_seconds=max_seconds, pricer=pricer)
     layout, result, stats = search(problem)
     return Plan(blocks, layout, Prediction.of(result), spec, objective, optimizer, problem, stats, live,
                 rack_object)
@@ -267,7 +267,7 @@ def _param_dtype(model):
         raise ValueError(f"model: its parameters mix dtypes {sorted(map(str, dtypes))}; the plan's runner keeps one "
                          "gradient buffer per replica (cast the model to one dtype)")
     dtype = dtypes.pop() if dtypes else torch.float32
-    if str(dtype).removeprefix("torch.") not in ("float32", "bfloat16"):
+    if devices.dtype_name(dtype) not in ("float32", "bfloat16"):
         raise ValueError(f"model: parameters in {dtype}; a plan trains float32 or bfloat16 parameters")
     return dtype
 

@@ -172,7 +172,7 @@ def _check_supported(func, args, kwargs, settings) -> None:
         native = [d for d in DTYPES if caps.support(op_class, d).native]
         raise ValueError(
             f"numerics: {settings.kind} (hybrid:{settings.slot}, device mode, strict) does not compute "
-            f"{func.name()} ({op_class}) in {str(dtype).replace('torch.', '')}: {support.reason}"
+            f"{func.name()} ({op_class}) in {devices.dtype_label(dtype)}: {support.reason}"
             + (f"; instead: {support.instead}" if support.instead else "")
             + f". Supported in {op_class} on {settings.kind}: {', '.join(native)}")
 

@@ -180,6 +180,6 @@ def test_records_carry_torchs_own_dtype_names():
     interop.reset_timeline()
     names = set(cols["dtype"])
     assert {"bfloat16", "float8_e4m3fn"} <= names
-    assert names <= {str(t).removeprefix("torch.") for t in (torch.bfloat16, torch.float8_e4m3fn, torch.float32)}
+    assert names <= {devices.dtype_name(t) for t in (torch.bfloat16, torch.float8_e4m3fn, torch.float32)}
     for name in names:  # the cost model's vocabulary, as is
         assert devices.estimate("b200", "aten::add.Tensor", [(8,), (8,)], name).dtype == name
