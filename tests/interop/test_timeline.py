@@ -49,11 +49,17 @@ def test_ops_on_a_stream_run_back_to_back_and_busy_time_is_their_sum():
 def test_views_cost_nothing():
     x = torch.randn(8, 8, device="hybrid:5")
     interop.reset_timeline()
+    t = x.t()
     x.view(64)
-    x.t()
     x[2:5]
     x.unsqueeze(0).expand(3, 8, 8)
-    assert all(r.duration_ps == 0 for r in interop.timeline())
+    # A view is metadata: nothing runs on the slot, nothing is placed, no clock moves.
+    assert interop.timeline() == []
+    assert interop.current_rack().timeline.now_ps(5) == 0
+    # Recording is on: materialising the transposed view is a copy on the slot, placed with its cost.
+    t.contiguous()
+    (copy,) = interop.timeline()
+    assert (copy.kind, copy.slot, copy.bytes) == ("copy", 5, 8 * 8 * 4) and copy.duration_ps > 0
 
 
 def test_event_elapsed_time_is_exactly_the_ops_between():
