@@ -49,7 +49,7 @@ sizes) or a refusal on any rank raises on every rank instead of hanging or
 corrupting memory; sends carry a header the receiver checks before writing.
 
 Public names: :data:`BACKEND`, :data:`DEFAULT_TIMEOUT`, :class:`Options`, :func:`register`,
-:func:`create`, :func:`local_slot`, :class:`ProcessGroupHybrid`, :class:`Work`,
+:func:`create`, :func:`local_slot`, :class:`ProcessGroupHybrid`, :class:`WorkHybrid`,
 :class:`ArgumentError`.
 """
 
@@ -77,7 +77,7 @@ TORCH_DEFAULT_TIMEOUT = timedelta(minutes=30)
 if TYPE_CHECKING:
     from collectives.distributed._group import ProcessGroupHybrid
 
-_LAZY = {"ProcessGroupHybrid": "_group", "Work": "_work", "ArgumentError": "_checks"}
+_LAZY = {"ProcessGroupHybrid": "_group", "WorkHybrid": "_work", "ArgumentError": "_checks"}
 
 
 def __getattr__(name: str):
@@ -230,5 +230,5 @@ def register() -> bool:
     return True
 
 
-__all__ = ["BACKEND", "DEFAULT_TIMEOUT", "ArgumentError", "Options", "ProcessGroupHybrid", "Work", "create",
+__all__ = ["BACKEND", "DEFAULT_TIMEOUT", "ArgumentError", "Options", "ProcessGroupHybrid", "WorkHybrid", "create",
            "group_timeout", "local_slot", "register"]

@@ -10,7 +10,7 @@ import types
 import torch
 
 from interop.cuda_layer import api, mapping, refusals
-from interop.cuda_layer.patching import ORIGINAL, PATCHES, keep, when_imported
+from interop.cuda_layer.patch_ledger import ORIGINAL, PATCHES, keep, when_imported
 from interop.cuda_layer.usage import touch
 
 

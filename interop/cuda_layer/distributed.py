@@ -11,7 +11,7 @@ import functools
 import torch
 
 from interop.cuda_layer import mapping
-from interop.cuda_layer.patching import PATCHES, device_kwarg, when_imported
+from interop.cuda_layer.patch_ledger import PATCHES, device_kwarg, when_imported
 from interop.cuda_layer.usage import touch
 
 
