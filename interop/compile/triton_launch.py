@@ -49,7 +49,7 @@ def _tensors(value):
             yield base
 
 
-def slot_of(args, kwargs) -> int | None:
+def launch_slot(args, kwargs) -> int | None:
     """The hybrid slot a launch's tensors are on; None when none is a hybrid tensor."""
     slot = None
     for value in (*args, *kwargs.values()):
@@ -291,7 +291,7 @@ class modelled_launches:
 
 def _wrap_run(original_run):
     def run(self, *args, grid, warmup, **kwargs):
-        slot = slot_of(args, kwargs)
+        slot = launch_slot(args, kwargs)
         if slot is None:
             return original_run(self, *args, grid=grid, warmup=warmup, **kwargs)
         return launch(self, slot, args, kwargs, grid, warmup, original_run)

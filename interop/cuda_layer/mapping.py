@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import torch
 
 from interop import session
+from interop.device_arg import parse_device
 
 DEVICE_TYPE = "hybrid"
 CUDA = "cuda"
@@ -282,16 +283,9 @@ def to_hybrid(device, *, ints: bool = True):
         if not ints:
             return device
         mapped = torch.device(DEVICE_TYPE, current().slot(device))
-    elif isinstance(device, torch.device):
-        if device.type != CUDA:
-            return device
-        mapped = _current_cuda_device() if device.index is None else torch.device(DEVICE_TYPE,
-                                                                                  current().slot(device.index))
-    elif isinstance(device, str):
-        if not is_cuda_like(device):
-            return device
-        index = device[len(CUDA) + 1:]
-        mapped = _current_cuda_device() if not index else torch.device(DEVICE_TYPE, current().slot(int(index)))
+    elif is_cuda_like(device):
+        index = parse_device(device).index
+        mapped = _current_cuda_device() if index is None else torch.device(DEVICE_TYPE, current().slot(index))
     else:
         return device
     _cache[device] = mapped
@@ -308,19 +302,15 @@ def slot_of(device=None) -> int:
     device or string, or a hybrid device."""
     from interop import _C
 
-    if device is None:
+    arg = parse_device(device)
+    if arg.current:
         return _C._current_slot()
-    if isinstance(device, bool):
-        raise ValueError(f"expected a device, got {device!r}")
-    if isinstance(device, int):
-        return current().slot(device)
-    if isinstance(device, str):
-        device = torch.device(device)
-    if isinstance(device, torch.device):
-        if device.type == CUDA:
-            return _C._current_slot() if device.index is None else current().slot(device.index)
-        if device.type == DEVICE_TYPE:
-            return _C._current_slot() if device.index is None else device.index
+    if arg.bare:
+        return current().slot(arg.index)
+    if arg.type == CUDA:
+        return _C._current_slot() if arg.index is None else current().slot(arg.index)
+    if arg.type == DEVICE_TYPE:
+        return _C._current_slot() if arg.index is None else arg.index
     raise ValueError(f"expected a CUDA device (an int, 'cuda:N' or torch.device('cuda', N)), got {device!r}")
 
 
