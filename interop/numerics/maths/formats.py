@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from devices.dtypes import dtype_label
-from interop.numerics.elements import BF16, E2M1, E2M3, E3M2, E4M3, E5M2, FP16, INT8, ElementFormat
+from interop.numerics.maths.elements import BF16, E2M1, E2M3, E3M2, E4M3, E5M2, FP16, INT8, ElementFormat
 
 SCALE_RULES: dict[str, str] = {
     "ocp": "OCP MX v1.0 sample algorithm (section 6.3): shared exponent = floor(log2(amax)) - emax of the "
