@@ -296,7 +296,7 @@ class EagerCost:
     def _price(self, records) -> dict:
         parts = dict.fromkeys(PARTS, 0.0)
         for r in records:
-            # As the rack's timeline prices a recorded op (interop.costing.Coster.op): shapes, dtype, causality.
+            # As the rack's timeline prices a recorded op (interop.record_costs.RecordCoster.op): shapes, dtype, causality.
             args = {"is_causal": True} if r.args.get("is_causal") else None
             e = devices.estimate(self.kind, r.op, r.shapes, r.dtype or "float32", out_shapes=r.out_shapes, args=args)
             if e.seconds <= 0:
