@@ -377,6 +377,7 @@ class DistributedPlanRunner:
         timeline = current_timeline()
         self._t0 = self._clock_max(timeline.now_ps(self.rank))
         timeline.advance_to(self.rank, self._t0)
+        self._busy0 = timeline.busy_by_slot.get(self.rank, 0)  # the step's records are placed after
         torch.hybrid.reset_peak_memory_stats(self.rank)
 
     def _step_end(self, losses) -> None:
@@ -388,8 +389,7 @@ class DistributedPlanRunner:
         mine = timeline.now_ps(self.rank)
         t1 = self._clock_max(mine)
         t0 = self._t0
-        busy = sum(r.duration_ps for r in timeline.records
-                   if r.start_ps >= t0 and r.end_ps <= mine and r.involves(self.rank))
+        busy = timeline.busy_by_slot.get(self.rank, 0) - self._busy0
         total = torch.tensor([sum(float(x.detach().cpu()) for x in losses), float(len(losses))],
                              dtype=torch.float64)
         dist.all_reduce(total)

@@ -269,6 +269,7 @@ class PlanRunner:
         slots = layout.slots
         self._prepare_buckets()
         t0 = self._barrier(slots)
+        busy_before = {s: current().busy_by_slot.get(s, 0) for s in slots}  # the step's records are placed after
         for s in slots:
             torch.hybrid.reset_peak_memory_stats(s)
 
@@ -294,12 +295,7 @@ class PlanRunner:
         timeline = current()
         t1 = max(timeline.now_ps(s) for s in slots)
         peaks = {s: torch.hybrid.max_memory_allocated(s) for s in slots}
-        busy = {s: 0 for s in slots}
-        for r in timeline.records:
-            if r.start_ps >= t0 and r.end_ps <= t1:
-                for s in set(r.participants) or {x for x in (r.slot, r.peer) if x is not None and x >= 0}:
-                    if s in busy:
-                        busy[s] += r.duration_ps
+        busy = {s: timeline.busy_by_slot.get(s, 0) - busy_before[s] for s in slots}
         # The reported loss is summed after the step's end: a training loop reads it while the next step runs.
         total = sum(loss.cpu() for loss in losses) * scale if scale != 1.0 else sum(loss.cpu() for loss in losses)
         self.last_step = StepRecord((t1 - t0) / PS, t0 / PS, t1 / PS, float(total), m, peaks,
