@@ -17,6 +17,7 @@ import weakref
 from dataclasses import dataclass, field, replace
 
 import devices
+from devices.rack.numerics import SEED_LIMIT
 import torch
 
 from interop import session
@@ -101,7 +102,7 @@ class RackNumerics:
         gen = self.generators.get(key)
         if gen is None:
             gen = self.generators[key] = torch.Generator(device=device)
-            gen.manual_seed(self.slots[slot].seed * 1_000_003 + slot)
+            gen.manual_seed((self.slots[slot].seed * 1_000_003 + slot) % SEED_LIMIT)  # 64 bits, as torch takes
         return gen
 
 
@@ -188,6 +189,8 @@ def set_numerics(mode: str, slots=None, *, stochastic_rounding: bool | None = No
 
     if mode not in MODES:
         raise ValueError(f"mode: unknown numerics mode {mode!r}; accepted: {', '.join(MODES)}")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < SEED_LIMIT):
+        raise ValueError(f"seed: expected an integer from 0 to 2**64 - 1 (a generator seed), got {seed!r}")
     rack = current_rack()
     current = state(rack)
     count = len(current.slots)
