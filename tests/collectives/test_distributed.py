@@ -473,8 +473,10 @@ def _peer_failure_worker(rank, world):
     quiet = dist.new_group([0, 1], timeout=short)
     unchecked = dist.new_group([0, 1], timeout=short, pg_options=Options(check_peers=False))  # the engine's wait
     if rank == 0:
-        fails(quiet, "rank 1 (hybrid:1) is alive but has issued 0 operations, not #1", "has not called")
-        fails(unchecked, "rank 1 (hybrid:1) is alive but has issued 0 operations, not #1", "imed out")
+        fails(quiet, "rank 1 (hybrid:1) is alive but has issued 0 operations by its last heartbeat", "not #1",
+              "had not called")
+        fails(unchecked, "rank 1 (hybrid:1) is alive but has issued 0 operations by its last heartbeat", "not #1",
+              "imed out")
     dist.barrier()
     # Frozen (SIGSTOP): no heartbeat; on this host its process is seen stopped.
     frozen = dist.new_group([0, 1], timeout=short)
