@@ -111,7 +111,7 @@ def set_timeline_window(records: int | None = DEFAULT_WINDOW, *, spill: str | os
     record in the trace. Applies at once (a smaller window folds the oldest records now) and to every
     timeline made later."""
     global _window
-    window = TimelineWindow(records, None if spill is None else os.fspath(spill))
+    window = TimelineWindow(records, spill)
     drain()
     for rack in list(_live.values()):
         rack.timeline.set_window(window if rack is _current else TimelineWindow(records))

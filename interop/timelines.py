@@ -53,8 +53,10 @@ class TimelineWindow:
         if records is not None and (isinstance(records, bool) or not isinstance(records, int) or records < 0):
             raise ValueError(f"records: expected a number of records >= 0, or None to keep every record; "
                              f"got {records!r}")
-        if self.spill is not None and not isinstance(self.spill, (str, os.PathLike)):
-            raise TypeError(f"spill: expected a file path or None, got {type(self.spill).__name__}")
+        if self.spill is not None:
+            if not isinstance(self.spill, (str, os.PathLike)):
+                raise TypeError(f"spill: expected a file path or None, got {type(self.spill).__name__}")
+            object.__setattr__(self, "spill", os.fspath(self.spill))
 
 
 

@@ -187,3 +187,8 @@ def test_memory_stays_flat_past_the_window():
     finally:
         tracemalloc.stop()
     assert grown < 4000 * 20  # an unbounded timeline grows by ~600 B a record
+
+
+def test_a_spill_that_is_not_a_path_names_itself():
+    with pytest.raises(TypeError, match="spill: expected a file path or None, got int"):
+        interop.set_timeline_window(10, spill=5)
