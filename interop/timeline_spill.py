@@ -1,21 +1,21 @@
 """A timeline's older records in a file: JSON lines, one record each, written as they leave the
 timeline's window (``interop.set_timeline_window(spill=...)``) and read back by the trace export.
 
-A record's sources are kept as their one-line text (``Figure.source``), which is all a trace shows.
+A record's sources are kept as their one-line text (``Figure.source``), which is all a trace shows. This
+module does not import :mod:`interop.timelines` (which opens and reads its spill file here): it writes any
+object with a record's fields and reads back the fields, which the timeline makes records of.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from typing import Iterator
-
-from interop.timelines import TimelineRecord
+from typing import Any, Iterator
 
 _TUPLES = ("in_shapes", "out_shapes", "participants", "grid")
 
 
-def _line(r: TimelineRecord) -> str:
+def _line(r) -> str:
     return json.dumps({
         "slot": r.slot, "stream": r.stream, "kind": r.kind, "op": r.op, "in_shapes": r.in_shapes,
         "out_shapes": r.out_shapes, "dtype": r.dtype, "start_ps": r.start_ps, "duration_ps": r.duration_ps,
@@ -41,7 +41,8 @@ class SpillWriter:
             raise ValueError(f"spill: cannot write the timeline's spill file {self.path!r}: "
                              f"{error.strerror or error}") from None
 
-    def write(self, record: TimelineRecord) -> None:
+    def write(self, record) -> None:
+        """Append one record (a ``TimelineRecord``)."""
         self._file.write(_line(record))
         self._file.write("\n")
 
@@ -52,15 +53,15 @@ class SpillWriter:
         self._file.close()
 
 
-def read_spill(path: str | os.PathLike) -> Iterator[TimelineRecord]:
-    """The records of a spill file, oldest first."""
+def read_spill(path: str | os.PathLike) -> Iterator[dict[str, Any]]:
+    """The fields of each record of a spill file, oldest first (``TimelineRecord(**fields)``)."""
     with open(path, encoding="utf-8") as f:
         for line in f:
             fields = json.loads(line)
             for name in _TUPLES:
                 fields[name] = _tuple(fields[name])
             fields["sources"] = tuple(fields["sources"])
-            yield TimelineRecord(**fields)
+            yield fields
 
 
 __all__ = ["SpillWriter", "read_spill"]

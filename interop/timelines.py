@@ -258,7 +258,7 @@ class Timeline:
         from interop.timeline_spill import read_spill
 
         self._spill.flush()
-        return read_spill(self._spill.path)
+        return (TimelineRecord(**fields) for fields in read_spill(self._spill.path))
 
     def since(self, placed: int) -> list[TimelineRecord]:
         """The records placed after the first ``placed`` ones that are still in the window."""
