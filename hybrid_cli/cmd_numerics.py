@@ -4,13 +4,13 @@ from __future__ import annotations
 
 NAME = "numerics"
 HELP = "drift report: train in each slot's device numerics vs float32 on the CPU (loss, gradients, range)"
+REQUIRES = ("torch", "matplotlib", "transformers")
 ORDER = 60
 
 
 def add_arguments(parser) -> None:
     from hybrid_cli.arguments import positive_int
-    from interop.numerics.drift import MODELS
-    from interop.numerics.recipes import RECIPES
+    from interop.numerics.drift import MODELS, RECIPES
 
     parser.add_argument("--model", default="gpt2", choices=MODELS, help="model to train (default: gpt2, a tiny "
                         "Hugging Face GPT-2 built from a config, no download)")
@@ -31,8 +31,7 @@ def main(args) -> int:
     import sys
 
     from hybrid_cli.outputs import check_outputs, draw, write_data
-    from interop.numerics.drift import DriftConfig, drift
-    from interop.numerics.recipes import RECIPES
+    from interop.numerics.drift import RECIPES, DriftConfig, drift
 
     recipes = tuple(r.strip() for item in (args.recipe or [",".join(RECIPES)]) for r in item.split(",") if r.strip())
     check_outputs({"--json": args.json, "--plot": args.plot})  # before the training runs, not after

@@ -92,7 +92,7 @@ class RunReport:
 def build_report(records, rack, peak_memory: dict[int, int], totals: TimelineTotals | None = None) -> RunReport:
     """The report of ``records`` on ``rack`` (after ``totals``, the figures of records placed before them, when
     given); ``peak_memory``: each slot's allocator peak."""
-    from interop.numerics.mode import slot_label
+    from interop.numerics.slots.settings import slot_label
 
     t = (totals or TimelineTotals()).plus(records)
     slots = []

@@ -17,7 +17,7 @@ import weakref
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from interop.costing import Coster
+from interop.record_costs import RecordCoster
 from interop.timeline_totals import TimelineTotals, involved_slots
 
 PS = 10**12  # picoseconds per second
@@ -127,7 +127,7 @@ class TimelineRecord:
 @dataclass(frozen=True, slots=True)
 class KernelLaunch:
     """What one kernel launch did, as its launcher counted it: the timeline prices it
-    (:meth:`interop.costing.Coster.kernel`) when the records are placed."""
+    (:meth:`interop.record_costs.RecordCoster.kernel`) when the records are placed."""
 
     name: str
     """``triton:<kernel>`` or ``inductor:<kernel>``."""
@@ -169,7 +169,7 @@ class Timeline:
         # The rack owns its timeline; references back are weak, so that a rack
         # nobody holds is freed at once, and with it its slot table.
         self._rack = weakref.ref(rack)
-        self.coster = Coster(weakref.proxy(rack))
+        self.coster = RecordCoster(weakref.proxy(rack))
         self.records: list[TimelineRecord] = []
         """The newest records, in placement order: the window's, and up to :func:`fold_slack` more that leave
         together (one slice deletion per batch rather than one per record)."""

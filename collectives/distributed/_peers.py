@@ -126,7 +126,7 @@ class PeerMonitor:
             elif second[r][1] < issued:
                 alive = "is alive but " if liveness else ""
                 behind.append(f"{self.who(r)} {alive}has issued {second[r][1]} operations by its last heartbeat "
-                              f"(at most {self.interval:.2g} s ago), not #{issued}: it had not called this one")
+                              f"(at most {self.interval:.2g} s ago), not #{issued}: it has not called this one")
         if not gone and not behind:
             return ("every peer is alive and has reached this operation" if liveness else
                     "every peer has reached this operation (liveness not checked: the call's timeout is shorter "

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from devices import dtype_label
+
 
 class IllegalMemoryAccess(torch.AcceleratorError):
     """A Triton kernel on an emulated slot accessed memory outside the allocations it was given (CUDA's
@@ -50,7 +52,7 @@ def allocations(names, values) -> list[Allocation]:
             storage = value.untyped_storage()
             start = storage.data_ptr()
             out.append(Allocation(name, start, start + storage.nbytes(), value.data_ptr(), value.element_size(),
-                                  str(value.dtype).removeprefix("torch.")))
+                                  dtype_label(value.dtype)))
         elif isinstance(value, (tuple, list)):
             for i, item in enumerate(value):
                 visit(f"{name}[{i}]", item)

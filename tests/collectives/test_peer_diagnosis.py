@@ -65,4 +65,4 @@ def test_a_live_peer_behind_is_dated_to_its_last_heartbeat():
         thread.join()
         monitor.stop()
     assert "rank 1 (hybrid:1) is alive but has issued 3 operations by its last heartbeat" in message
-    assert "not #5: it had not called this one" in message
+    assert "not #5: it has not called this one" in message

@@ -72,16 +72,35 @@ def test_an_output_that_cannot_be_written_is_refused_before_the_work(tmp_path, c
     assert f"error: {option}:" in err and not started
 
 
-def test_numerics_writes_its_json_before_the_plot_and_a_missing_plotting_package_loses_nothing(
-        tmp_path, capsys, monkeypatch):
-    plot, data = tmp_path / "drift.png", tmp_path / "drift.json"
+def test_numerics_without_its_plotting_package_stops_before_the_run(tmp_path, capsys, monkeypatch):
+    data = tmp_path / "drift.json"
     for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
+    import interop.numerics.drift as drift
+
+    monkeypatch.setattr(drift, "drift", lambda *a, **k: pytest.fail("the runs started"))
+    code = main(["numerics", "--model", "gpt", "--rack", "trn3:1", "--steps", "1", "--recipe", "bf16-sr",
+                 "--json", str(data)])
+    assert code == 2
+    assert "hybrid numerics: needs matplotlib (pip install matplotlib)" in capsys.readouterr().err
+    assert not data.exists()
+
+
+def test_numerics_writes_its_json_before_the_plot_and_a_plot_that_fails_loses_nothing(
+        tmp_path, capsys, monkeypatch):
+    plot, data = tmp_path / "drift.png", tmp_path / "drift.json"
+    from interop.numerics.drift.experiment import DriftReport
+
+    def full_disk(self, path):
+        assert data.exists()  # the data is already written when the picture is drawn
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(DriftReport, "plot", full_disk)
     code = main(["numerics", "--model", "gpt", "--rack", "trn3:1", "--steps", "1", "--recipe", "bf16-sr",
                  "--plot", str(plot), "--json", str(data)])
     captured = capsys.readouterr()
     assert code == 1
-    assert "hybrid numerics: error: --plot: not drawn: matplotlib is not installed" in captured.err
+    assert "hybrid numerics: error: --plot: not drawn: [Errno 28] No space left on device" in captured.err
     assert json.loads(data.read_text())["runs"] and not plot.exists()
     assert f"json: {data}" in captured.out

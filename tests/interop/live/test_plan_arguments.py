@@ -39,9 +39,9 @@ def tiny():
 ])
 def test_bad_arguments_name_themselves_before_any_work(tiny, monkeypatch, kwargs, error, message):
     model, cfg = tiny
-    import interop.live.export_blocks as export_blocks
+    import interop.live.cut as cut
 
-    monkeypatch.setattr(export_blocks, "cut", lambda *a, **k: pytest.fail("the model was cut"))
+    monkeypatch.setattr(cut, "cut", lambda *a, **k: pytest.fail("the model was cut"))
     with pytest.raises(error) as raised:
         interop.plan(model, (token_batch(cfg, 4)[0],), RACK, **kwargs)
     assert message in str(raised.value)
