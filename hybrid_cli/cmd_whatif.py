@@ -19,6 +19,8 @@ DEFAULT_BATCH_TOKENS = 16 * 2**20
 
 
 def add_arguments(parser) -> None:
+    from hybrid_cli.arguments import positive_int
+
     parser.add_argument("--model", required=True, help="a preset (llama3-8b, llama3-70b, llama3.1-405b, "
                         "mixtral-8x7b) or a transformers causal-LM model type (llama, gpt2, mixtral, ...)")
     parser.add_argument("--rack", default=None, help="a rack preset or spec, e.g. h100-node*128, "
@@ -28,14 +30,14 @@ def add_arguments(parser) -> None:
     for dim, text in (("tp", "tensor parallel"), ("pp", "pipeline stages"), ("cp", "context parallel"),
                       ("ep", "expert parallel"), ("vp", "virtual pipeline chunks per stage"),
                       ("dp", "data-parallel replicas (default: the chips left over)")):
-        parser.add_argument(f"--{dim}", type=int, default=None, help=text)
+        parser.add_argument(f"--{dim}", type=positive_int, default=None, help=text)
     parser.add_argument("--fsdp", action="store_true", help="shard like FSDP / ZeRO-3")
     parser.add_argument("--zero", type=int, choices=[0, 1, 2, 3], default=None, help="ZeRO stage (default 1)")
-    parser.add_argument("--mbs", "--microbatch", dest="microbatch", type=int, default=None,
+    parser.add_argument("--mbs", "--microbatch", dest="microbatch", type=positive_int, default=None,
                         help="samples per microbatch per replica")
-    parser.add_argument("--gbs", "--global-batch", dest="gbs", type=int, default=None,
+    parser.add_argument("--gbs", "--global-batch", dest="gbs", type=positive_int, default=None,
                         help="samples per step (default: 16M tokens, Llama 3 405B's batch: 2,048 x 8,192)")
-    parser.add_argument("--seq", type=int, default=8192, help="tokens per sample")
+    parser.add_argument("--seq", type=positive_int, default=8192, help="tokens per sample")
     parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "fp8"])
     parser.add_argument("--recompute", default="auto", help="none, selective, full, full:K or auto")
     parser.add_argument("--optimizer", default="adamw", choices=["adamw", "adam", "sgd"])
@@ -66,7 +68,10 @@ def main(args) -> int:
     if args.search and _parallel(args):
         raise ValueError("--search chooses tp/pp/cp/ep/vp/dp/fsdp/zero/mbs itself; drop those options")
     parallel = "search" if args.search else _parallel(args)
-    gbs = args.gbs or max(1, DEFAULT_BATCH_TOKENS // args.seq)
+    from hybrid_cli.outputs import check_outputs, draw
+
+    check_outputs({"--plot": args.plot})  # before the estimates, not after
+    gbs = args.gbs if args.gbs is not None else max(1, DEFAULT_BATCH_TOKENS // args.seq)
     estimates, failures = [], []
     for rack in racks:
         try:
@@ -91,9 +96,12 @@ def main(args) -> int:
             print()
             print(est.goodput(FailureModel()).describe())
             print(scaling_table(est))
+    drawn = True
     if args.plot and estimates:
         from planner.plot import plot_step
 
-        path = plot_step(estimates[0], args.plot)
-        print(f"plot: {path}")
-    return 0 if estimates and all(e.fits for e in estimates) and not failures else 1
+        path = draw(NAME, "--plot", lambda: plot_step(estimates[0], args.plot))
+        drawn = path is not None
+        if drawn:
+            print(f"plot: {path}")
+    return 0 if estimates and all(e.fits for e in estimates) and not failures and drawn else 1

@@ -55,6 +55,7 @@ def register() -> bool:
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
     )
     _C._set_elapsed_hook(session.elapsed_hook)
+    _C._set_drain_hook(session.drain, session.DRAIN_BATCH)
     _print_from_host_copies()
     from interop import fidelity, profiling
 

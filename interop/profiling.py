@@ -62,8 +62,9 @@ def modelled_events(window: dict, base_us: float) -> list[dict]:
     if t is None:
         return []
     t.ingest()
-    last = window["last"] if window["last"] is not None else len(t.records)
-    records = t.records[window["first"]:last]
+    records = t.since(window["first"])  # what is still in the timeline's window of it
+    if window["last"] is not None and t.placed > window["last"]:
+        records = records[:max(0, len(records) - (t.placed - window["last"]))]
     origin = min((r.start_ps for r in records), default=0)
     lo, hi = origin, max((r.end_ps for r in records), default=origin)
     events = trace_events(records, t.rack)
@@ -118,7 +119,7 @@ def install() -> None:
         window = _window(self)
         t = _timeline()
         # The rack is held: its Timeline refers to it weakly, and the export may come after it is dropped.
-        window.update(timeline=t, rack=t.rack, first=len(t.records), last=None, memory=[])
+        window.update(timeline=t, rack=t.rack, first=t.placed, last=None, memory=[])
         _sample(window)
         return start(self)
 
@@ -135,7 +136,7 @@ def install() -> None:
         window = _window(self)
         if window["timeline"] is not None:
             _sample(window)
-            window["last"] = len(window["timeline"].records)
+            window["last"] = window["timeline"].placed
         return result
 
     @functools.wraps(export)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import inspect
 import json
+import numbers
 from typing import Any, Hashable
 
 from planner.blocks import ModelBlocks
@@ -108,6 +109,10 @@ class DecoderBlocks(ModelBlocks):
         self.name = name or getattr(config, "model_type", "model")
         self.source = source
         self.dtype = dtype
+        for field in ("num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size"):
+            value = getattr(config, field, None)
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+                raise ValueError(f"model: config.{field} must be a positive integer, got {value!r}")
         self.num_layers = int(config.num_hidden_layers)
         self.hidden_size = int(config.hidden_size)
         self.heads = int(config.num_attention_heads)

@@ -145,7 +145,7 @@ def _check(global_batch: int, seq_len: int, dtype: str, recompute: str, optimize
     if dtype not in DTYPES:
         raise ValueError(f"dtype: unknown {dtype!r}; accepted: {', '.join(DTYPES)}")
     check_recompute(recompute)
-    if optimizer not in OPTIMIZERS:
+    if not isinstance(optimizer, str) or optimizer not in OPTIMIZERS:  # a list is unhashable in the dict
         raise ValueError(f"optimizer: unknown {optimizer!r}; accepted: {', '.join(OPTIMIZERS)}")
 
 

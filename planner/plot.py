@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+from devices.output_files import atomic_path
+
 _PHASE = {0: ("forward", "#4C9BE8"), 1: ("backward", "#1F4E8C")}
 _PARTS = (("compute", "#1F4E8C"), ("tp_comm", "#E8743B"), ("cp_comm", "#F2B134"), ("ep_comm", "#A05EB5"),
           ("dp_comm", "#D64550"), ("pp_comm", "#7F7F7F"), ("bubble", "#D9D9D9"), ("optimizer", "#19A979"))
@@ -89,7 +91,8 @@ def plot_step(estimate, path: str | os.PathLike) -> str:
     if estimate.projected:
         fig.text(0.01, 0.005, "PROJECTED chip figures in use", color="#D64550", fontsize=9)
     path = os.fspath(path)
-    fig.savefig(path, dpi=110)
+    with atomic_path(path, "path") as tmp:  # a whole picture or none
+        fig.savefig(tmp, dpi=110)
     plt.close(fig)
     return path
 

@@ -69,14 +69,15 @@ def _divisors(n: int, limit: int) -> list[int]:
 def candidates(blocks: ModelBlocks, spec, *, global_batch: int, seq_len: int) -> list[Parallel]:
     """Every homogeneous configuration of ``blocks`` on ``spec`` (see the module doc)."""
     n = len(spec)
-    domain = min(d.count for d in spec.domains)
+    sizes = {run.domain.count for run in spec.domains.runs}  # a TP group stays inside every domain
+    domain = min(sizes)
     layers = len(blocks.layers)
     with_ends = len(blocks)
     pps = sorted(set(_divisors(layers, PP_LIMIT)) | set(_divisors(with_ends, PP_LIMIT)))
     experts = getattr(blocks, "experts", 0)
     out = []
     for tp in TP_DEGREES:
-        if tp > domain or domain % tp:
+        if tp > domain or any(size % tp for size in sizes):
             continue
         try:
             blocks.check_shard(Shard(seq_len=seq_len, tp=tp))

@@ -63,6 +63,9 @@ void bind_layer(py::module& m) {
     rack->slot(static_cast<c10::DeviceIndex>(slot));  // a clear error for an index the rack lacks
     return timeline::record_marker(rack->generation(), static_cast<c10::DeviceIndex>(slot), stream);
   }, "A timeline marker on (slot, stream) of the current rack; returns its id (process-wide, never reused).");
+  m.def("_release_marker", [](uint64_t generation, int64_t marker) {
+    timeline::record_release(generation, marker);
+  }, "Marker `marker` of the rack with this generation is not read again (the timeline forgets it).");
   m.def("_is_pinned_ptr", [](uintptr_t ptr) { return pinned::contains(reinterpret_cast<const void*>(ptr)); });
 }
 

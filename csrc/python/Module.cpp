@@ -166,6 +166,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     kinds["marker"] = static_cast<int>(RecordKind::Marker);
     kinds["wait"] = static_cast<int>(RecordKind::Wait);
     kinds["kernel"] = static_cast<int>(RecordKind::Kernel);
+    kinds["release"] = static_cast<int>(RecordKind::Release);
     m.attr("RECORD_KINDS") = kinds;
     py::dict flags;
     flags["causal"] = static_cast<int>(timeline::kCausal);
@@ -240,6 +241,22 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     return record_kernel(static_cast<c10::DeviceIndex>(slot), launch);
   }, "Queue a kernel record, inside _call_on_slot, on its rack and the slot's current stream; `launch` "
      "identifies its description.");
+  m.def("_pending_records", &timeline::pending, "Records appended and not drained yet.");
+  m.def("_set_drain_hook", [](py::function fn, size_t threshold) {
+    auto* held = new py::function(std::move(fn));  // kept for the life of the process, as below
+    timeline::set_drain_hook([held]() {
+      if (!Py_IsInitialized() || _Py_IsFinalizing()) return;
+      py::gil_scoped_acquire gil;
+      try {
+        (*held)();
+      } catch (py::error_already_set& e) {
+        // The op that crossed the threshold ran and stays done; a failure to place is the
+        // timeline's, reported (sys.unraisablehook) and met again at the next clock read.
+        e.discard_as_unraisable("interop.session.drain (placing the timeline's pending records)");
+      }
+    }, threshold);
+  }, py::arg("hook"), py::arg("threshold"),
+  "Place pending records from the recording thread whenever `threshold` are pending (0: never).");
   m.def("_set_elapsed_hook", [](py::function fn) {
     // Kept for the life of the process: destroying a Python object during
     // interpreter shutdown, from a static destructor, would crash.

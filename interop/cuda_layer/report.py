@@ -134,19 +134,26 @@ class CudaReport:
 
     def write(self, path: str) -> tuple[str, str]:
         """Write ``<path>.json`` and ``<path>.md`` (a ``.json`` or ``.md`` suffix on ``path`` is kept for
-        that file); returns both paths."""
-        stem, ext = os.path.splitext(path)
-        if ext not in (".json", ".md"):
-            stem = path
-        json_path, md_path = stem + ".json", stem + ".md"
-        for p in (json_path, md_path):
-            parent = os.path.dirname(os.path.abspath(p))
-            os.makedirs(parent, exist_ok=True)
-        with open(json_path, "w") as f:
-            json.dump(self.to_json(), f, indent=1, default=str)
-        with open(md_path, "w") as f:
-            f.write(self.markdown())
+        that file), each whole or not at all (a temporary file renamed into place); returns both paths.
+        ValueError (naming ``--report``) when either cannot be written."""
+        from devices.output_files import atomic_path
+
+        json_path, md_path = report_paths(path)
+        with atomic_path(json_path, "--report") as json_tmp, atomic_path(md_path, "--report") as md_tmp:
+            with open(json_tmp, "w", encoding="utf-8") as f:
+                json.dump(self.to_json(), f, indent=1, default=str)
+            with open(md_tmp, "w", encoding="utf-8") as f:
+                f.write(self.markdown())
         return json_path, md_path
+
+
+def report_paths(path: str) -> tuple[str, str]:
+    """The two files ``--report PATH`` writes: ``PATH.json`` and ``PATH.md`` (a ``.json`` or ``.md`` suffix
+    on ``PATH`` is kept for that file)."""
+    stem, ext = os.path.splitext(path)
+    if ext not in (".json", ".md"):
+        stem = path
+    return stem + ".json", stem + ".md"
 
 
 def _modelled() -> dict:

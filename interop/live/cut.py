@@ -108,6 +108,9 @@ def _export(model: nn.Module, args: tuple, batch_dims) -> Any:
 
     batch = Dim("batch", min=1, max=1 << 24)
     dynamic = tuple({0: batch} if d else None for d in batch_dims)
+    # torch.export specializes a dimension of size 1, so an example of one row cannot carry a dynamic batch:
+    # it is exported with its row twice (the graph is the same for every batch size).
+    args = tuple(torch.cat([a, a]) if d and a.shape[0] == 1 else a for a, d in zip(args, batch_dims))
     try:
         return torch.export.export(model, args, dynamic_shapes=dynamic)
     except Exception as e:  # noqa: BLE001 - export raises many types; the cause is chained

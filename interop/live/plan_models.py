@@ -140,11 +140,17 @@ def _factory(spec: str, device: str) -> PlanModel:
         factory = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as e:
         raise ValueError(f"model: cannot load {spec!r} ({e}); expected module:factory") from None
+    if not callable(factory):
+        raise ValueError(f"model: {spec} is a {type(factory).__name__}, not a factory; expected module:factory, "
+                         "a function returning (model, example_inputs[, example_targets[, loss_fn]])")
     with torch.device(device):
         made = factory()
     if isinstance(made, torch.nn.Module):
         raise ValueError(f"model: {spec} returned a module without inputs; return (model, example_inputs"
                          "[, example_targets[, loss_fn]])")
+    if not isinstance(made, (tuple, list)) or not 2 <= len(made) <= 4 or not isinstance(made[0], torch.nn.Module):
+        raise ValueError(f"model: {spec}() returned {type(made).__name__} {str(made)[:60]!r}; expected "
+                         "(model, example_inputs[, example_targets[, loss_fn]]) with an nn.Module first")
     model, inputs, *rest = made
     targets = rest[0] if rest else None
     loss_fn = rest[1] if len(rest) > 1 else None
