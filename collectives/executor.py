@@ -1,9 +1,15 @@
 """Run a schedule on real tensors: move and reduce the data exactly as the schedule says.
 
-:func:`run` walks a :class:`~collectives.schedule.Schedule` round by round over
-one tensor per participant (CPU tensors, or CPU aliases of device memory that
-the hybrid layer passes), with in-place torch ops on chunk views: no Python
-per-element work, no copies beyond what the schedule moves.
+:func:`run` executes a :class:`~collectives.schedule.Schedule` over one tensor
+per participant (CPU tensors, or CPU aliases of device memory that the hybrid
+layer passes).  On host memory, with the runtime loaded (``import interop``
+registers its kernel in ``collectives.device_hooks``), the schedule is compiled
+once (``collectives.fused``: every output region as one expression of the
+inputs, in the schedule's order and association) and run in one pass per
+chunk: each input element read once, each output element written once,
+nothing allocated.  Elsewhere (memory of a real GPU, no runtime) it walks the
+rounds transfer by transfer with in-place torch ops on chunk views.  Both give
+the same bytes.
 
 Numerics:
 
@@ -32,12 +38,14 @@ for reduce_scatter).
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from dataclasses import replace
 from typing import Sequence
 
 import torch
 
-from collectives import algorithms
+from collectives import algorithms, device_hooks, fused
 from collectives.ops import REDUCING, check_op, check_reduce, parse_reduce_op, premul_factor
 from collectives.schedule import CollectiveSpec, Schedule, inplace_safe, io_sizes
 
@@ -177,14 +185,109 @@ def run(schedule: Schedule, inputs: Sequence, outputs: Sequence, reduce_op: str 
     docstring for numerics and in-place use.
     """
     reduce_op, factor = reduce_with_factor(reduce_op, factor)
-    spec, p = schedule.spec, schedule.participants
     inputs, outputs = _unused_dropped(schedule, inputs, outputs)
     alias, factor = validate(schedule, inputs, outputs, reduce_op, factor)
     ins = [_flat(t) for t in inputs]
     outs = [_flat(t) for t in outputs]
-    present = [t for t in ins + outs if t is not None]
-    if not present:
+    if all(t is None for t in ins + outs):
         return
+    if not _run_fused(schedule, ins, outs, alias, reduce_op, factor):
+        _run_steps(schedule, ins, outs, alias, reduce_op, factor)
+
+
+# -- one pass per chunk ---------------------------------------------------------------------------
+
+_REDUCE_CODES = {"sum": 0, "avg": 0, "premul_sum": 0, "prod": 1, "min": 2, "max": 3, "band": 4, "bor": 5, "bxor": 6}
+"""The kernel's reduce ops (avg and premul_sum sum, then scale once at the end)."""
+_POST_NONE, _POST_DIV, _POST_DIV_TRUNC, _POST_MUL = 0, 1, 2, 3
+FUSED_CACHE_SIZE = 512
+"""Compiled schedules kept (least recently used dropped first), like the plan cache they sit beside."""
+_fused_cache: OrderedDict[tuple, tuple] = OrderedDict()
+_fused_lock = threading.Lock()
+
+
+def _compiled(schedule: Schedule, alias: tuple, widened: bool, hooks) -> tuple | None:
+    """(program, the runtime's handle, buffers to read from a copy) for ``schedule`` under ``alias``; cached."""
+    key = (id(schedule), alias, widened)
+    with _fused_lock:
+        hit = _fused_cache.get(key)
+        if hit is not None and hit[0] is schedule:
+            _fused_cache.move_to_end(key)
+            return hit[1]
+    p = schedule.participants
+    program = fused.compile_schedule(schedule, fused.effective_alias(schedule, alias, widened))
+    entry = None
+    if program is not None and not (widened and (program.reads_out or any(s.identity for s in program.steps))):
+        # (Narrow floats reduce in a float32 copy of the output: what it held before the call is not there.)
+        steps = [(s.count, list(s.code), [(r if buf == "in" else p + r, off) for buf, r, off in s.leaves],
+                  list(s.dsts), s.identity) for s in program.steps]
+        handle = hooks.fused_program(steps, program.depth, 2 * p, p)
+        entry = (program, handle, fused.hazards(program, alias), fused.hazards(program, alias, scaled=True))
+    with _fused_lock:
+        _fused_cache[key] = (schedule, entry)
+        _fused_cache.move_to_end(key)
+        while len(_fused_cache) > FUSED_CACHE_SIZE:
+            _fused_cache.popitem(last=False)
+    return entry
+
+
+def _run_fused(schedule: Schedule, ins: list, outs: list, alias, reduce_op: str, factor) -> bool:
+    """Run ``schedule`` compiled (``collectives.fused``) in the runtime's one-pass kernel; False where that does
+    not apply (no runtime loaded, memory that is not the host's, a schedule the compiler leaves alone)."""
+    hooks = device_hooks.registered()
+    if hooks is None or hooks.run_fused is None:
+        return False
+    first = next(t for t in ins + outs if t is not None)
+    if first.device.type != "cpu":
+        return False
+    spec, p = schedule.spec, schedule.participants
+    dtype = first.dtype
+    reducing = spec.op in REDUCING
+    widened = reducing and dtype in WIDENED
+    entry = _compiled(schedule, tuple(alias), widened, hooks)
+    if entry is None:
+        return False
+    program, handle, hazards, hazards_scaled = entry
+    post, divisor, fval, ival, after = _POST_NONE, 1, 1.0, 1, None
+    if reducing and reduce_op in ("avg", "premul_sum"):
+        if dtype.is_complex:
+            after = reduce_op  # complex division and products: torch's own kernels, on the outputs
+        elif reduce_op == "premul_sum":
+            post = _POST_MUL
+            if dtype.is_floating_point:
+                fval = float(factor)
+            else:
+                ival = int(factor)
+        elif dtype.is_floating_point:
+            post, divisor = _POST_DIV, p
+        else:
+            if int(torch.tensor(p).to(dtype)) == 0:
+                return False  # p is 0 in the tensor's type: the step-by-step path raises torch's error
+            post, divisor = _POST_DIV_TRUNC, p
+    sources = ins + outs
+    for buf, rank in (hazards_scaled if post != _POST_NONE else hazards):  # in-place use would overwrite these before every step has read them
+        k = rank if buf == "in" else p + rank
+        sources[k] = sources[k].clone()
+    hooks.run_fused(handle, sources, outs, _REDUCE_CODES[reduce_op] if reducing else 0, post, fval, ival, divisor,
+                    widened)
+    if after is not None:
+        for t in outs:
+            if t is None:
+                continue
+            if after == "premul_sum":
+                t.mul_(factor)
+            else:
+                t.div_(p)
+    return True
+
+
+# -- transfer by transfer -------------------------------------------------------------------------
+
+
+def _run_steps(schedule: Schedule, ins: list, outs: list, alias, reduce_op: str, factor) -> None:
+    """Walk the rounds transfer by transfer with torch ops on chunk views (any device)."""
+    spec, p = schedule.spec, schedule.participants
+    present = [t for t in ins + outs if t is not None]
     dtype, device = present[0].dtype, present[0].device
     reducing = spec.op in REDUCING
     work = dtype

@@ -29,13 +29,17 @@ from dataclasses import replace
 
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 if __name__ == "__main__":  # recording: run from anywhere
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import interop  # noqa: F401  (registers the runtime's fused kernel with the collective layer)
 from collectives import algorithms, executor
+from collectives import fused
 from collectives.ops import REDUCE_OPS, REDUCE_RULES, REDUCING, dtype_class
-from collectives.schedule import CollectiveSpec, inplace_safe, io_sizes
+from collectives.schedule import CollectiveSpec, Rounds, inplace_safe, io_sizes, make
 from collectives.verify import in_place
 
 DIGESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "collectives_fused_digests.json")
@@ -341,7 +345,6 @@ HYBRID_CASES = [(algo, reduce_op, dtype, inplace)
 
 def hybrid_digest(algo, reduce_op, dtype, inplace, count=100_003) -> str:
     """in_process.all_reduce over 8 slots of the default rack; digest of every slot tensor after it."""
-    import interop  # noqa: F401
     from collectives import in_process
 
     gen = torch.Generator().manual_seed(_seed("hybrid", algo, reduce_op, _name(dtype), inplace))
@@ -440,9 +443,128 @@ def test_the_reference_reproduces_the_recorded_bytes():
         assert special_digest(reference_run, special_cases()[key]) == want["special"][key], key
 
 
+def test_every_schedule_runs_fused(monkeypatch):
+    # No schedule of any algorithm falls back to the step-by-step path on host memory.
+    def refuse(schedule, *args):
+        raise AssertionError(f"{schedule.algorithm} {schedule.spec.op} ran step by step")
+
+    monkeypatch.setattr(executor, "_run_steps", refuse)
+    for algo, op in PAIRS:
+        for v in _variants(algo, op):
+            p, count = v.pop("p"), v.pop("count")
+            for dtype, reduce_op in ([(torch.float32, "avg"), (torch.bfloat16, "max"), (torch.int32, "bxor")]
+                                     if op in REDUCING else [(torch.float16, "sum")]):
+                run_variant(executor.run, algo, op, p, count, dtype, reduce_op, **v)
+    for key, case in special_cases().items():
+        if not key.startswith("large/"):
+            special_digest(executor.run, case)
+
+
+def test_the_step_by_step_path_still_gives_the_recorded_bytes(monkeypatch):
+    # The path memory that is not the host's (cuda-backed slots) takes, and any run without the runtime.
+    monkeypatch.setattr(executor, "_run_fused", lambda *args: False)
+    want = _recorded()["groups"]
+    for reduce_op, dtype in [("sum", torch.float32), ("avg", torch.bfloat16), ("bxor", torch.int64)]:
+        for algo, op in REDUCING_PAIRS:
+            key = f"{algo}/{op}/{reduce_op}/{_name(dtype)}"
+            assert group_digest(executor.run, algo, op, dtype, reduce_op) == want[key], key
+    for algo, op, dtype in moving_groups()[::4]:
+        assert group_digest(executor.run, algo, op, dtype) == want[f"{algo}/{op}/-/{_name(dtype)}"]
+
+
+def _allocations(fn) -> int:
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    return sum(1 for e in prof.events() if e.name == "[memory]")
+
+
+@pytest.mark.parametrize("op,dtype", [("all_reduce", torch.bfloat16), ("reduce_scatter", torch.float32),
+                                      ("all_reduce", torch.float32)])
+def test_a_fused_run_allocates_nothing(op, dtype, monkeypatch):
+    count = 50_001
+    spec = CollectiveSpec(op=op, participants=8, count=count, itemsize=torch.empty(0, dtype=dtype).element_size())
+    schedule = algorithms.get("ring").build(spec)
+    inputs, outputs = buffers(spec, dtype, "sum", 1)
+    executor.run(schedule, inputs, outputs)  # compiled once, then cached
+    assert _allocations(lambda: executor.run(schedule, inputs, outputs)) == 0
+    if op == "all_reduce" and dtype == torch.float32:
+        return
+    # The profiler does see allocations: the step-by-step path widens into float32 copies / uses scratch.
+    monkeypatch.setattr(executor, "_run_fused", lambda *args: False)
+    assert _allocations(lambda: executor.run(schedule, inputs, outputs)) > 0
+
+
+def test_in_process_all_reduce_allocates_nothing():
+    from collectives import in_process
+
+    tensors = [torch.ones(100_003, device=f"hybrid:{i}") for i in range(8)]
+    in_process.all_reduce(tensors)
+    assert _allocations(lambda: in_process.all_reduce(tensors)) == 0
+    assert all(bool((t.cpu() == 8.0 ** 2).all()) for t in tensors)
+
+
+def test_a_schedule_that_overwrites_its_input_in_place_reads_a_copy():
+    # A hand-made all_reduce on one participant that swaps the halves of its buffer: in place, the second
+    # copy reads what the first overwrote, so both executors must read a copy of the input.
+    spec = CollectiveSpec(op="all_reduce", participants=1, count=6, itemsize=4)
+    rounds = Rounds()
+    rounds.send(0, 0, 0, "in", 0, "out", 3, 3)
+    rounds.send(1, 0, 0, "in", 3, "out", 0, 3)
+    schedule = make(spec, "ring", rounds)
+    assert fused.effective_alias(schedule, [(0, 0)], widened=False) == (None,)  # unsafe in place: a copy
+    program = fused.compile_schedule(schedule, [None])
+    assert fused.hazards(program, [(0, 0)]) == {("in", 0)}
+    assert not fused.hazards(program, [None])
+    x = torch.arange(6.0)
+    executor.run(schedule, [x], [x])
+    assert x.tolist() == [3.0, 4.0, 5.0, 0.0, 1.0, 2.0]
+
+
+def test_a_schedule_reading_scratch_it_never_wrote_is_not_fused():
+    spec = CollectiveSpec(op="all_reduce", participants=1, count=4, itemsize=4)
+    rounds = Rounds()
+    rounds.send(0, 0, 0, "tmp", 0, "out", 0, 4)
+    assert fused.compile_schedule(make(spec, "ring", rounds, {"tmp": [4]})) is None
+
+
+def test_compiled_all_reduce_reads_each_input_once_per_chunk():
+    # The program of an all_reduce is one step per chunk: p leaves (every input once), p destinations.
+    for algo in ("ring", "rabenseifner", "direct", "tree"):
+        spec = CollectiveSpec(op="all_reduce", participants=8, count=1001, pipeline=2)
+        program = fused.compile_schedule(algorithms.get(algo).build(spec))
+        for step in program.steps:
+            assert sorted(r for _, r, _ in step.leaves) == list(range(8)), algo
+            assert sorted(r for r, _ in step.dsts) == list(range(8)), algo
+        assert program.elements == 8 * 1001
+
+
+_CASE = st.sampled_from(PAIRS).flatmap(lambda pair: st.tuples(
+    st.just(pair),
+    st.just(2) if pair[1] == "send_recv" else st.integers(1, 12),
+    st.integers(0, 300),
+    st.sampled_from(REDUCE_OPS if pair[1] in REDUCING else ["sum"]),
+    st.sampled_from(DTYPES),
+    st.booleans(),
+    st.integers(1, 4)))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_CASE)
+def test_random_cases_match_the_reference(case):
+    (algo, op), p, count, reduce_op, dtype, inplace, pipeline = case
+    if op in REDUCING and dtype_class(dtype) not in REDUCE_RULES[reduce_op]:
+        return
+    if op not in algorithms.get(algo).pipelined:
+        pipeline = 1
+    inplace = inplace and op in IN_PLACE_OPS
+    got = run_variant(executor.run, algo, op, p, count, dtype, reduce_op, inplace=inplace, pipeline=pipeline)
+    want = run_variant(reference_run, algo, op, p, count, dtype, reduce_op, inplace=inplace, pipeline=pipeline)
+    assert digest(got[1] + got[0]).hexdigest() == digest(want[1] + want[0]).hexdigest(), case
+
+
 if __name__ == "__main__":
     if "--record" in sys.argv:
-        import interop  # noqa: F401  (the hybrid cases need the device)
-
         result = record()
         print(f"recorded {sum(len(v) for v in result.values() if isinstance(v, dict))} digests into {DIGESTS}")
