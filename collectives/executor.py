@@ -41,6 +41,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import replace
+from functools import lru_cache
 from typing import Sequence
 
 import torch
@@ -81,7 +82,7 @@ def _binary(op: str, dtype: torch.dtype):
 
 
 def _flat(t: torch.Tensor | None) -> torch.Tensor | None:
-    return None if t is None else t.view(-1)
+    return t if t is None or t.dim() == 1 else t.view(-1)
 
 
 def _span(t: torch.Tensor) -> tuple[int, int]:
@@ -89,9 +90,12 @@ def _span(t: torch.Tensor) -> tuple[int, int]:
     return start, start + t.numel() * t.element_size()
 
 
-def _inplace_offset(op: str, i: int, t_in: torch.Tensor, t_out: torch.Tensor, count: int) -> tuple[int, int] | None:
-    """(in_base, out_base) in elements when rank i's input and output share memory the NCCL way, else None."""
-    (a0, a1), (b0, b1) = _span(t_in), _span(t_out)
+def _inplace_offset(op: str, i: int, t_in: torch.Tensor, t_out: torch.Tensor, count: int,
+                    spans: tuple | None = None) -> tuple[int, int] | None:
+    """(in_base, out_base) in elements when rank i's input and output share memory the NCCL way, else None.
+
+    ``spans``: the two tensors' (start, end) byte addresses when the caller has them."""
+    (a0, a1), (b0, b1) = spans if spans is not None else (_span(t_in), _span(t_out))
     size = t_out.element_size()
     if op in ("all_reduce", "broadcast", "reduce") and (a0, a1) == (b0, b1):
         return 0, 0
@@ -100,6 +104,20 @@ def _inplace_offset(op: str, i: int, t_in: torch.Tensor, t_out: torch.Tensor, co
     if op == "reduce_scatter" and b0 == a0 + i * count * size and b1 - b0 == count * size:
         return 0, i * count
     return None
+
+
+_checked_reduce: set[tuple[str, torch.dtype]] = set()
+
+
+def _check_reduce(op: str, reduce_op: str, dtype: torch.dtype) -> None:
+    """check_reduce and the executor's own dtype list, remembering the pairs that passed."""
+    if (reduce_op, dtype) in _checked_reduce:
+        return
+    check_reduce(reduce_op, dtype, where=f"{op}: op")
+    if dtype not in REDUCIBLE:
+        raise TypeError(f"{op}: this executor does not reduce {dtype}; it reduces "
+                        f"{', '.join(str(d).removeprefix('torch.') for d in REDUCIBLE)}")
+    _checked_reduce.add((reduce_op, dtype))
 
 
 def validate(schedule: Schedule, inputs: Sequence, outputs: Sequence, reduce_op: str = "sum",
@@ -119,6 +137,8 @@ def validate(schedule: Schedule, inputs: Sequence, outputs: Sequence, reduce_op:
         raise ValueError(f"{op}: expected {p} inputs and {p} outputs (one per participant), "
                          f"got {len(inputs)} and {len(outputs)}")
     tensors = []
+    shapes = {"in": set(), "out": set()}
+    dtypes, devices = set(), set()
     for kind, seq in (("in", inputs), ("out", outputs)):
         want = schedule.buffers[kind]
         for i, t in enumerate(seq):
@@ -131,48 +151,49 @@ def validate(schedule: Schedule, inputs: Sequence, outputs: Sequence, reduce_op:
             if not t.is_contiguous():
                 raise ValueError(f"{op}: {kind}put of participant {i} must be contiguous")
             tensors.append((kind, i, t))
+            shapes[kind].add(t.shape)
+            dtypes.add(t.dtype)
+            devices.add(t.device)
     if factor is not None and (op not in REDUCING or reduce_op != "premul_sum"):
         raise ValueError(f"{op}: factor: only the premul_sum reduce op takes a factor (op is {reduce_op!r})")
     if not tensors:
         return [None] * p, None
     if spec.splits is None:  # equal sizes everywhere: the shapes must agree too
         for kind in ("in", "out"):
-            shapes = {tuple(t.shape) for k, _, t in tensors if k == kind}
-            if len(shapes) > 1:
-                raise ValueError(f"{op}: {kind}put shapes differ between participants: {sorted(shapes)}")
+            if len(shapes[kind]) > 1:
+                raise ValueError(f"{op}: {kind}put shapes differ between participants: "
+                                 f"{sorted(tuple(s) for s in shapes[kind])}")
         if op in ("all_reduce", "broadcast", "reduce", "send_recv"):
-            shapes = {tuple(t.shape) for _, _, t in tensors}
-            if len(shapes) > 1:
-                raise ValueError(f"{op}: input and output shapes differ: {sorted(shapes)}")
-    dtypes = {t.dtype for _, _, t in tensors}
+            both = shapes["in"] | shapes["out"]
+            if len(both) > 1:
+                raise ValueError(f"{op}: input and output shapes differ: {sorted(tuple(s) for s in both)}")
     if len(dtypes) > 1:
         raise TypeError(f"{op}: all tensors must share one dtype, got {sorted(str(d) for d in dtypes)}")
-    devices = {t.device for _, _, t in tensors}
     if len(devices) > 1:
         raise ValueError(f"{op}: all tensors must be on one device, got {sorted(str(d) for d in devices)}")
     dtype = dtypes.pop()
     scale = None
     if op in REDUCING:
-        check_reduce(reduce_op, dtype, where=f"{op}: op")
-        if dtype not in REDUCIBLE:
-            raise TypeError(f"{op}: this executor does not reduce {dtype}; it reduces "
-                            f"{', '.join(str(d).removeprefix('torch.') for d in REDUCIBLE)}")
+        _check_reduce(op, reduce_op, dtype)
         if reduce_op == "premul_sum":
             scale = premul_factor(factor, dtype, where=f"{op}: factor")
     alias: list[tuple[int, int] | None] = [None] * p
     spans = sorted((_span(t) + (kind, i, t) for kind, i, t in tensors if t.numel()), key=lambda x: x[0])
-    for k, (b0, b1, kb, ib, tb) in enumerate(spans):
-        for a0, a1, ka, ia, ta in spans[:k]:
-            if b0 >= a1:
-                continue
+    active: list[tuple] = []  # earlier spans that reach past the current start, in start order
+    for b0, b1, kb, ib, tb in spans:
+        if active:
+            active = [a for a in active if a[1] > b0]
+        for a0, a1, ka, ia, ta in active:
             if ia == ib and ka != kb:
-                t_in, t_out = (ta, tb) if ka == "in" else (tb, ta)
-                off = _inplace_offset(op, ia, t_in, t_out, spec.count)
+                t_in, t_out, pair = ((ta, tb, ((a0, a1), (b0, b1))) if ka == "in" else
+                                     (tb, ta, ((b0, b1), (a0, a1))))
+                off = _inplace_offset(op, ia, t_in, t_out, spec.count, pair)
                 if off is not None:
                     alias[ia] = off
                     continue
             raise ValueError(f"{op}: the {ka}put of participant {ia} and the {kb}put of participant {ib} share "
                              f"memory (the same tensor twice?); only NCCL-style in-place use is allowed")
+        active.append((b0, b1, kb, ib, tb))
     return alias, scale
 
 
@@ -356,9 +377,15 @@ def _unused_dropped(schedule: Schedule, inputs: Sequence, outputs: Sequence) -> 
     """
     if len(inputs) != schedule.participants or len(outputs) != schedule.participants:
         return list(inputs), list(outputs)  # validate() reports the lengths
-    shape = io_sizes(replace(schedule.spec, count=1, splits=None))
+    shape = _used(schedule.spec.op, schedule.participants, schedule.spec.root)
     return ([t if shape["in"][i] else None for i, t in enumerate(inputs)],
             [t if shape["out"][i] else None for i, t in enumerate(outputs)])
+
+
+@lru_cache(maxsize=1024)
+def _used(op: str, participants: int, root: int) -> dict[str, tuple[int, ...]]:
+    """Which participants have an input and an output buffer (nonzero) in ``op``, whatever the count."""
+    return io_sizes(CollectiveSpec(op=op, participants=participants, count=1, root=root))
 
 
 def _aligned(schedule: Schedule) -> bool:
@@ -405,31 +432,44 @@ def _apply(t, bufs, fn, fn_, off: int | None = None, count: int | None = None) -
                 fn_(dst, v)
 
 
-def infer_spec(op: str, inputs: Sequence, outputs: Sequence, *, root: int = 0, splits=None,
-               pipeline: int = 1, itemsize: int | None = None) -> CollectiveSpec:
-    """The :class:`CollectiveSpec` a list of per-participant tensors describes (count from their sizes)."""
-    op = check_op(op)
+def infer_count(op: str, inputs: Sequence, outputs: Sequence, splits=None) -> int:
+    """The per-participant element count (``collectives.ops`` conventions) these tensors describe.
+
+    ``op`` must be canonical (:func:`collectives.ops.check_op`).
+    """
     p = len(inputs)
     if len(outputs) != p:
         raise ValueError(f"{op}: expected as many outputs as inputs ({p}), got {len(outputs)}")
     if p == 0:
         raise ValueError(f"{op}: needs at least one participant")
-    ref = {"all_reduce": inputs, "all_gather": inputs, "reduce": inputs, "gather": inputs, "send_recv": inputs,
-           "reduce_scatter": outputs, "broadcast": outputs, "scatter": outputs}.get(op)
-    count = 0
+    ref = _COUNT_FROM.get(op)
     if ref is not None:
+        ref = inputs if ref == "in" else outputs
         pick = ref[0] if ref[0] is not None else next((t for t in ref if t is not None), None)
         if pick is None:
             raise ValueError(f"{op}: no tensor to take the element count from")
-        count = pick.numel()
-    elif op == "all_to_all" and splits is None:
+        return pick.numel()
+    if op == "all_to_all" and splits is None:
         count, rem = divmod(inputs[0].numel(), p)
         if rem:
             raise ValueError(f"all_to_all: input of {inputs[0].numel()} elements does not split evenly over {p} "
                              f"participants; pass splits")
+        return count
+    return 0
+
+
+_COUNT_FROM = {"all_reduce": "in", "all_gather": "in", "reduce": "in", "gather": "in", "send_recv": "in",
+               "reduce_scatter": "out", "broadcast": "out", "scatter": "out"}
+
+
+def infer_spec(op: str, inputs: Sequence, outputs: Sequence, *, root: int = 0, splits=None,
+               pipeline: int = 1, itemsize: int | None = None) -> CollectiveSpec:
+    """The :class:`CollectiveSpec` a list of per-participant tensors describes (count from their sizes)."""
+    op = check_op(op)
+    count = infer_count(op, inputs, outputs, splits)
     first = next((t for t in list(inputs) + list(outputs) if t is not None), None)
     size = itemsize or (first.element_size() if first is not None else 1)
-    return CollectiveSpec(op=op, participants=p, count=count, itemsize=size, root=root, splits=splits,
+    return CollectiveSpec(op=op, participants=len(inputs), count=count, itemsize=size, root=root, splits=splits,
                           pipeline=pipeline)
 
 
