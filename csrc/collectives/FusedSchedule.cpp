@@ -25,6 +25,7 @@
 #include <c10/util/Half.h>
 
 #include <ATen/Parallel.h>
+#include <ATen/record_function.h>
 
 #include <algorithm>
 #include <atomic>
@@ -504,6 +505,7 @@ void dispatch_reduce(Reduce r, const Program& prog, const std::vector<int32_t>& 
 void run_fused(const ProgramPtr& program, const std::vector<std::optional<at::Tensor>>& sources,
                const std::vector<std::optional<at::Tensor>>& dests, int reduce, int post, double factor,
                int64_t ifactor, int64_t divisor, bool widened) {
+  RECORD_FUNCTION("hybrid::fused_collective", c10::ArrayRef<const c10::IValue>{});
   const Program& prog = *program;
   TORCH_CHECK(sources.size() == prog.src_extent.size() && dests.size() == prog.dst_extent.size(),
               "fused collective: expected ", prog.src_extent.size(), " sources and ", prog.dst_extent.size(),
