@@ -133,7 +133,7 @@ print(json.dumps({"ratio": statistics.median(ratios), "spread": [min(ratios), ma
 
 _CALLS = r"""
 import json, statistics, time, torch, interop, interop.cuda
-from interop.cuda.patching import ORIGINAL
+from interop.cuda_layer.patch_ledger import ORIGINAL
 zeros = torch.zeros.__wrapped__
 to = ORIGINAL["Tensor.to"]
 x = torch.ones(8)
@@ -202,7 +202,7 @@ def run(repeats: int = 7, write: bool = True) -> Section:
     share = _layer_share()
     section.add("the layer's own Python per training step (profiled)", f"{share['per_step_us']:.1f} us",
                 "", None, f"{100 * share['fraction']:.3f} % of a profiled step; {share['calls_per_step']:.0f} calls "
-                "per step into interop/cuda/ and interop/callsite.py (cProfile of `python -m interop.run -m cProfile "
+                "per step into interop/cuda_layer/ and interop/callsite.py (cProfile of `python -m interop.run -m cProfile "
                 f"cuda_layer_workload.py`, runs of {STEPS} and {2 * STEPS} steps differenced)")
     calls = _run(["-c", _CALLS % repeats])
     section.add("device-argument translation, torch.zeros(8, device='cuda') vs the same on hybrid:4",

@@ -2,7 +2,7 @@
 
 The model is a Llama-3-8B-shaped decoder with 98 layers (100 blocks: embedding, 98
 layers, head) from step's decoder blocks on the meta device; the rack
-``trn3:72+h100:72+b200:72``. Timed: :func:`interop.planning.plan_search.search` with the
+``trn3:72+h100:72+b200:72``. Timed: :func:`planner.plan_search.search` with the
 blocks already traced (the first search of a model also traces each distinct block
 shape once per kind and microbatch size: reported apart as "first search").
 Baseline in the same run: one step-model evaluation of the chosen plan, so the
@@ -24,7 +24,7 @@ LAYERS = 98
 def _blocks():
     from transformers import LlamaConfig
 
-    from interop.planning import model_blocks
+    from planner import model_blocks
 
     config = LlamaConfig(vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=LAYERS,
                          num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=8192,
@@ -33,7 +33,7 @@ def _blocks():
 
 
 def _problem(blocks, spec):
-    from interop.planning.plan_search import Problem
+    from planner.plan_search import Problem
 
     return Problem(blocks, spec, tuple(range(len(spec))), 512, 4096, optimizer="adamw", grad_dtype="bfloat16",
                    state_bytes=8, master_weights=True, microbatches=(16, 32, 64, 128), calibrated=True,
@@ -42,7 +42,7 @@ def _problem(blocks, spec):
 
 def run(repeats: int = 3, write: bool = True) -> Section:
     import devices
-    from interop.planning.plan_search import search
+    from planner.plan_search import search
 
     section = Section("plan", "plan search at scale (search time measured; plans modelled)", COMMAND)
     spec = devices.parse_rack(RACK)
@@ -72,7 +72,7 @@ def run(repeats: int = 3, write: bool = True) -> Section:
                 f"{result.chips} chips used; projected figures: {result.projected}")
     section.notes.append("Large spaces (over 200,000 candidate layouts) rank kind-segment sequences by a relaxed "
                          "step time and partition blocks by bottleneck bisection; small spaces are searched exactly "
-                         "(tests/test_plan.py checks four against an exhaustive enumeration).")
+                         "(tests/interop/live/test_plan.py checks four against an exhaustive enumeration).")
     if write:
         write_section(section)
     return section

@@ -26,7 +26,7 @@ import collectives
 import devices
 from collectives.rack_topology import from_rack
 from collectives.topology import Topology
-from devices import rack_parse
+from devices.rack import parse as rack_parse
 
 COMMAND = "python -m benchmarks scale"
 SPEC = "trn3-ultraserver*7282"

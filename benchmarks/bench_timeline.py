@@ -64,7 +64,7 @@ def run(repeats: int = 7, write: bool = True) -> Section:
                 f"median of {repeats} batches of {n} records (3 fwd+bwd steps)")
 
     import devices.cost
-    from interop.bench_ops import sweep
+    from interop.commands.bench_ops import sweep
 
     times = []
     points = 0

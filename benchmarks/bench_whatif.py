@@ -81,8 +81,8 @@ def run(repeats: int = 3, write: bool = True) -> Section:
                 f"median of {repeats} ({spread(inproc)} s); result (modelled): {est.seconds:.3f} s/step, "
                 f"{est.tokens_per_second_per_chip:,.1f} tokens/s/chip, MFU {est.mfu:.1%}")
 
-    from interop.planning import model_blocks
-    from interop.planning.search import search
+    from planner import model_blocks
+    from planner.search import search
 
     blocks = model_blocks(MODEL)
     searches = []
@@ -102,7 +102,7 @@ def run(repeats: int = 3, write: bool = True) -> Section:
                 f"{found.best.seconds:.3f} s/step with {found.best.parallel['tp']=}, {found.best.parallel['pp']=}, "
                 f"{found.best.parallel['cp']=}, {found.best.parallel['vp']=}".replace("found.best.parallel", ""))
 
-    cli = [python, "-m", "interop.cli", "whatif", "--model", MODEL, "--compare", RACK, OTHER]
+    cli = [python, "-m", "hybrid_cli", "whatif", "--model", MODEL, "--compare", RACK, OTHER]
     _run(cli, env)
     compare = []
     for _ in range(repeats):

@@ -11,7 +11,7 @@
   between the host, :data:`HOST`, and a slot; the send_recv collective).
 * :mod:`collectives.algorithms`: ring, tree, rabenseifner, binomial, direct,
   hierarchical, in_switch, torus, each a :class:`Schedule` builder with a closed form.
-* :mod:`collectives.planner`: chooses the algorithm and protocol and prices the schedule
+* :mod:`collectives.algorithm_choice`: chooses the algorithm and protocol and prices the schedule
   (:func:`plan`, :func:`estimate`); :mod:`collectives.tuning`: the sourced constants it prices with.
 * :mod:`collectives.executor` (imports torch): runs a schedule on real tensors;
   :mod:`collectives.in_process` (imports torch): the collectives over hybrid tensors in one process;
@@ -25,7 +25,7 @@ from __future__ import annotations
 from collectives.algorithms import get as algorithm
 from collectives.algorithms import names as algorithm_names
 from collectives.cost import AlphaBeta, Levels, schedule_time
-from collectives.planner import CollectiveEstimate, Plan, estimate, plan, topology
+from collectives.algorithm_choice import CollectiveEstimate, CollectivePlan, estimate, plan, topology
 from collectives.ops import OPS, REDUCE_OPS, busbw_factor
 from collectives.schedule import CollectiveSpec, Schedule, Transfer
 from collectives.topology import HOST, Topology
@@ -46,7 +46,7 @@ def __getattr__(name: str):
 
 
 __all__ = [
-    "HOST", "OPS", "REDUCE_OPS", "AlphaBeta", "CollectiveEstimate", "CollectiveSpec", "Levels", "Plan", "Schedule",
+    "HOST", "OPS", "REDUCE_OPS", "AlphaBeta", "CollectiveEstimate", "CollectiveSpec", "Levels", "CollectivePlan", "Schedule",
     "Topology", "Transfer", "TransferEstimate", "algorithm", "algorithm_names", "busbw_factor", "estimate", "plan",
     "schedule_time", "topology", "transfer",
 ]

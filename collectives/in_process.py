@@ -18,7 +18,7 @@ import torch
 from collectives import algorithms, executor
 from collectives.device_hooks import hooks
 from collectives.ops import check_reduce_op
-from collectives.planner import CollectiveEstimate, cached_plan, topology
+from collectives.algorithm_choice import CollectiveEstimate, cached_plan, topology
 from collectives.schedule import check_splits
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from collectives.planner import cached_plan, topology
+from collectives.algorithm_choice import cached_plan, topology
 from collectives.topology import HOST
 
 
@@ -69,7 +69,7 @@ def transfer(rack, src: int, dst: int, nbytes: int) -> TransferEstimate:
     est = cached_plan(topo, "send_recv", nbytes, 1, (src, dst), build=False).estimate
     bandwidth = min(topo.bandwidth(link) for link in route.links)
     sources = tuple(topo.route_sources(src, dst)) + (
-        "priced as the send_recv collective on the route (collectives.transfer, collectives.planner)",)
+        "priced as the send_recv collective on the route (collectives.transfer, collectives.algorithm_choice)",)
     return TransferEstimate(est.seconds, nbytes, src, dst, route.fabric, route.hops, bandwidth, route.latency,
                             est.protocol, sources)
 

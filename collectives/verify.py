@@ -21,8 +21,9 @@ from collectives import algorithms
 from collectives.executor import FLOATS, run
 from collectives.ops import REDUCING, SCALED, check_op, check_reduce_op
 from collectives.schedule import CollectiveSpec, Schedule, io_sizes
+from devices.dtypes import dtype_name
 
-DTYPES = {str(d).replace("torch.", ""): d for d in FLOATS + (torch.int8, torch.int16, torch.int32, torch.int64,
+DTYPES = {dtype_name(d): d for d in FLOATS + (torch.int8, torch.int16, torch.int32, torch.int64,
                                                             torch.uint8, torch.bool)}
 """Dtypes the checker knows by name."""
 
@@ -201,7 +202,7 @@ def in_place(op: str, inputs, outputs, count: int):
 def sweep(rack: str, op: str, sizes, dtype: str = "float32", reduce_op: str = "sum", algorithm: str | None = None,
           root: int = 0, printer=print) -> int:
     """Run and check ``op`` at every size on ``rack`` (modelled timings), printing nccl-tests rows; returns #wrong."""
-    from collectives.planner import plan
+    from collectives.algorithm_choice import plan
 
     dt = DTYPES[dtype]
     itemsize = torch.empty(0, dtype=dt).element_size()

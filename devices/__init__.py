@@ -7,9 +7,9 @@
   :func:`load_preset`, :func:`load_rack`, :func:`loads_rack`, :func:`dumps_rack`
   for one form in particular.
 * :func:`capabilities`: what each kind computes in, per op class and dtype,
-  one table per kind under ``devices/capability_tables/`` (:mod:`devices.capability`).
+  in the same file as its chip, ``devices/chips/<kind>.py`` (:mod:`devices.capability`).
 * :func:`parse_size` and friends: the units rack specs are written in.
-* :func:`dtype_name`, :data:`DTYPE_NAMES`, :func:`itemsize`: the one dtype
+* :func:`dtype_name`, :func:`dtype_label`, :data:`DTYPE_NAMES`, :func:`itemsize`: the one dtype
   vocabulary (torch's names: ``float32``, ``bfloat16``, ``float8_e4m3fn``...).
 * :func:`catalogue_rows`, :func:`fabric_rows`, :func:`presets_rows`: rows for
   listings, every figure with its source (the documents: ``devices/SOURCES.md``).
@@ -30,18 +30,19 @@ from devices.capability import (
 )
 from devices.catalogue_table import catalogue_rows, fabric_rows, format_table, presets_rows
 from devices.chip import Chip, catalogue, chip, kinds
-from devices.dtypes import DTYPE_NAMES, dtype_name, itemsize
+from devices.dtypes import DTYPE_NAMES, dtype_label, dtype_name, itemsize
 from devices.fabrics import DOMAIN_FABRICS, NETWORK_FABRICS, Fabric, fabric, network_bandwidth
 from devices.figure import STATUSES, UNITS, Figure
-from devices.domain_table import DomainRun, DomainTable
-from devices.rack import INT64_MAX, DomainSpec, NetworkSpec, Slot, SlotGroup
-from devices.rack_layout import default_domains, default_network
-from devices.rack_numerics import NUMERICS_MODES, NumericsSpec
-from devices.rack_parse import DEFAULT_PRESET, load_preset
-from devices.rack_parse import presets as _presets
-from devices.rack_spec import RackSpec
-from devices.rack_toml import dumps as _dumps, load as load_rack, loads as _loads
-from devices.units import format_value, parse_bandwidth, parse_duration, parse_size
+from devices.rack.domain_table import DomainRun, DomainTable
+from devices.rack.parts import INT64_MAX, DomainSpec, NetworkSpec, Slot, SlotGroup
+from devices.rack.layout import default_domains, default_network
+from devices.rack.numerics import NUMERICS_MODES, NumericsSpec
+from devices.rack.parse import DEFAULT_PRESET, load_preset
+from devices.rack.parse import presets as _presets
+from devices.rack.spec import RackSpec
+from devices.rack.toml_file import dumps as _dumps, load as load_rack, loads as _loads
+from devices.text_table import table
+from devices.units import format_bytes, format_value, parse_bandwidth, parse_duration, parse_size
 
 
 def estimate(kind, op, shapes, dtype, **kwargs):
@@ -57,13 +58,13 @@ def parse_rack(spec: str | os.PathLike | RackSpec) -> RackSpec:
     Every malformed spec raises ValueError naming the field and the accepted values.  Parsing costs the
     same for ``"trn2:100000000"`` as for ``"trn2:16"``: nothing is built per slot or per domain.
     """
-    from devices.rack_parse import parse
+    from devices.rack.parse import parse
 
     return parse(spec)
 
 
 def loads_rack(text: str, source: str = "toml text") -> RackSpec:
-    """A rack from the text of a TOML rack file (``source`` names it in errors; format: :mod:`devices.rack_toml`)."""
+    """A rack from the text of a TOML rack file (``source`` names it in errors; format: :mod:`devices.rack.toml_file`)."""
     return _loads(text, source=source)
 
 
@@ -84,7 +85,7 @@ __all__ = [
     "BACKINGS", "Backing", "DEFAULT_PRESET", "DOMAIN_FABRICS", "DTYPE_NAMES", "INT64_MAX", "NETWORK_FABRICS",
     "STATUSES", "UNITS", "Chip", "DomainRun", "DomainSpec", "DomainTable", "Fabric", "Figure", "NetworkSpec", "RackSpec", "Slot",
     "SlotGroup", "catalogue", "catalogue_rows", "chip", "estimate", "default_domains", "default_network",
-    "dtype_name", "dumps_rack", "fabric", "fabric_rows", "format_table", "format_value", "itemsize", "kinds", "load_preset",
+    "dtype_label", "dtype_name", "dumps_rack", "fabric", "fabric_rows", "format_bytes", "format_table", "format_value", "table", "itemsize", "kinds", "load_preset",
     "load_rack", "loads_rack", "network_bandwidth", "parse_bandwidth", "parse_duration", "parse_rack", "parse_size",
     "presets", "presets_rows",
 ]

@@ -1,7 +1,7 @@
 """What each chip kind computes in: the per-kind capability table (pure Python, no torch).
 
-One kind per file under ``devices/capability_tables/`` (the file name is the kind,
-as for ``devices/chips/``); each defines ``CAPABILITIES = Capabilities(...)``.
+One kind per file under ``devices/chips/`` (the file name is the kind,
+beside its chip's figures); each defines ``CAPABILITIES = Capabilities(...)``.
 A kind's table answers, for an op class and a dtype, whether the real chip's
 stack computes in it (``native``), accepts it but computes in another format
 (``converted``), or refuses it (``unsupported``), with the reason, the source
@@ -228,7 +228,7 @@ class Capabilities:
 
     def support(self, op_class: str, dtype: object) -> Support:
         """The resolved answer; ValueError naming the accepted values for an unknown class or dtype."""
-        return _support(self.kind, _check_class(op_class), dtype_name(dtype))
+        return _support(self.kind, _check_class(op_class), _check_dtype(dtype))
 
     def gaps(self) -> list[tuple[str, str]]:
         """(op class, dtype) pairs no rule covers (empty for a complete table)."""
@@ -273,11 +273,9 @@ def _check_class(op_class: str) -> str:
     return op_class
 
 
-def dtype_name(dtype: object) -> str:
-    """Canonical name of a dtype name or ``torch.dtype`` (``torch.double`` -> ``"float64"``).
-
-    The cost model's normaliser (one dtype vocabulary), narrowed to :data:`DTYPES`.
-    """
+def _check_dtype(dtype: object) -> str:
+    """:func:`devices.dtype_name` of ``dtype``, narrowed to the dtypes the tables are written for (:data:`DTYPES`);
+    ValueError listing them."""
     from devices.dtypes import dtype_name as canonical
 
     try:
@@ -294,7 +292,7 @@ def _support(kind: str, op_cls: str, dtype: str) -> Support:
     caps = capabilities(kind)
     rule = caps.rule_for(op_cls, dtype)
     if rule is None:
-        raise ValueError(f"devices/capability_tables/{kind}.py: no rule covers ({op_cls}, {dtype})")
+        raise ValueError(f"devices/chips/{kind}.py: no rule covers ({op_cls}, {dtype})")
     return Support(kind, op_cls, dtype, rule.level, rule.reason, rule.source, rule.status, rule.error,
                    rule.instead)
 
@@ -332,7 +330,7 @@ def op_class(op: str) -> str:
 @lru_cache(maxsize=1)
 def _load() -> Mapping[str, Capabilities]:
     # Discovered once, on first use, so `import devices` stays cheap.
-    import devices.capability_tables as package
+    import devices.chips as package
     from devices.file_registry import load_records
 
     return load_records(package, "CAPABILITIES", Capabilities)  # type: ignore[return-value]

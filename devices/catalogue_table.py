@@ -7,9 +7,10 @@ notebook can print them without knowing the dataclasses.
 from __future__ import annotations
 
 from devices import fabrics
-from devices.chip import catalogue, chip
+from devices.chip import FIELD_UNITS, catalogue, chip
 from devices.figure import Figure
-from devices.rack_parse import load_preset, presets
+from devices.rack.parse import load_preset, presets
+from devices.text_table import table
 from devices.units import format_value
 
 CATALOGUE_COLUMNS: tuple[str, ...] = ("kind", "name", "figure", "value", "unit", "display", "status", "source", "note")
@@ -21,8 +22,6 @@ FABRIC_COLUMNS: tuple[str, ...] = ("subject", "figure", "value", "unit", "displa
 PRESET_COLUMNS: tuple[str, ...] = ("name", "slots", "kinds", "domains", "network", "description")
 """Keys of each :func:`presets_rows` row, in display order."""
 
-_UNITS = {"hbm_capacity": "B", "hbm_bandwidth": "B/s", "scale_up_bandwidth": "B/s",
-          "power": "W", "price_per_hour": "USD/h"}
 
 
 def catalogue_rows(kinds: list[str] | None = None) -> list[dict]:
@@ -39,7 +38,7 @@ def catalogue_rows(kinds: list[str] | None = None) -> list[dict]:
         for field_name, fig in member.figures().items():
             if fig is None:
                 rows.append({"kind": member.kind, "name": member.name, "figure": field_name, "value": None,
-                             "unit": _UNITS.get(field_name, ""), "display": "-", "status": "unset",
+                             "unit": FIELD_UNITS.get(field_name, ""), "display": "-", "status": "unset",
                              "source": "no figure found; left unset rather than invented", "note": ""})
                 continue
             rows.append({"kind": member.kind, "name": member.name, "figure": field_name, "value": fig.value,
@@ -92,8 +91,6 @@ def presets_rows() -> list[dict]:
 
 
 def format_table(rows: list[dict], columns: tuple[str, ...] | list[str]) -> str:
-    """Rows as a plain aligned text table (no third-party dependency), one line per row."""
-    cells = [[str(c) for c in columns]] + [["-" if r.get(c) is None else str(r.get(c)) for c in columns]
-                                          for r in rows]
-    widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
-    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() for line in cells)
+    """Rows (dicts) as a plain aligned text table, one line per row; a missing value prints as ``-``."""
+    return table(list(columns), [["-" if r.get(c) is None else r.get(c) for c in columns] for r in rows],
+                 align="l" * len(columns), rule=False)

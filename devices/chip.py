@@ -72,6 +72,11 @@ _PEAK_RULES: dict[str, tuple[str, ...]] = {
 }
 
 
+FIELD_UNITS: dict[str, str] = {"hbm_capacity": "B", "hbm_bandwidth": "B/s", "scale_up_bandwidth": "B/s",
+                               "power": "W", "price_per_hour": "USD/h"}
+"""The unit of each of a :class:`Chip`'s single-figure fields (its peaks are FLOP/s)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Chip:
     """One accelerator's sourced figures (per chip, dense rates, SI units)."""
@@ -115,9 +120,7 @@ class Chip:
         for required in ("bfloat16", "float32"):
             if required not in self.peak:
                 raise ValueError(f"Chip.peak: {self.kind} needs a {required!r} figure")
-        units = {"hbm_capacity": "B", "hbm_bandwidth": "B/s", "scale_up_bandwidth": "B/s",
-                 "power": "W", "price_per_hour": "USD/h"}
-        for field_name, unit in units.items():
+        for field_name, unit in FIELD_UNITS.items():
             fig = getattr(self, field_name)
             if fig is not None and fig.unit != unit:
                 raise ValueError(f"Chip.{field_name}: unit must be {unit!r}, got {fig.unit!r}")

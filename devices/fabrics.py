@@ -1,6 +1,6 @@
 """Default latencies and bandwidths of the fabrics a rack spec can name, as sourced figures.
 
-A :class:`~devices.rack.DomainSpec` or :class:`~devices.rack.NetworkSpec`
+A :class:`~devices.rack.parts.DomainSpec` or :class:`~devices.rack.parts.NetworkSpec`
 that leaves ``latency`` or a bandwidth unset gets it from here, so the cost
 model can always cite where a link's numbers came from.  Per-chip scale-up
 bandwidth lives on the chip (:attr:`devices.chip.Chip.scale_up_bandwidth`);

@@ -1,7 +1,7 @@
 """One record per file: the registries of devices/ whose file name is the key.
 
-``devices/chips/<kind>.py`` defines ``CHIP``, ``devices/capability_tables/<kind>.py``
-defines ``CAPABILITIES``: adding a kind is adding a file, with no table to edit.
+``devices/chips/<kind>.py`` defines ``CHIP`` and ``CAPABILITIES``: adding a kind
+is adding a file, with no table to edit.
 """
 
 from __future__ import annotations

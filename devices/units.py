@@ -131,3 +131,13 @@ def format_value(value: float | None, unit: str) -> str:
         if value >= scale:
             return f"{value / scale:.4g} {prefix}{unit}".rstrip()
     return f"{value:.4g} {unit}".rstrip()
+
+
+def format_bytes(n: float) -> str:
+    """Binary units, two decimals: ``1.50 GiB``."""
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.2f} {unit}"
+        value /= 1024
+    return f"{value:.2f} TiB"

@@ -27,15 +27,37 @@ from interop.timeline_export import export_trace, gantt
 from interop.timelines import TimelineRecord
 from interop import numerics
 from interop.numerics import set_numerics
-from interop.planning import StepEstimate, whatif
-from interop.planning.plan import Plan, plan
 
 __version__ = "0.1.0"
+
+# The planners load on first use (PEP 562), as collectives' in-process half does: importing the device
+# does not import the paper planner, and `import planner` never imports the device.
+_LAZY = {
+    "whatif": ("planner", "whatif"),
+    "StepEstimate": ("planner", "StepEstimate"),
+    "plan": ("interop.live.plan", "plan"),
+    "Plan": ("interop.live.plan", "Plan"),
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        module, attribute = _LAZY[name]
+        value = getattr(importlib.import_module(module), attribute)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'interop' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
 
 # Without the compiled extension the device is not registered; the pure-Python parts
 # (catalogue, cost model, what-ifs) still import (interop._backend.MissingExtension).
 if register():
-    numerics.scaled_mm.register()
+    numerics.slots.scaled_mm.register()
     if current_rack() is None:
         set_rack(Rack.preset("fusion-default"))
 

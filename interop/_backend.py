@@ -41,9 +41,8 @@ def register() -> bool:
     try:
         from interop import _C  # loading it registers the C++ backend
     except ImportError as error:
-        import interop
-
-        sys.modules["interop._C"] = interop._C = MissingExtension(error)
+        sys.modules["interop._C"] = MissingExtension(error)
+        setattr(sys.modules[__package__], "_C", sys.modules["interop._C"])
         return False
     from interop import hybrid as module
     from interop import session

@@ -10,9 +10,8 @@ import sys
 
 import torch
 
-import interop
-
-_SKIP_DIRS = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep for m in (torch, interop))
+_INTEROP_DIR = os.path.dirname(os.path.abspath(__file__))
+_SKIP_DIRS = (os.path.dirname(os.path.abspath(torch.__file__)) + os.sep, _INTEROP_DIR + os.sep)
 _SKIP_FILES = tuple(os.path.abspath(m.__file__) for m in (contextlib, functools)) + ("<frozen", "<string>")
 
 

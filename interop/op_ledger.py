@@ -99,7 +99,7 @@ class Ledger:
     def table(self, limit: int | None = None) -> str:
         """Plain text: op, slot (kind), path, count, default estimate; busiest first. A rack column is
         added when the rows span more than one rack."""
-        from interop.fmt import table
+        from devices.text_table import table
 
         rows = sorted(self.rows, key=lambda r: (-r.count, r.op, r.rack, r.slot))
         if limit is not None:

@@ -10,7 +10,6 @@ keeps which one is) makes ``hybrid:i`` slot ``i`` of the rack.
 
 from __future__ import annotations
 
-import sys
 import os
 from dataclasses import dataclass
 
@@ -218,20 +217,7 @@ class Rack:
 
 
 def _install(rack: Rack) -> None:
-    if rack is session.current():
-        return
-    from interop import _C, fidelity
-    from interop.numerics import mode as numerics_mode
-
-    previous_slot = _C._current_slot()
-    session.install(rack)
-    if previous_slot >= len(rack.devices):
-        _C._set_current_slot(0)  # a current slot the new rack lacks: its first, as CUDA starts on device 0
-    fidelity.apply(rack)  # the C++ check reads per-slot masks: the new rack's kinds
-    numerics_mode.on_rack_change(rack)  # a rack file's device-mode slots take effect
-    cuda_layer = sys.modules.get("interop.cuda.mapping")  # importing it would install the layer
-    if cuda_layer is not None:
-        cuda_layer.on_rack_change(previous_slot)  # cuda:N follows; this thread keeps its CUDA index
+    session.install(rack)  # its subscribers follow: fidelity masks, numerics modes, the CUDA map
 
 
 def current_rack() -> Rack | None:

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from interop.fmt import format_bytes, table
+from devices.units import format_bytes
+from devices.text_table import table
 from interop import session
 from interop.timelines import PS, TimelineRecord
 
@@ -89,7 +90,7 @@ class RunReport:
 
 
 def build_report(records: list[TimelineRecord], rack, peak_memory: dict[int, int]) -> RunReport:
-    from interop.numerics.mode import slot_label
+    from interop.numerics.slots.settings import slot_label
 
     makespan_ps = max((r.end_ps for r in records), default=0)
     busy: dict[int, int] = defaultdict(int)

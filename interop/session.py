@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import itertools
 import weakref
+from typing import Callable
 
-from interop.timelines import KERNEL, KernelLaunch, Timeline, TimelineRecord
+from interop.timelines import KernelLaunch, Timeline, TimelineRecord
 
 _current = None
 """The installed rack (an interop.Rack), or None before the first install."""
@@ -29,24 +30,45 @@ _launches: dict[int, KernelLaunch] = {}
 
 _launch_ids = itertools.count(1)
 
+_rack_change: list[Callable] = []
+"""Who reacts when another rack becomes current, in the order they subscribed (:func:`on_rack_change`)."""
+
 
 def current():
     """The installed rack, or None."""
     return _current
 
 
+def on_rack_change(callback: Callable) -> Callable:
+    """Subscribe ``callback(rack, previous_slot)`` to every change of the current rack.
+
+    It runs right after ``rack`` became current, with this thread's current slot index from before the
+    change (a subscriber that keeps per-thread state, as the CUDA layer's device map does, needs it). The
+    one place a module learns of a rack switch: the device-fidelity masks, a rack file's numerics modes and
+    the CUDA layer subscribe when they are imported. Returns ``callback``, so it can decorate.
+    """
+    if callback not in _rack_change:
+        _rack_change.append(callback)
+    return callback
+
+
 def install(rack) -> None:
-    """Make ``rack`` current. What ran on the rack it replaces is placed on that
-    rack's timeline first; its tensors stay as they are."""
+    """Make ``rack`` current, then tell every :func:`on_rack_change` subscriber. What ran on the rack it
+    replaces is placed on that rack's timeline first; its tensors stay as they are."""
     global _current
     from interop import _C
 
     if rack is _current:
         return
     drain()
+    previous_slot = _C._current_slot()
     _C._install(rack._table)
     _live[rack._table.generation] = rack
     _current = rack
+    if previous_slot >= len(rack.devices):
+        _C._set_current_slot(0)  # a current slot the new rack lacks: its first, as CUDA starts on device 0
+    for callback in list(_rack_change):
+        callback(rack, previous_slot)
 
 
 def rack_of(generation: int):
@@ -86,8 +108,10 @@ def record_kernel(slot: int, launch: KernelLaunch) -> None:
 
 def _take_launches(cols: dict) -> dict[int, KernelLaunch]:
     """The descriptions of the kernel records in a drained batch, taken out of the queue."""
-    values = cols["value"]
-    return {values[i]: _launches.pop(values[i]) for i, kind in enumerate(cols["kind"]) if kind == KERNEL}
+    from interop import _C
+
+    values, kernel = cols["value"], _C.RECORD_KINDS["kernel"]
+    return {values[i]: _launches.pop(values[i]) for i, kind in enumerate(cols["kind"]) if kind == kernel}
 
 
 def drain() -> None:

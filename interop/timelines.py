@@ -16,13 +16,10 @@ import weakref
 from dataclasses import dataclass
 from typing import Callable
 
-from interop.costing import Coster
+from interop.record_costs import RecordCoster
 
 PS = 10**12  # picoseconds per second
 
-# Record kinds as the C++ side numbers them (csrc/runtime/HybridTimeline.h).
-OP, COPY, MARKER, WAIT, KERNEL = range(5)
-ASYNC_COPY = 4  # record flag (csrc/runtime/HybridTimeline.h kAsync): an asynchronous DMA
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +89,7 @@ class TimelineRecord:
 @dataclass(frozen=True, slots=True)
 class KernelLaunch:
     """What one kernel launch did, as its launcher counted it: the timeline prices it
-    (:meth:`interop.costing.Coster.kernel`) when the records are placed."""
+    (:meth:`interop.record_costs.RecordCoster.kernel`) when the records are placed."""
 
     name: str
     """``triton:<kernel>`` or ``inductor:<kernel>``."""
@@ -134,7 +131,7 @@ class Timeline:
         # The rack owns its timeline; references back are weak, so that a rack
         # nobody holds is freed at once, and with it its slot table.
         self._rack = weakref.ref(rack)
-        self.coster = Coster(weakref.proxy(rack))
+        self.coster = RecordCoster(weakref.proxy(rack))
         self.records: list[TimelineRecord] = []
         self.clocks: dict[tuple[int, int], int] = {}
         self.markers: dict[int, tuple[int, int, int]] = {}
@@ -182,6 +179,10 @@ class Timeline:
                 gc.enable()
 
     def _place(self, cols, arena, indices, launches) -> None:
+        from interop import _C  # the runtime numbers its record kinds and flags (csrc/model/HybridTimeline.h)
+
+        OP, COPY, MARKER, WAIT, KERNEL = (_C.RECORD_KINDS[k] for k in ("op", "copy", "marker", "wait", "kernel"))
+        CAUSAL, MEASURED, ASYNC = (_C.RECORD_FLAGS[f] for f in ("causal", "measured", "async"))
         kinds = cols["kind"]
         for i in indices:
             kind = kinds[i]
@@ -192,10 +193,11 @@ class Timeline:
                 outs, _ = _decode_shapes(arena, pos, cols["n_outputs"][i])
                 flags = cols["flags"][i]
                 self._place_op(slot, stream, self._name(cols["name"][i]), ins, outs, cols["dtype"][i],
-                               bool(flags & 1), cols["measured_s"][i] if flags & 2 else None, cols["value"][i])
+                               bool(flags & CAUSAL), cols["measured_s"][i] if flags & MEASURED else None,
+                               cols["value"][i])
             elif kind == COPY:
                 self._place_copy(slot, stream, cols["peer"][i], cols["peer_stream"][i], cols["value"][i],
-                                 cols["dtype"][i], bool(cols["flags"][i] & ASYNC_COPY))
+                                 cols["dtype"][i], bool(cols["flags"][i] & ASYNC))
             elif kind == KERNEL:
                 self._place_kernel(slot, stream, launches[cols["value"][i]])
             elif kind == MARKER:

@@ -5,7 +5,7 @@ Each process places the collective on its own timeline with every participant
 slot listed, so each rank's trace shows the collective with its peers.  The
 price depends only on the call's sizes and the group's slots: the rack's
 topology and the plan come from the collective layer's caches
-(``collectives.topology``, ``collectives.planner.cached_plan``), so a training
+(``collectives.topology``, ``collectives.algorithm_choice.cached_plan``), so a training
 loop repeating the same buckets prices each once.
 
 One modelled clock across processes: every rank runs its own slot, so a
@@ -24,7 +24,7 @@ from __future__ import annotations
 import threading
 
 from collectives import device_hooks as _device
-from collectives.planner import CollectiveEstimate, cached_plan, topology
+from collectives.algorithm_choice import CollectiveEstimate, cached_plan, topology
 
 _lock = threading.Lock()
 

@@ -10,9 +10,9 @@
 #include "runtime/HybridCpuRouting.h"
 #include "runtime/HybridGenerator.h"
 #include "runtime/HybridGuard.h"
-#include "runtime/HybridLedger.h"
+#include "model/HybridLedger.h"
 #include "runtime/HybridSlots.h"
-#include "runtime/HybridTimeline.h"
+#include "model/HybridTimeline.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>

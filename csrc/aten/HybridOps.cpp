@@ -4,7 +4,7 @@
 #include "aten/HybridFallback.h"
 #include "aten/native/Copy.h"
 #include "aten/native/Memory.h"
-#include "runtime/HybridLedger.h"
+#include "model/HybridLedger.h"
 
 #include <ATen/native/Resize.h>
 #include <ATen/ops/_reshape_alias_native.h>

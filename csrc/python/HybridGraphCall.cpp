@@ -3,7 +3,7 @@
 #include "aten/HybridAlias.h"
 #include "runtime/HybridCpuRouting.h"
 #include "runtime/HybridSlots.h"
-#include "runtime/HybridTimeline.h"
+#include "model/HybridTimeline.h"
 
 #include <c10/core/DeviceGuard.h>
 #include <torch/csrc/autograd/python_variable.h>

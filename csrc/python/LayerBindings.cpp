@@ -3,9 +3,9 @@
 
 #include "aten/HybridFidelity.h"
 #include "runtime/HybridHostAllocator.h"
-#include "runtime/HybridLedger.h"
+#include "model/HybridLedger.h"
 #include "runtime/HybridSlots.h"
-#include "runtime/HybridTimeline.h"
+#include "model/HybridTimeline.h"
 
 #include <torch/extension.h>
 

@@ -10,7 +10,7 @@
 #include "runtime/HybridGenerator.h"
 #include "runtime/HybridGuard.h"
 #include "runtime/HybridSlots.h"
-#include "runtime/HybridTimeline.h"
+#include "model/HybridTimeline.h"
 
 #include <torch/csrc/DynamicTypes.h>
 #include <torch/csrc/Generator.h>
@@ -159,6 +159,22 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   bind_fused_collectives(m);
 
   m.attr("MAX_SLOTS") = static_cast<int>(kMaxSlots);
+  {
+    // The record vocabulary of the timeline, exported so that Python never copies these numbers.
+    using timeline::RecordKind;
+    py::dict kinds;
+    kinds["op"] = static_cast<int>(RecordKind::Op);
+    kinds["copy"] = static_cast<int>(RecordKind::Copy);
+    kinds["marker"] = static_cast<int>(RecordKind::Marker);
+    kinds["wait"] = static_cast<int>(RecordKind::Wait);
+    kinds["kernel"] = static_cast<int>(RecordKind::Kernel);
+    m.attr("RECORD_KINDS") = kinds;
+    py::dict flags;
+    flags["causal"] = static_cast<int>(timeline::kCausal);
+    flags["measured"] = static_cast<int>(timeline::kMeasured);
+    flags["async"] = static_cast<int>(timeline::kAsync);
+    m.attr("RECORD_FLAGS") = flags;
+  }
 
   py::class_<SlotTable, SlotTablePtr>(m, "SlotTable",
       "The slots of one rack and their memory accounting (one per interop.Rack). It lives as long as its "

@@ -1,7 +1,7 @@
 #include "runtime/HybridGuard.h"
 
 #include "runtime/HybridSlots.h"
-#include "runtime/HybridTimeline.h"
+#include "model/HybridTimeline.h"
 
 #include <c10/util/Exception.h>
 

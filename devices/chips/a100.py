@@ -5,10 +5,15 @@ rate twice, dense and "with sparsity" (2:4 structured sparsity, twice the
 dense number); the sparse ones (624 BF16, 312 TF32, 1,248 INT8) are never
 used here.  The A100 has no FP8 or FP4 path: FP8 and FP4 data are costed at
 the BF16 rate by :meth:`devices.chip.Chip.peak_for`'s fallback rules.
+
+Capabilities: NVIDIA A100 SXM4 (Ampere, sm_80): no FP8 tensor cores, so torch._scaled_mm refuses float8.
 """
 
+from devices.capability import Capabilities, CudaIdentity
 from devices.chip import Chip
 from devices.figure import Figure
+from devices.chips import _cuda
+from devices.chips import _cuda_numerics as cn
 from devices.sources import A100_DATASHEET
 
 _SHEET = A100_DATASHEET.cite("A100 80GB SXM column")
@@ -39,4 +44,17 @@ CHIP = Chip(
     scale_up_fabric="nvlink3",
     power=Figure(400.0, "W", _SHEET, "secondary", "max TDP 400 W (SXM4)"),
     price_per_hour=None,  # no A100 instance price was read from a source; never invented.
+)
+
+
+CAPABILITIES = Capabilities(
+    kind="a100",
+    compute=_cuda.rules(CHIP),
+    cuda=CudaIdentity(
+        major=8, minor=0, multi_processor_count=108, l2_cache_size=40 * 2**20,
+        source=f"{_cuda.CC_TABLE}; NVIDIA A100 Tensor Core GPU architecture whitepaper (108 SMs, 40 MB L2)",
+        status="published"),
+    notes=(_cuda.TF32_NOTE,),
+    rounding=cn.ROUNDING_NEAREST_ONLY,
+    accumulation=cn.accumulation(fp8=False, block_scaled=False),
 )

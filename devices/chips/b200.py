@@ -1,7 +1,13 @@
-"""NVIDIA B200 (Blackwell) as in the HGX B200 8-GPU board, 1,000 W configuration."""
+"""NVIDIA B200 (Blackwell) as in the HGX B200 8-GPU board, 1,000 W configuration.
 
+Capabilities: NVIDIA B200 (Blackwell, sm_100): FP8 and NVFP4/MXFP4 tensor cores.
+"""
+
+from devices.capability import Capabilities, CudaIdentity
 from devices.chip import Chip
 from devices.figure import Figure
+from devices.chips import _cuda
+from devices.chips import _cuda_numerics as cn
 from devices.sources import HGX_B200_DATASHEET, VERDA_GB300, ZDSZERO_B200
 
 _SHEET = HGX_B200_DATASHEET.cite()
@@ -29,4 +35,18 @@ CHIP = Chip(
     scale_up_fabric="nvlink5",
     power=Figure(1000.0, "W", _SHEET, "published", "up to 1,000 W"),
     price_per_hour=None,  # no p6 (B200) on-demand price was found; never invented.
+)
+
+
+CAPABILITIES = Capabilities(
+    kind="b200",
+    compute=_cuda.rules(CHIP),
+    cuda=CudaIdentity(
+        major=10, minor=0, multi_processor_count=148, l2_cache_size=None,
+        source=f"{_cuda.CC_TABLE}; B200 18,944 CUDA cores at 128 per SM = 148 SMs (hmc-tech.com B200 listing, "
+               "secondary)", status="secondary", note="no L2 figure found; left unset"),
+    notes=(_cuda.TF32_NOTE,),
+    rounding=cn.ROUNDING_BLACKWELL,
+    block_formats=cn.BLACKWELL_BLOCK_FORMATS,
+    accumulation=cn.accumulation(fp8=True, block_scaled=True),
 )

@@ -7,10 +7,15 @@ the dense rate); the per-GPU dense figures here are the rack totals divided by
 72 GPUs and by 2 for sparsity, and each note shows the arithmetic.  The GB200
 GPU runs at up to 1,200 W where an HGX B200 runs at 1,000 W, so its rates are
 above :mod:`devices.chips.b200`'s.
+
+Capabilities: NVIDIA GB200 (one Blackwell GPU of a Grace Blackwell superchip, sm_100): as the B200.
 """
 
+from devices.capability import Capabilities, CudaIdentity
 from devices.chip import Chip
 from devices.figure import Figure
+from devices.chips import _cuda
+from devices.chips import _cuda_numerics as cn
 from devices.sources import GB200_NVL72_PAGE, KLOCKWOOD_B200, VERDA_GB300
 
 _PAGE = GB200_NVL72_PAGE.cite("per-rack totals")
@@ -54,4 +59,18 @@ CHIP = Chip(
     power=Figure(1200.0, "W", f"{_KLOCK}; {_VERDA}", "secondary",
                  "1,200 W per GPU (NVIDIA publishes no per-GPU TDP for GB200; both third parties give 1.2 kW)"),
     price_per_hour=None,  # no GB200 price was read from a source; never invented.
+)
+
+
+CAPABILITIES = Capabilities(
+    kind="gb200",
+    compute=_cuda.rules(CHIP),
+    cuda=CudaIdentity(
+        major=10, minor=0, multi_processor_count=148, l2_cache_size=None,
+        source=f"{_cuda.CC_TABLE}; GB200 superchip listing of 2 x 18,944 CUDA cores (hmc-tech.com, secondary)",
+        status="assumption", note="per-GPU SM count taken as the B200's 148; no GB200-specific figure found"),
+    notes=(_cuda.TF32_NOTE,),
+    rounding=cn.ROUNDING_BLACKWELL,
+    block_formats=cn.BLACKWELL_BLOCK_FORMATS,
+    accumulation=cn.accumulation(fp8=True, block_scaled=True),
 )

@@ -1,7 +1,13 @@
-"""NVIDIA GB300 (Blackwell Ultra), one GPU of a GB300 NVL72 rack."""
+"""NVIDIA GB300 (Blackwell Ultra), one GPU of a GB300 NVL72 rack.
 
+Capabilities: NVIDIA GB300 (Blackwell Ultra, sm_103): FP8/NVFP4 tensor cores; FP64 and INT8 cut to a trickle.
+"""
+
+from devices.capability import Capabilities, CudaIdentity
 from devices.chip import Chip
 from devices.figure import Figure
+from devices.chips import _cuda
+from devices.chips import _cuda_numerics as cn
 from devices.sources import GB300_NVL72_PAGE, KLOCKWOOD_B300, VERDA_GB300
 
 _VENDOR = GB300_NVL72_PAGE.cite("per-GPU figures")
@@ -33,4 +39,20 @@ CHIP = Chip(
     scale_up_fabric="nvlink5",
     power=Figure(1400.0, "W", _VENDOR, "secondary", "1,400 W max TDP per GPU"),
     price_per_hour=None,  # no GB300 price was found; never invented.
+)
+
+
+CAPABILITIES = Capabilities(
+    kind="gb300",
+    compute=_cuda.rules(CHIP),
+    cuda=CudaIdentity(
+        major=10, minor=3, multi_processor_count=160, l2_cache_size=None,
+        source="NVIDIA technical blog 'Inside NVIDIA Blackwell Ultra' (160 SMs); datacrunch.io B300 vs B200 "
+               "comparison ('B300 is SM103')", status="secondary", note="no L2 figure found; left unset"),
+    notes=(_cuda.TF32_NOTE,
+           "float64 runs but at 1.25 TFLOPS (Blackwell Ultra has essentially no FP64) and int8 GEMMs at 0.165 POPS: "
+           "see the catalogue's peak figures"),
+    rounding=cn.ROUNDING_BLACKWELL,
+    block_formats=cn.BLACKWELL_BLOCK_FORMATS,
+    accumulation=cn.accumulation(fp8=True, block_scaled=True),
 )

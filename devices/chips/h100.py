@@ -1,7 +1,13 @@
-"""NVIDIA H100 SXM5 (Hopper), as in an HGX H100 8-GPU node (p5.48xlarge)."""
+"""NVIDIA H100 SXM5 (Hopper), as in an HGX H100 8-GPU node (p5.48xlarge).
 
+Capabilities: NVIDIA H100 SXM5 (Hopper, sm_90): dtypes per op class under PyTorch on CUDA.
+"""
+
+from devices.capability import Capabilities, CudaIdentity
 from devices.chip import Chip
 from devices.figure import Figure
+from devices.chips import _cuda
+from devices.chips import _cuda_numerics as cn
 from devices.sources import EC2_PRICING, H100_DATASHEET, HPCTECH_H100, KLOCKWOOD_H100
 
 _SHEET = H100_DATASHEET.cite("H100 SXM")
@@ -35,4 +41,17 @@ CHIP = Chip(
         "secondary",
         "$98.32/h / 8 = $12.29/h per GPU, before the mid-2025 price cut ('up to 45 %'); "
         "capacity blocks were $39.33/h per instance; a default the user can override"),
+)
+
+
+CAPABILITIES = Capabilities(
+    kind="h100",
+    compute=_cuda.rules(CHIP),
+    cuda=CudaIdentity(
+        major=9, minor=0, multi_processor_count=132, l2_cache_size=50 * 2**20,
+        source=f"{_cuda.CC_TABLE}; NVIDIA H100 Tensor Core GPU architecture whitepaper (H100 SXM5: 132 SMs, "
+               "50 MB L2)", status="published"),
+    notes=(_cuda.TF32_NOTE,),
+    rounding=cn.ROUNDING_NEAREST_ONLY,
+    accumulation=cn.accumulation(fp8=True, block_scaled=False),
 )

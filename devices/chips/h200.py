@@ -4,11 +4,16 @@ The H200 is the H100's GH100 silicon with more and faster memory: its compute
 rates, NVLink 4 port and 700 W envelope are the H100's, so they are derived
 from :mod:`devices.chips.h100` (factor 1, each citing both datasheets) rather
 than restated; only the memory figures are its own.
+
+Capabilities: NVIDIA H200 SXM (Hopper, sm_90): the H100's GH100 die with more HBM; same dtypes per op class.
 """
 
+from devices.capability import Capabilities, CudaIdentity
 from devices.chip import Chip
-from devices.chips.h100 import CHIP as _H100
 from devices.figure import Figure
+from devices.chips import _cuda
+from devices.chips import _cuda_numerics as cn
+from devices.chips.h100 import CHIP as _H100
 from devices.sources import H200_DATASHEET
 
 _SHEET = H200_DATASHEET.cite("H200 SXM")
@@ -32,4 +37,17 @@ CHIP = Chip(
     scale_up_fabric=_H100.scale_up_fabric,
     power=_same(_H100.power),
     price_per_hour=None,  # no H200 instance price was read from a source; never invented.
+)
+
+
+CAPABILITIES = Capabilities(
+    kind="h200",
+    compute=_cuda.rules(CHIP),
+    cuda=CudaIdentity(
+        major=9, minor=0, multi_processor_count=132, l2_cache_size=50 * 2**20,
+        source=f"{_cuda.CC_TABLE}; NVIDIA H200 datasheet (same Hopper GH100 compute as H100 SXM5: 132 SMs, 50 MB L2)",
+        status="secondary", note="SM count and L2 taken from the H100 SXM5, whose GH100 die the H200 shares"),
+    notes=(_cuda.TF32_NOTE,),
+    rounding=cn.ROUNDING_NEAREST_ONLY,
+    accumulation=cn.accumulation(fp8=True, block_scaled=False),
 )

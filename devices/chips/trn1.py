@@ -1,7 +1,13 @@
-"""AWS Trainium (first generation), the chip of trn1.32xlarge."""
+"""AWS Trainium (first generation), the chip of trn1.32xlarge.
 
+Capabilities: AWS Trainium (Trn1, NeuronCore-v2): dtypes per op class under the Neuron stack.
+"""
+
+from devices.capability import Capabilities, CudaIdentity
 from devices.chip import Chip
 from devices.figure import Figure
+from devices.chips import _neuron as n
+from devices.chips import _neuron_numerics as nn
 from devices.sources import EC2_PRICING, TRAINIUM_DOCS, TRN1_ARCH
 
 _DOCS = TRAINIUM_DOCS.cite()
@@ -30,4 +36,24 @@ CHIP = Chip(
     price_per_hour=Figure(
         21.50 / 16, "USD/h", EC2_PRICING.cite("trn1.32xlarge $21.50/h"), "secondary",
         "$21.50/h per instance of 16 chips -> $1.34375/h per chip; a default the user can override"),
+)
+
+
+CAPABILITIES = Capabilities(
+    kind="trn1",
+    compute=(
+        n.COMPLEX_REFUSED, n.FLOAT64_REFUSED, n.FNUZ_REFUSED, n.E4M3FN_REFUSED, n.E8M0_REFUSED, n.FLOAT4_REFUSED,
+        n.SCALED_FP8_UNDOCUMENTED, n.INT_GEMM_WIDE_REFUSED, n.INT_GEMM_NARROW_CONVERTED, n.INT_SCALED_REFUSED,
+        n.INT64_CONVERTED, n.FLOAT_NATIVE, n.fp8_native(("float8_e5m2",), n.DATA_TYPES), n.NARROW_INT_NATIVE,
+    ),
+    cuda=CudaIdentity(
+        major=8, minor=0, multi_processor_count=2, l2_cache_size=None,
+        source=f"{n.DATA_TYPES}; AWS Neuron docs, Trainium architecture (2 NeuronCore-v2 per chip)",
+        status="assumption",
+        note="a documented answer, not a GPU's: (8, 0) is the capability whose feature gates libraries check "
+             "(BF16, TF32) the chip meets without meeting the next one (float8_e4m3fn GEMMs, sm_89); "
+             "multi_processor_count is NeuronCores per chip"),
+    notes=(n.FP32_MATMUL_NOTE,),
+    rounding=nn.rounding(fp8=("float8_e5m2",)),
+    accumulation=(nn.accumulate_fp32(("float8_e5m2",)), nn.ACCUMULATE_FP32_INPUTS),
 )

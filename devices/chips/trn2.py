@@ -1,7 +1,13 @@
-"""AWS Trainium2, the chip of trn2.48xlarge and the Trn2 UltraServer."""
+"""AWS Trainium2, the chip of trn2.48xlarge and the Trn2 UltraServer.
 
+Capabilities: AWS Trainium2 (Trn2, NeuronCore-v3): dtypes per op class under the Neuron stack.
+"""
+
+from devices.capability import Capabilities, CudaIdentity
 from devices.chip import Chip
 from devices.figure import Figure
+from devices.chips import _neuron as n
+from devices.chips import _neuron_numerics as nn
 from devices.sources import TRAINIUM2_DOCS
 
 _DOCS = TRAINIUM2_DOCS.cite()
@@ -29,4 +35,24 @@ CHIP = Chip(
     scale_up_fabric="neuronlink-v3",
     power=None,
     price_per_hour=None,  # no trn2 on-demand price was found; never invented.
+)
+
+
+CAPABILITIES = Capabilities(
+    kind="trn2",
+    compute=(
+        n.COMPLEX_REFUSED, n.FLOAT64_REFUSED, n.FNUZ_REFUSED, n.E4M3FN_REFUSED, n.E8M0_REFUSED, n.FLOAT4_REFUSED,
+        n.SCALED_FP8_UNDOCUMENTED, n.INT_GEMM_WIDE_REFUSED, n.INT_GEMM_NARROW_CONVERTED, n.INT_SCALED_REFUSED,
+        n.INT64_CONVERTED, n.FLOAT_NATIVE, n.fp8_native(("float8_e5m2",), n.NC_V3), n.NARROW_INT_NATIVE,
+    ),
+    cuda=CudaIdentity(
+        major=8, minor=0, multi_processor_count=8, l2_cache_size=None,
+        source=f"{n.NC_V3}; AWS Neuron docs, Trainium2 architecture (8 NeuronCore-v3 per chip)",
+        status="assumption",
+        note="a documented answer, not a GPU's: (8, 0) is the capability whose feature gates libraries check "
+             "(BF16, TF32) the chip meets without meeting the next one (float8_e4m3fn GEMMs, sm_89: Trn2 "
+             "refuses F8E4M3FN); multi_processor_count is NeuronCores per chip"),
+    notes=(n.FP32_MATMUL_NOTE,),
+    rounding=nn.rounding(fp8=("float8_e5m2",)),
+    accumulation=(nn.accumulate_fp32(("float8_e5m2",)), nn.ACCUMULATE_FP32_INPUTS),
 )

@@ -7,11 +7,16 @@ numbers below apply those multipliers to :mod:`devices.chips.trn3`; rates
 with no announced multiplier (BF16, FP16, FP32) take the FP8 one, an
 assumption stated in each note.  The multipliers are lower bounds ("at
 least"), so these figures are too.
+
+Capabilities: AWS Trainium4 (announced, not shipping): assumed to compute in what Trainium3 does (every rule projected).
 """
 
+from dataclasses import replace
+
+from devices.capability import Capabilities
 from devices.chip import Chip
-from devices.chips.trn3 import CHIP as _TRN3
 from devices.figure import Figure
+from devices.chips import trn3 as _trn3
 from devices.sources import NVLINK_PAGE, TRAINIUM3_ANNOUNCEMENT
 
 _ANNOUNCED = TRAINIUM3_ANNOUNCEMENT.cite("Trainium4: relative multipliers over Trainium3")
@@ -33,15 +38,15 @@ CHIP = Chip(
     vendor="aws",
     family="trainium",
     peak={
-        "bfloat16": _assumed(_TRN3.peak["bfloat16"], "BF16"),
-        "float16": _assumed(_TRN3.peak["float16"], "FP16"),
-        "float8": _times(_TRN3.peak["float8"], 3.0, "MXFP8 (announced: >= 3x FP8)"),
-        "float4": _times(_TRN3.peak["float4"], 6.0, "MXFP4 (announced: >= 6x FP4)"),
-        "float32": _assumed(_TRN3.peak["float32"], "FP32"),
+        "bfloat16": _assumed(_trn3.CHIP.peak["bfloat16"], "BF16"),
+        "float16": _assumed(_trn3.CHIP.peak["float16"], "FP16"),
+        "float8": _times(_trn3.CHIP.peak["float8"], 3.0, "MXFP8 (announced: >= 3x FP8)"),
+        "float4": _times(_trn3.CHIP.peak["float4"], 6.0, "MXFP4 (announced: >= 6x FP4)"),
+        "float32": _assumed(_trn3.CHIP.peak["float32"], "FP32"),
     },
-    hbm_capacity=_TRN3.hbm_capacity.derive(
+    hbm_capacity=_trn3.CHIP.hbm_capacity.derive(
         2.0, "derived: 2x Trn3 144 GiB = 288 GiB; the 2x is NOT confirmed", source=_ANNOUNCED),
-    hbm_bandwidth=_times(_TRN3.hbm_bandwidth, 4.0, "HBM bandwidth (announced: 4x)"),
+    hbm_bandwidth=_times(_trn3.CHIP.hbm_bandwidth, 4.0, "HBM bandwidth (announced: 4x)"),
     scale_up_bandwidth=Figure(
         1.8e12, "B/s", NVLINK_PAGE.cite("sixth-generation NVLink (Rubin) 3.6 TB/s per GPU"), "projected",
         "assumed NVLink 6 class for Trn4's NVLink Fusion port: 3.6 TB/s bidirectional per chip -> "
@@ -49,4 +54,25 @@ CHIP = Chip(
     scale_up_fabric="nvlink-fusion",
     power=None,
     price_per_hour=None,
+)
+
+
+_BASIS = "projected from Trainium3: no Trainium4 data-type documentation exists yet"
+
+
+def _projected(entry):
+    return replace(entry, status="projected" if entry.status != "assumption" else "assumption",
+                   source=f"{entry.source} ({_BASIS})")
+
+
+CAPABILITIES = Capabilities(
+    kind="trn4",
+    compute=tuple(replace(rule, status="projected" if rule.status != "assumption" else "assumption",
+                          source=f"{rule.source} ({_BASIS})") for rule in _trn3.CAPABILITIES.compute),
+    cuda=replace(_trn3.CAPABILITIES.cuda, status="assumption",
+                 note=f"{_trn3.CAPABILITIES.cuda.note}; {_BASIS}, NeuronCores per chip assumed equal to Trn3's"),
+    notes=_trn3.CAPABILITIES.notes,
+    rounding=replace(_trn3.CAPABILITIES.rounding, status="projected", source=f"{_trn3.CAPABILITIES.rounding.source} ({_BASIS})"),
+    block_formats=tuple(_projected(entry) for entry in _trn3.CAPABILITIES.block_formats),
+    accumulation=tuple(_projected(entry) for entry in _trn3.CAPABILITIES.accumulation),
 )

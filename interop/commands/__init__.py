@@ -1,19 +1,7 @@
-"""Subcommands of the ``hybrid`` command line, one module each.
+"""What the device-side subcommands of ``hybrid`` do (the command line itself is :mod:`hybrid_cli`).
 
-The file name is the registry: every module ``cmd_<name>.py`` here defines
-``NAME`` (the subcommand), ``HELP`` (one line), ``ORDER`` (its place in ``hybrid --help``),
-``add_arguments(parser)`` and ``main(args) -> int`` (the exit status). Adding a
-subcommand is adding a file.
+* :mod:`interop.commands.demo` (with :mod:`~interop.commands.demo_compile`): ``hybrid demo``;
+* :mod:`interop.commands.bench_ops`: ``hybrid bench ops`` (modelled op sweeps across kinds);
+* :mod:`interop.commands.collective_tools`: ``hybrid bench collectives`` and
+  ``hybrid check collectives`` (nccl-tests on the rack).
 """
-
-from __future__ import annotations
-
-import importlib
-import pkgutil
-
-
-def discover() -> list:
-    """Every subcommand module, in ``ORDER``."""
-    modules = [importlib.import_module(f"{__name__}.{info.name}")
-               for info in pkgutil.iter_modules(__path__) if info.name.startswith("cmd_")]
-    return sorted(modules, key=lambda m: (m.ORDER, m.NAME))

@@ -78,7 +78,7 @@ def empty_cache() -> None:
 
 def memory_summary(device=None, abbreviated: bool = False) -> str:
     """A short human-readable table of a slot's memory counters."""
-    from interop.fmt import format_bytes
+    from devices.units import format_bytes
 
     idx = slot_index(device)
     rack = _rack()

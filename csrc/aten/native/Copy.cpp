@@ -4,7 +4,7 @@
 #include "runtime/HybridCpuRouting.h"
 #include "runtime/HybridHostAllocator.h"
 #include "runtime/HybridSlots.h"
-#include "runtime/HybridTimeline.h"
+#include "model/HybridTimeline.h"
 
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <c10/core/DeviceGuard.h>

@@ -1,0 +1,99 @@
+"""``hybrid whatif``: a training step of a model on a rack that may exist only on paper (every figure modelled).
+
+    hybrid whatif --model llama3-70b --rack trn3-ultraserver*64 --tp 8 --pp 4 --gbs 1024 --seq 8192 --dtype fp8
+    hybrid whatif --model llama3.1-405b --rack trn3-ultraserver*7282 --search
+    hybrid whatif --model llama3.1-405b --compare trn3-ultraserver*7282 gb300-nvl72*14563
+"""
+
+from __future__ import annotations
+
+import sys
+
+NAME = "whatif"
+HELP = "model a training step of a model on a rack (modelled: time, memory, energy, cost, breakdown)"
+REQUIRES = ("transformers",)
+ORDER = 60
+
+DEFAULT_BATCH_TOKENS = 16 * 2**20
+"""Tokens per step when --gbs is not given: Llama 3 405B's 16M-token batch (The Llama 3 Herd of Models, 3.4.1)."""
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--model", required=True, help="a preset (llama3-8b, llama3-70b, llama3.1-405b, "
+                        "mixtral-8x7b) or a transformers causal-LM model type (llama, gpt2, mixtral, ...)")
+    parser.add_argument("--rack", default=None, help="a rack preset or spec, e.g. h100-node*128, "
+                        "trn3-ultraserver*64, 'h100:1024'")
+    parser.add_argument("--compare", nargs="+", metavar="RACK", default=None,
+                        help="model the step on several racks and print them side by side")
+    for dim, text in (("tp", "tensor parallel"), ("pp", "pipeline stages"), ("cp", "context parallel"),
+                      ("ep", "expert parallel"), ("vp", "virtual pipeline chunks per stage"),
+                      ("dp", "data-parallel replicas (default: the chips left over)")):
+        parser.add_argument(f"--{dim}", type=int, default=None, help=text)
+    parser.add_argument("--fsdp", action="store_true", help="shard like FSDP / ZeRO-3")
+    parser.add_argument("--zero", type=int, choices=[0, 1, 2, 3], default=None, help="ZeRO stage (default 1)")
+    parser.add_argument("--mbs", "--microbatch", dest="microbatch", type=int, default=None,
+                        help="samples per microbatch per replica")
+    parser.add_argument("--gbs", "--global-batch", dest="gbs", type=int, default=None,
+                        help="samples per step (default: 16M tokens, Llama 3 405B's batch: 2,048 x 8,192)")
+    parser.add_argument("--seq", type=int, default=8192, help="tokens per sample")
+    parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "fp8"])
+    parser.add_argument("--recompute", default="auto", help="none, selective, full, full:K or auto")
+    parser.add_argument("--optimizer", default="adamw", choices=["adamw", "adam", "sgd"])
+    parser.add_argument("--search", action="store_true", help="find the fastest configuration that fits")
+    parser.add_argument("--plot", default=None, metavar="PATH", help="draw one step per stage (PNG)")
+    parser.add_argument("--goodput", action="store_true",
+                        help="expected goodput under the default failure model (and from 16K to 1M chips)")
+
+
+def _parallel(args) -> dict | None:
+    out = {}
+    for key in ("tp", "pp", "cp", "ep", "vp", "dp", "zero", "microbatch"):
+        value = getattr(args, key)
+        if value is not None:
+            out[key] = value
+    if args.fsdp:
+        out["fsdp"] = True
+    return out or None
+
+
+def main(args) -> int:
+    from planner import whatif
+    from planner.report import compare_table
+
+    racks = args.compare or ([args.rack] if args.rack else None)
+    if not racks:
+        raise ValueError("--rack or --compare: name at least one rack (a preset or a spec such as 'h100:1024')")
+    if args.search and _parallel(args):
+        raise ValueError("--search chooses tp/pp/cp/ep/vp/dp/fsdp/zero/mbs itself; drop those options")
+    parallel = "search" if args.search else _parallel(args)
+    gbs = args.gbs or max(1, DEFAULT_BATCH_TOKENS // args.seq)
+    estimates, failures = [], []
+    for rack in racks:
+        try:
+            estimates.append(whatif(args.model, rack, parallel=parallel, global_batch=gbs, seq_len=args.seq,
+                                    dtype=args.dtype, recompute=args.recompute, optimizer=args.optimizer))
+        except ValueError as error:
+            if len(racks) == 1:
+                raise
+            failures.append(f"{rack}: {error}")
+    print(f"hybrid whatif: {args.model}, global batch {gbs:,} x {args.seq:,} tokens, {args.dtype} "
+          f"(all figures modelled; projected chips marked)")
+    if len(estimates) == 1:
+        print(estimates[0])
+    elif estimates:
+        print(compare_table(estimates))
+    for line in failures:
+        print(f"error: {line}", file=sys.stderr)
+    if args.goodput:
+        from planner.goodput import FailureModel, scaling_table
+
+        for est in estimates:
+            print()
+            print(est.goodput(FailureModel()).describe())
+            print(scaling_table(est))
+    if args.plot and estimates:
+        from planner.plot import plot_step
+
+        path = plot_step(estimates[0], args.plot)
+        print(f"plot: {path}")
+    return 0 if estimates and all(e.fits for e in estimates) and not failures else 1

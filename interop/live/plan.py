@@ -1,0 +1,300 @@
+"""``interop.plan``: partition one model across a heterogeneous rack, and the :class:`Plan` it returns.
+
+The model is cut into blocks from its own structure (:mod:`~interop.live.cut`),
+the plan search (:mod:`~planner.plan_search`) places the blocks on the rack's
+slots, and the step model (:func:`~planner.step_model`) predicts the step.
+:meth:`Plan.apply` runs the plan in this process (:mod:`~interop.live.runner`);
+:meth:`Plan.baselines` compares it with every homogeneous sub-rack, the uniform split
+and an ideal homogeneous rack of equal peak FLOPs (:mod:`~interop.live.baselines`);
+:meth:`Plan.table`, :meth:`Plan.to_json` and :meth:`Plan.gantt` show it
+(:mod:`~interop.live.plan_presentation`). Every time is modelled. This module holds
+the entry point, its validation and the :class:`Plan` itself.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import devices
+from interop.live.baselines import Baselines, baselines
+from interop.live.plan_presentation import plan_gantt, plan_json, plan_table
+from planner.layout import Layout
+from planner.plan_search import OBJECTIVES, Problem, SearchStats, search
+from planner.step import OPTIMIZERS, StepResult
+
+SCHEDULE_CHOICES = ("auto", "gpipe", "1f1b", "interleaved")
+RECOMPUTE_CHOICES = ("auto", "none")
+"""A live plan runs blocks whole (no activation recompute): ``auto`` means none."""
+
+
+@dataclass(frozen=True, slots=True)
+class Prediction:
+    """The modelled step of a plan (a view of the step model's :class:`~planner.StepResult`)."""
+
+    seconds: float
+    """Modelled seconds of one training step."""
+    busy: dict[int, float]
+    """Per slot: modelled seconds computing or in its own communication."""
+    idle: dict[int, float]
+    """Per slot: modelled seconds waiting on other stages (pipeline bubble)."""
+    exposed: dict[str, float]
+    """Exposed communication on the critical stage, by kind (tp, cp, ep, dp, pp), modelled seconds."""
+    peak_bytes: dict[int, int]
+    """Per slot: modelled peak memory (weights, gradients, optimizer state, activations in flight)."""
+    breakdown: dict[str, float]
+    """compute, exposed communication, bubble and optimizer of the critical stage; they add up to seconds."""
+    result: StepResult
+    modelled: bool = True
+
+    @classmethod
+    def of(cls, result: StepResult) -> Prediction:
+        busy, idle, peak = {}, {}, {}
+        for st in result.stages:
+            for s in st.slots:
+                busy[s] = st.busy
+                idle[s] = st.idle
+                peak[s] = st.memory.total
+        return cls(result.seconds, busy, idle, dict(result.exposed), peak, result.breakdown, result)
+
+
+@dataclass(slots=True)
+class Plan:
+    """A placement of a model's blocks on a rack's slots, with its modelled step.
+
+    ``stages``: the step model's per-stage results (block ranges per chunk, kind, slots, tp/dp degree,
+    per-replica microbatch, modelled times and memory); ``predicted``: the modelled step.
+    """
+
+    blocks: Any
+    layout: Layout
+    predicted: Prediction
+    rack: Any
+    """The :class:`devices.RackSpec` planned on."""
+    objective: str
+    optimizer: str
+    problem: Problem
+    stats: SearchStats
+    live: bool
+    """True when the rack can be installed in this process (the plan can :meth:`apply`)."""
+    rack_object: Any = None
+    _baselines: Baselines | None = field(default=None, repr=False)
+
+    @property
+    def stages(self):
+        return self.predicted.result.stages
+
+    @property
+    def schedule(self) -> str:
+        return self.layout.schedule
+
+    @property
+    def microbatches(self) -> int:
+        return self.layout.microbatches
+
+    @property
+    def global_batch(self) -> int:
+        return self.layout.global_batch
+
+    # -- reports ----------------------------------------------------------------------------
+
+    def table(self) -> str:
+        """The plan as a printed table (every time and byte modelled; * = projected chip)."""
+        return plan_table(self)
+
+    def to_json(self) -> str:
+        """The plan as JSON: stages, schedule, batch split, the modelled step and per-slot figures."""
+        return plan_json(self)
+
+    def gantt(self, path: str | os.PathLike) -> str:
+        """A one-page PNG of the modelled step: stages x microbatches (forward, backward), the data-parallel
+        reduction and optimizer after them, idle time as bubble."""
+        return plan_gantt(self, path)
+
+    # -- alternatives -------------------------------------------------------------------------
+
+    def baselines(self) -> Baselines:
+        """Modelled: every homogeneous sub-rack (the best plan on one kind's slots), the uniform split (this
+        plan's stages with the blocks divided evenly), and an ideal homogeneous rack of equal peak FLOPs
+        (:mod:`interop.live.baselines`; computed once)."""
+        if self._baselines is None:
+            self._baselines = baselines(self)
+        return self._baselines
+
+    def with_layout(self, layout: Layout) -> Plan:
+        """The same model, rack and step with another layout (stages, schedule, microbatches) instead of the
+        searched one: its prediction, table, baselines, :meth:`apply` and :meth:`distribute` (no search)."""
+        if not isinstance(layout, Layout):
+            raise TypeError(f"layout: expected an planner.layout.Layout, got {type(layout).__name__}")
+        if layout.global_batch != self.global_batch:
+            raise ValueError(f"layout: a global batch of {layout.global_batch} rows; this plan's step takes "
+                             f"{self.global_batch}")
+        layout.validate(len(self.blocks), len(self.rack))
+        result = self.problem.evaluate(layout)
+        return Plan(self.blocks, layout, Prediction.of(result), self.rack, self.objective, self.optimizer,
+                    self.problem, SearchStats(candidates=1, evaluated=1, exact=False), self.live, self.rack_object)
+
+    # -- running ---------------------------------------------------------------------------------
+
+    def apply(self, model, optimizer: Callable | None = None):
+        """Run the plan in this process: returns a :class:`~interop.live.runner.PlanRunner` whose
+        ``step(inputs, targets, loss_fn)`` trains one global batch. ``optimizer(params)`` builds each
+        replica's optimizer (default: the planned one, torch's fused kernel, lr 1e-3)."""
+        import interop
+        from interop.live.runner import PlanRunner
+
+        if not self.live:
+            raise RuntimeError(f"the plan is for rack {self.rack.name!r} ({len(self.rack)} slots), which cannot be "
+                               f"installed in this process (more slots than a live rack holds); it is plan-only")
+        if self.rack_object is not None and interop.current_rack() is not self.rack_object:
+            interop.set_rack(self.rack_object)
+        return PlanRunner(self.layout, self.blocks, model, optimizer or default_optimizer(self.optimizer))
+
+
+    def distribute(self, model, optimizer: Callable | None = None):
+        """This rank's part of the plan across processes (call on every rank of a torchrun job on the "hybrid"
+        backend, one rank per slot): a :class:`~interop.live.distributed.DistributedPlanRunner` built on
+        torch.distributed.pipelining, FSDP2 (data parallelism) and parallelize_module/DTensor (tensor
+        parallelism); its ``last_step.modelled_seconds`` is the step on the one modelled clock all ranks share.
+        A plan the export does not run (replica counts or tensor-parallel degrees that differ between stages, a
+        stage with both tensor and data parallelism) is refused with a message naming it
+        (:func:`~interop.live.distributed.exportable`); :meth:`apply` runs every plan."""
+        from interop.live.distributed import DistributedPlanRunner
+
+        return DistributedPlanRunner(self.layout, self.blocks, model, optimizer or default_optimizer(self.optimizer))
+
+
+def default_optimizer(name: str) -> Callable:
+    """The planned optimizer as torch builds it: the fused kernel (one launch per replica, as planned)."""
+    import torch
+
+    if name == "sgd":
+        return lambda params: torch.optim.SGD(params, lr=1e-3, momentum=0.9, fused=True)
+    if name == "adam":
+        return lambda params: torch.optim.Adam(params, lr=1e-3, fused=True)
+    return lambda params: torch.optim.AdamW(params, lr=1e-3, fused=True)
+
+
+# -- the entry point --------------------------------------------------------------------------------
+
+
+def plan(model, example_inputs, rack=None, *, slots=None, objective: str = "time", global_batch: int | None = None,
+         microbatches: int | None = None, schedule: str = "auto", optimizer: str = "adamw", recompute: str = "auto",
+         max_seconds: float | None = None, split_spec: dict | None = None, loss_fn: Callable | None = None,
+         example_targets=None) -> Plan:
+    """Partition ``model`` across ``rack`` (see the module doc).
+
+    ``example_inputs``: the model's positional inputs for one global batch (dimension 0 is the batch);
+    ``rack``: a live :class:`interop.Rack`, a spec string or a preset (None: the current rack); a spec too
+    large for a live rack is planned without being installed (the plan cannot ``apply``). ``slots``: the
+    slot indices the plan may use (default: all). ``objective``: ``time`` (seconds per step), ``cost``
+    (dollars per step, from the catalogue's prices) or ``energy`` (joules per step: power x step time of
+    every slot used). ``global_batch``: rows per step (default: the example's). ``microbatches`` /
+    ``schedule``: fixed, or searched (None / ``"auto"``). ``optimizer``: ``adamw``, ``adam`` or ``sgd``
+    (optimizer state in memory, the fused kernel's time). ``recompute``: ``auto`` or ``none`` (a live plan
+    runs blocks whole). ``max_seconds``: a wall-time budget for the search. ``split_spec``: the pipelining
+    API's split points where the model's structure gives none; ``loss_fn(outputs, targets)`` and
+    ``example_targets``: the loss the last block is costed with (default: cross-entropy over the last
+    dimension).
+    """
+    import interop
+    from interop.live.cut import cut
+
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective: expected one of {', '.join(OBJECTIVES)}, got {objective!r}")
+    if schedule not in SCHEDULE_CHOICES:
+        raise ValueError(f"schedule: expected one of {', '.join(SCHEDULE_CHOICES)}, got {schedule!r}")
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"optimizer: expected one of {', '.join(OPTIMIZERS)}, got {optimizer!r}")
+    if recompute not in RECOMPUTE_CHOICES:
+        raise ValueError(f"recompute: a live plan runs its blocks whole; expected one of "
+                         f"{', '.join(RECOMPUTE_CHOICES)}, got {recompute!r}")
+    rack_object, spec, live = _resolve_rack(rack)
+    n_slots = len(spec)
+    if slots is None:
+        chosen = tuple(range(n_slots))
+    else:
+        chosen = tuple(int(s) for s in slots)
+        bad = [s for s in chosen if not 0 <= s < n_slots]
+        if bad or not chosen or len(set(chosen)) != len(chosen):
+            listing = ", ".join(f"{s.index} ({s.kind})" for s in spec.iter_slots()) if n_slots <= 64 else \
+                f"0..{n_slots - 1}"
+            raise ValueError(f"slots: {list(chosen) if not bad else bad} "
+                             f"{'not on' if bad else 'is not a list of distinct slots of'} rack {spec.name!r}; "
+                             f"its slots are {listing}")
+    args = example_inputs if isinstance(example_inputs, tuple) else (example_inputs,)
+    blocks = cut(model, args, split_spec=split_spec, loss_fn=loss_fn)
+    if example_targets is not None:
+        blocks.example_targets = example_targets
+    batch = blocks.example_batch
+    global_batch = global_batch or batch
+    if global_batch < 1:
+        raise ValueError(f"global_batch: expected a positive number of rows, got {global_batch}")
+    seq_len = _seq_len(args)
+    if microbatches is not None:
+        if microbatches < 1 or global_batch % microbatches:
+            raise ValueError(f"microbatches: {microbatches} does not divide the global batch ({global_batch})")
+        counts = (microbatches,)
+    else:
+        counts = ()
+    schedules = ("1f1b", "gpipe", "interleaved") if schedule == "auto" else (schedule,)
+    dtype = _param_dtype(model)
+    from planner.plan_search import GroupPricer
+
+    # One transfer model (collectives.transfer) prices the runner's copies on the timeline and the step
+    # model's pipeline hops alike.
+    pricer = GroupPricer(spec)
+    problem = Problem(blocks, spec, chosen, global_batch, seq_len, objective=objective, schedules=schedules,
+                      microbatches=counts, optimizer=optimizer, recompute="none", calibrated=False,
+                      master_weights=False, state_bytes=STATE_TENSORS[optimizer] * dtype.itemsize,
+                      grad_dtype=devices.dtype_name(dtype), max_seconds=max_seconds, pricer=pricer)
+    layout, result, stats = search(problem)
+    return Plan(blocks, layout, Prediction.of(result), spec, objective, optimizer, problem, stats, live,
+                rack_object)
+
+
+STATE_TENSORS = {"adamw": 2, "adam": 2, "sgd": 1}
+"""Optimizer state tensors per parameter in torch (exp_avg and exp_avg_sq; the momentum buffer), each in the
+parameter's dtype; torch keeps no separate master copy."""
+
+
+def _param_dtype(model):
+    import torch
+
+    dtypes = {p.dtype for p in model.parameters() if p.requires_grad}
+    if len(dtypes) > 1:
+        raise ValueError(f"model: its parameters mix dtypes {sorted(map(str, dtypes))}; the plan's runner keeps one "
+                         "gradient buffer per replica (cast the model to one dtype)")
+    dtype = dtypes.pop() if dtypes else torch.float32
+    if devices.dtype_name(dtype) not in ("float32", "bfloat16"):
+        raise ValueError(f"model: parameters in {dtype}; a plan trains float32 or bfloat16 parameters")
+    return dtype
+
+
+def _seq_len(args) -> int:
+    import torch
+
+    first = next((a for a in args if isinstance(a, torch.Tensor)), None)
+    return int(first.shape[1]) if first is not None and first.dim() > 1 else 1
+
+
+def _resolve_rack(rack):
+    import interop
+    from interop import _C  # the runtime owns the slot limit
+
+    if rack is None:
+        current = interop.current_rack()
+        return current, current.spec, True
+    if isinstance(rack, interop.Rack):
+        return rack, rack.spec, True
+    spec = rack if isinstance(rack, devices.RackSpec) else devices.parse_rack(rack)
+    current = interop.current_rack()
+    if current is not None and (current.name == spec.name or current.spec == spec):
+        return current, current.spec, True
+    if len(spec) > _C.MAX_SLOTS:
+        return None, spec, False
+    return interop.Rack(spec), spec, True
+
+
+__all__ = ["Plan", "Prediction", "default_optimizer", "plan"]

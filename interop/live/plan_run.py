@@ -1,0 +1,130 @@
+"""Run a plan for a few steps and check it against the same model trained on one slot (``hybrid plan --run``).
+
+Computed truth: the losses, the first step's gradients and the parameters after the
+last step, compared with the model trained on one emulated slot with the same
+optimizer and batches (bit for bit with one microbatch and one replica per stage;
+within float tolerance otherwise). Modelled figures: the executed step's time on the
+timeline against the plan's prediction, and each slot's measured peak memory
+against the predicted one.
+"""
+
+from __future__ import annotations
+
+import copy
+import gc
+from dataclasses import dataclass, field
+
+from devices.units import format_bytes
+from devices.text_table import table
+
+TOLERANCE = {"loss": 1e-5, "grads": 1e-4, "params": 1e-4}
+"""Accepted differences when the plan splits the batch (several microbatches or replicas round differently):
+relative for the loss, relative to the largest gradient for gradients, absolute for parameters
+(a tenth of one step of an lr-1e-3 optimizer)."""
+
+
+@dataclass(slots=True)
+class RunCheck:
+    steps: int
+    losses: list[float]
+    reference_losses: list[float]
+    loss_diff: float
+    grad_diff: float
+    """Largest |gradient difference| of the first step, relative to the largest gradient."""
+    param_diff: float
+    bitwise: bool
+    matches: bool
+    executed_s: float
+    predicted_s: float
+    peaks: dict[int, int] = field(default_factory=dict)
+    predicted_peaks: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def time_error(self) -> float:
+        return self.executed_s / self.predicted_s - 1.0 if self.predicted_s else 0.0
+
+
+def run_and_check(plan, pm, steps: int, *, echo=print) -> RunCheck:
+    import torch
+
+    import interop
+    from interop.live.exported_blocks import default_loss
+    from interop.live.plan import default_optimizer
+
+    optimizer = default_optimizer(plan.optimizer)
+    loss_fn = pm.loss_fn or default_loss
+    batches = [pm.batch(seed=s) for s in range(steps)]
+    runner = plan.apply(copy.deepcopy(pm.model), optimizer=optimizer)
+    losses, grads = [], None
+    for k, (x, y) in enumerate(batches):
+        losses.append(float(runner.step(x, y, loss_fn)))
+        if k == 0:
+            grads = runner.gradients()
+    record = runner.last_step
+    state = runner.state_dict()
+    del runner
+    gc.collect()
+
+    slot = plan.layout.stages[0].slots[0]
+    device = torch.device("hybrid", slot)
+    ref = copy.deepcopy(pm.model).to(device)
+    opt = optimizer(list(ref.parameters()))
+    ref_losses, ref_grads = [], None
+    canonical = plan.blocks.canonical
+    for k, (x, y) in enumerate(batches):
+        opt.zero_grad(set_to_none=True)
+        out = ref(*(t.to(device) for t in x))
+        targets = y.to(device) if isinstance(y, torch.Tensor) else y
+        loss = loss_fn(out, targets)
+        loss.backward()
+        ref_losses.append(float(loss.detach().cpu()))
+        if k == 0:
+            ref_grads = {canonical.get(n, n): p.grad.detach().cpu() for n, p in ref.named_parameters()
+                         if p.grad is not None}
+        opt.step()
+    ref_state = {n: t.detach().cpu() for n, t in ref.state_dict().items()}
+    del ref, opt
+    gc.collect()
+
+    loss_diff = max(abs(a - b) / max(abs(b), 1e-12) for a, b in zip(losses, ref_losses))
+    scale = max(float(g.abs().max()) for g in ref_grads.values()) or 1.0
+    grad_diff = max(float((grads[n] - g).abs().max()) for n, g in ref_grads.items()) / scale
+    param_diff = max(float((state[n].float() - t.float()).abs().max()) for n, t in ref_state.items())
+    bitwise = (losses == ref_losses and all(torch.equal(grads[n], g) for n, g in ref_grads.items())
+               and all(torch.equal(state[n], t) for n, t in ref_state.items()))
+    matches = bitwise or (loss_diff <= TOLERANCE["loss"] and grad_diff <= TOLERANCE["grads"]
+                          and param_diff <= TOLERANCE["params"])
+    check = RunCheck(steps, losses, ref_losses, loss_diff, grad_diff, param_diff, bitwise, matches,
+                     record.modelled_seconds, plan.predicted.seconds, dict(record.peak_bytes),
+                     dict(plan.predicted.peak_bytes))
+    _report(check, plan, slot, echo)
+    return check
+
+
+def _report(c: RunCheck, plan, slot: int, echo) -> None:
+    echo(f"== {c.steps} training step(s) of the plan on rack {plan.rack.name}, against the same model on "
+         f"hybrid:{slot} alone (computed) ==")
+    echo(table(["step", "loss (plan)", "loss (one slot)", "|difference|"],
+               [[k + 1, f"{a:.6f}", f"{b:.6f}", f"{abs(a - b):.1e}"]
+                for k, (a, b) in enumerate(zip(c.losses, c.reference_losses))], align="rrrr"))
+    echo(f"first step's gradients: largest |difference| {c.grad_diff:.1e} of the largest gradient; parameters "
+         f"after {c.steps} step(s): largest |difference| {c.param_diff:.1e}")
+    if c.bitwise:
+        verdict = "matches single-device: bit for bit (losses, gradients, parameters)"
+    elif c.matches:
+        verdict = (f"matches single-device within float tolerance (loss {TOLERANCE['loss']:.0e} relative, gradients "
+                   f"{TOLERANCE['grads']:.0e} of the largest, parameters {TOLERANCE['params']:.0e}): "
+                   f"{plan.microbatches} microbatch(es) and the replicas' shares are summed in another order")
+    else:
+        verdict = "DIFFERS from single-device"
+    echo(verdict)
+    echo("\n== the executed step on the modelled timeline against the plan's prediction (modelled) ==")
+    echo(f"step time: executed {c.executed_s * 1e3:.3f} ms, predicted {c.predicted_s * 1e3:.3f} ms "
+         f"({100 * c.time_error:+.2f} %)")
+    rows = []
+    for s in sorted(c.peaks):
+        pred = c.predicted_peaks.get(s, 0)
+        err = f"{100 * (c.peaks[s] / pred - 1):+.1f} %" if pred else "-"
+        rows.append([f"hybrid:{s}", plan.rack.slot(s).kind, format_bytes(c.peaks[s]), format_bytes(pred), err])
+    echo(table(["slot", "kind", "peak (allocator, measured)", "peak (predicted)", "difference"], rows,
+               align="llrrr"))

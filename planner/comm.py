@@ -1,0 +1,123 @@
+"""Collective times for the step model: ``collectives.estimate`` on the rack's topology, tabulated.
+
+A step asks for the same few collectives (a stage's TP all-gather, its DP
+reduce-scatter, a pipeline send) at many sizes while a search walks its
+configurations. :class:`CommPricer` prices each (op, group) at sizes on a
+geometric grid (``2 ** (k / GRID_STEPS)`` bytes, exact at the grid points) and
+interpolates linearly in between, where alpha-beta costs are affine in the
+size for a given algorithm. Groups are slot sequences: a ``range`` (strided
+groups of a million-chip rack stay symbolic) or a tuple.
+
+An all-gather or reduce-scatter is priced at no more than half the all-reduce
+of the same size over the same group: an all-reduce is a reduce-scatter and an
+all-gather, and ``collectives`` has a two-level (domain, then network)
+all-reduce but no two-level all-gather or reduce-scatter yet, so a flat
+algorithm across domains would otherwise push every byte through the network.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import collectives
+
+HALF_ALL_REDUCE = ("all_gather", "reduce_scatter")
+"""Ops bounded by half the all-reduce of the same size (see the module doc)."""
+
+GRID_STEPS = 1
+"""Grid points per doubling of the size; within one algorithm a collective's time is affine in its size,
+so interpolation errs only near an algorithm switch (under 5 %; tests bound it)."""
+
+_PRICERS: dict[int, tuple[object, "CommPricer"]] = {}
+
+
+def pricer_for(spec) -> "CommPricer":
+    """The shared :class:`CommPricer` of a rack spec (tables survive between what-ifs on one rack)."""
+    hit = _PRICERS.get(id(spec))
+    if hit is None or hit[0] is not spec:
+        if len(_PRICERS) > 32:
+            _PRICERS.clear()
+        hit = _PRICERS[id(spec)] = (spec, CommPricer(spec))
+    return hit[1]
+
+
+def _members(slots: Sequence[int]) -> Sequence[int]:
+    return slots if isinstance(slots, range) else tuple(slots)
+
+
+class CommPricer:
+    """Modelled seconds of collectives on one rack (see the module doc). Not thread-safe."""
+
+    def __init__(self, rack) -> None:
+        self.topology = collectives.topology(rack)
+        self._points: dict[tuple, float] = {}
+        self._keys: dict[tuple, tuple] = {}
+        self._calls: dict[tuple, float] = {}
+        self.algorithms: dict[tuple, str] = {}
+        """(op, group key) -> the algorithm chosen at the last priced point (for reports)."""
+
+    def group_key(self, slots: Sequence[int]) -> tuple:
+        """What a collective's cost depends on: the group's size and how it falls on domains and links.
+
+        Two groups at different offsets of a rack whose members sit alike (same domain kinds, as many
+        domains, as many members in each, the same stride) cost the same, so they share a table.
+        """
+        raw = ("r", slots.start, slots.stop, slots.step) if isinstance(slots, range) else ("t",) + tuple(slots)
+        key = self._keys.get(raw)
+        if key is None:
+            topo = self.topology
+            placement = topo.placement(_members(slots))
+            first = topo.domain_of(slots[0])[1]
+            last = topo.domain_of(slots[-1])[1]
+            step = slots.step if isinstance(slots, range) else tuple(b - a for a, b in zip(slots, slots[1:]))
+            key = self._keys[raw] = (len(slots), step, placement.groups, placement.group_size,
+                                     tuple(d.name for d in placement.domains), first.name, last.name,
+                                     placement.switch is not None, placement.torus)
+        return key
+
+    def _exact(self, op: str, nbytes: int, slots: Sequence[int], key: tuple) -> float:
+        point = (op, key, nbytes)
+        hit = self._points.get(point)
+        if hit is None:
+            est = collectives.estimate(self.topology, op, nbytes, slots=_members(slots))
+            hit = self._points[point] = est.seconds
+            self.algorithms[(op, key)] = est.algorithm + (f"/{est.detail}" if est.detail else "")
+        return hit
+
+    def seconds(self, op: str, nbytes: float, slots: Sequence[int]) -> float:
+        """Modelled seconds of ``op`` of S = ``nbytes`` over ``slots`` (0 for one participant or no bytes)."""
+        if len(slots) < 2 or nbytes <= 0:
+            return 0.0
+        call = (op, nbytes, slots if isinstance(slots, (range, tuple)) else tuple(slots))
+        hit = self._calls.get(call)
+        if hit is None:
+            if op in HALF_ALL_REDUCE:
+                hit = min(self._table(op, nbytes, slots), 0.5 * self._table("all_reduce", nbytes, slots))
+            else:
+                hit = self._table(op, nbytes, slots)
+            if len(self._calls) > 1 << 16:
+                self._calls.clear()
+            self._calls[call] = hit
+        return hit
+
+    def _table(self, op: str, nbytes: float, slots: Sequence[int]) -> float:
+        key = self.group_key(slots)
+        k = math.log2(nbytes) * GRID_STEPS
+        lo_k, hi_k = math.floor(k), math.ceil(k)
+        lo = max(1, round(2 ** (lo_k / GRID_STEPS)))
+        hi = max(1, round(2 ** (hi_k / GRID_STEPS)))
+        t_lo = self._exact(op, lo, slots, key)
+        if hi == lo:
+            return t_lo
+        t_hi = self._exact(op, hi, slots, key)
+        return t_lo + (t_hi - t_lo) * (nbytes - lo) / (hi - lo)
+
+    def send(self, nbytes: float, src: int, dst: int) -> float:
+        """Seconds to move ``nbytes`` from slot ``src`` to slot ``dst`` (0 on the same slot)."""
+        if src == dst:
+            return 0.0
+        return self.seconds("send_recv", nbytes, (src, dst))
+
+
+__all__ = ["GRID_STEPS", "HALF_ALL_REDUCE", "CommPricer", "pricer_for"]

@@ -1,0 +1,425 @@
+"""The blocks of a decoder language model (Hugging Face layout) built on the meta device.
+
+Blocks: ``embedding`` (token embedding, positional terms), one block per
+decoder layer, ``head`` (final norm, LM head, cross-entropy loss). Layers with
+the same structure share one trace. A tensor-parallel shard is traced as the
+layer a Megatron rank runs: the layer rebuilt from its config with the heads,
+key/value heads (replicated when fewer than tp), MLP width and vocabulary divided
+by tp. MoE experts are sharded over ep with balanced routing assumed: each chip
+runs ``experts / ep`` experts on the token-expert pairs of its own tokens.
+
+Only configs and module classes come from transformers; nothing is downloaded
+and no weight is materialised.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import json
+from typing import Any, Hashable
+
+from planner.blocks import ModelBlocks
+from planner.profile import BlockProfile, Collective, Shard, trace_profile
+
+_LAYER_LISTS = ("layers", "h", "blocks", "layer")
+_FINAL_NORMS = ("norm", "ln_f", "final_layernorm", "final_norm")
+_PER_LAYER_HINTS = ("layer_types", "mlp_only_layers", "decoder_sparse_step", "first_k_dense_replace",
+                    "moe_layer_freq", "sliding_window_pattern", "no_rope_layers")
+_EXPERT_COUNTS = ("num_local_experts", "num_experts", "n_routed_experts")
+_TOPK = ("num_experts_per_tok", "moe_topk", "top_k")
+_WIDTHS = ("intermediate_size", "moe_intermediate_size", "shared_expert_intermediate_size", "ffn_hidden_size")
+
+
+def _rms_norm_class():
+    import torch
+
+    class FusedRMSNorm(torch.nn.Module):
+        """An RMSNorm traced as ``F.rms_norm`` (which ``trace_ops`` lowers to the fused kernel GPUs run)."""
+
+        def __init__(self, weight, eps: float) -> None:
+            super().__init__()
+            self.weight = weight
+            self.eps = eps
+
+        def forward(self, x):
+            return torch.nn.functional.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
+
+    return FusedRMSNorm
+
+
+def fuse_norms(module):
+    """``module`` with its RMSNorm submodules traced as the fused kernel (in place; returns it).
+
+    Eager transformers RMSNorms upcast to float32 and run five elementwise kernels, keeping float32
+    copies for backward; training at scale runs one fused kernel (Transformer Engine, apex,
+    torch.compile), which is what a what-if models.
+    """
+    cls = _rms_norm_class()
+    for parent in list(module.modules()):
+        for child_name, child in list(parent.named_children()):
+            eps = getattr(child, "variance_epsilon", None) or getattr(child, "eps", None)
+            if type(child).__name__.endswith("RMSNorm") and getattr(child, "weight", None) is not None and eps:
+                setattr(parent, child_name, cls(child.weight, float(eps)))
+    return module
+
+
+class _Arch:
+    """Attribute access to a preset's architecture numbers (None for anything not given)."""
+
+    def __init__(self, arch: dict) -> None:
+        self.__dict__.update(arch)
+
+    def __getattr__(self, name: str):
+        return None
+
+
+def _first_attr(obj: Any, names: tuple[str, ...], default: Any = None) -> Any:
+    for n in names:
+        value = getattr(obj, n, None)
+        if value is not None:
+            return value
+    return default
+
+
+class DecoderBlocks(ModelBlocks):
+    """Embedding, decoder layers and head of a causal LM, profiled on the meta device.
+
+    ``config``: a transformers ``PretrainedConfig`` of a causal LM; ``model``: an
+    already-built module of that config on the meta device (its own modules are
+    traced where no shard is asked for); ``name``: display name.
+    """
+
+    def __init__(self, config: Any = None, *, name: str | None = None, model: Any = None, dtype: str = "bfloat16",
+                 source: str = "", arch: dict | None = None, config_class: str | None = None) -> None:
+        super().__init__()
+        if config is None:
+            # A preset: its architecture as plain numbers; the transformers config is built only to trace
+            # (a what-if whose profiles are cached on disk never imports transformers).
+            if arch is None or config_class is None:
+                raise ValueError("DecoderBlocks: give a transformers config, or arch and config_class")
+            self._config = None
+            config = _Arch(arch)
+        else:
+            self._config = self._prepared(config)
+            config = self._config
+        self.arch = dict(arch) if arch is not None else None
+        self.config_class = config_class
+        self.name = name or getattr(config, "model_type", "model")
+        self.source = source
+        self.dtype = dtype
+        self.num_layers = int(config.num_hidden_layers)
+        self.hidden_size = int(config.hidden_size)
+        self.heads = int(config.num_attention_heads)
+        self.kv_heads = int(getattr(config, "num_key_value_heads", None) or self.heads)
+        self.head_dim = int(getattr(config, "head_dim", None) or self.hidden_size // self.heads)
+        self.vocab = int(config.vocab_size)
+        self.experts = int(_first_attr(config, _EXPERT_COUNTS, 0) or 0)
+        self.topk = int(_first_attr(config, _TOPK, 0) or 0) if self.experts else 0
+        self.tied = bool(getattr(config, "tie_word_embeddings", False))
+        self.names = ("embedding",) + tuple(f"layers.{i}" for i in range(self.num_layers)) + ("head",)
+        self.layers = range(1, self.num_layers + 1)
+        self._model = model
+        self._small = None
+        self._layer_sigs: list[Hashable] | None = None
+        self._summary = config
+
+    @staticmethod
+    def _prepared(config):
+        config = copy.deepcopy(config)
+        config._attn_implementation = "sdpa"
+        if _first_attr(config, _EXPERT_COUNTS):
+            # The grouped-GEMM expert path traces on meta (the loop path needs data).
+            config._experts_implementation = "grouped_mm"
+        return config
+
+    @property
+    def config(self):
+        """The transformers config (built from the preset's numbers on first use)."""
+        if self._config is None:
+            import transformers
+
+            self._config = self._prepared(getattr(transformers, self.config_class)(**self.arch))
+        return self._config
+
+    def cache_identity(self) -> str | None:
+        """What the profiles depend on besides the shard (None: not cacheable, e.g. a user's module)."""
+        if self._model is not None:
+            return None
+        if self.arch is not None:
+            return json.dumps({"class": self.config_class, "arch": self.arch, "dtype": self.dtype}, sort_keys=True)
+        return json.dumps({"class": type(self.config).__name__, "config": self.config.to_json_string(),
+                           "dtype": self.dtype}, sort_keys=True)
+
+    # -- structure -------------------------------------------------------------
+
+    def _torch_dtype(self):
+        import torch
+
+        return getattr(torch, self.dtype)
+
+    def _skeleton(self):
+        """A one-layer model of the config on meta: the module classes to rebuild shards from."""
+        if self._small is None:
+            self._small = self._build(self.config, layers=1)
+        return self._small
+
+    def _build(self, config, layers: int | None = None):
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        cfg = copy.deepcopy(config)
+        if layers is not None:
+            cfg.num_hidden_layers = layers
+            for hint in ("layer_types", "mlp_only_layers", "no_rope_layers"):
+                value = getattr(cfg, hint, None)
+                if isinstance(value, (list, tuple)) and len(value) >= layers and hint == "layer_types":
+                    setattr(cfg, hint, list(value[:layers]))
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(cfg, dtype=self._torch_dtype())
+        return model
+
+    @staticmethod
+    def parts(model) -> dict[str, Any]:
+        """The embedding, layer list, final norm, rotary and head modules of a causal LM."""
+        base = getattr(model, "base_model", model)
+        layers = next((getattr(base, n) for n in _LAYER_LISTS if hasattr(base, n)), None)
+        if layers is None:
+            raise ValueError(f"model: {type(model).__name__} has no decoder layer list "
+                             f"(looked for {', '.join(_LAYER_LISTS)} on {type(base).__name__})")
+        return {
+            "embed": model.get_input_embeddings(),
+            "layers": layers,
+            "norm": next((getattr(base, n) for n in _FINAL_NORMS if getattr(base, n, None) is not None), None),
+            "rotary": getattr(base, "rotary_emb", None),
+            "positions": getattr(base, "wpe", None) or getattr(base, "embed_positions", None),
+            "head": model.get_output_embeddings(),
+            "base": base,
+        }
+
+    def signature(self, index: int) -> Hashable:
+        if index == 0:
+            return "embedding"
+        if index == len(self.names) - 1:
+            return "head"
+        return ("layer", self._layer_signatures()[index - 1])
+
+    def _layer_signatures(self) -> list[Hashable]:
+        if self._layer_sigs is None:
+            if self._model is not None:
+                layers = self.parts(self._model)["layers"]
+                self._layer_sigs = [self._module_signature(m) for m in layers]
+            elif any(getattr(self._summary, h, None) is not None for h in _PER_LAYER_HINTS):
+                # Layers may differ (sliding/full attention, dense/MoE MLPs): build them all once.
+                layers = self.parts(self._build(self.config))["layers"]
+                self._layer_sigs = [self._module_signature(m) for m in layers]
+            else:
+                self._layer_sigs = [0] * self.num_layers
+            firsts: dict[Hashable, int] = {}
+            self._layer_sigs = [firsts.setdefault(s, i) for i, s in enumerate(self._layer_sigs)]
+        return self._layer_sigs
+
+    @staticmethod
+    def _module_signature(module) -> Hashable:
+        shapes = tuple((n, tuple(p.shape)) for n, p in module.named_parameters())
+        attn = getattr(getattr(module, "self_attn", None), "sliding_window", None)
+        return (type(module).__name__, shapes, attn, getattr(module, "attention_type", None))
+
+    # -- sharding --------------------------------------------------------------
+
+    def check_shard(self, shard: Shard) -> None:
+        tp, ep = shard.tp, shard.ep
+        if self.heads % tp:
+            raise ValueError(f"tp: tensor parallelism {tp} does not divide the {self.heads} attention heads of "
+                             f"{self.name}")
+        if self.kv_heads % tp and tp % self.kv_heads:
+            raise ValueError(f"tp: tensor parallelism {tp} and the {self.kv_heads} key/value heads of {self.name} "
+                             f"do not divide one another")
+        for width in _WIDTHS:
+            value = getattr(self._summary, width, None)
+            if value and value % tp:
+                raise ValueError(f"tp: tensor parallelism {tp} does not divide {width}={value} of {self.name}")
+        if ep > 1 and not self.experts:
+            raise ValueError(f"ep: expert parallelism {ep} needs an MoE model; {self.name} has no experts")
+        if self.experts and self.experts % ep:
+            raise ValueError(f"ep: expert parallelism {ep} does not divide the {self.experts} experts of {self.name}")
+
+    def _sharded_config(self, tp: int):
+        cfg = copy.deepcopy(self.config)
+        if tp == 1:
+            return cfg
+        cfg.num_attention_heads = self.heads // tp
+        if hasattr(cfg, "num_key_value_heads"):
+            cfg.num_key_value_heads = max(1, self.kv_heads // tp)
+        cfg.head_dim = self.head_dim
+        for width in _WIDTHS:
+            value = getattr(cfg, width, None)
+            if value:
+                setattr(cfg, width, value // tp)
+        return cfg
+
+    def _layer_module(self, index: int, tp: int):
+        if tp == 1 and self._model is not None:
+            return fuse_norms(copy.deepcopy(self.parts(self._model)["layers"][index - 1]))
+        model = self._build(self._sharded_config(tp), layers=index) if self._layer_has_type(index) else \
+            self._build(self._sharded_config(tp), layers=1)
+        layers = self.parts(model)["layers"]
+        return fuse_norms(layers[len(layers) - 1])
+
+    def _layer_has_type(self, index: int) -> bool:
+        return self._layer_signatures()[index - 1] != 0
+
+    # -- tracing ---------------------------------------------------------------
+
+    def _position_inputs(self, shard: Shard):
+        import torch
+
+        tokens = shard.seq_len // shard.cp
+        skeleton = self.parts(self._skeleton())
+        hidden = torch.empty(shard.microbatch, tokens, self.hidden_size, dtype=self._torch_dtype(), device="meta")
+        positions = torch.zeros(shard.microbatch, tokens, dtype=torch.long, device="meta")
+        cos_sin = None
+        if skeleton["rotary"] is not None:
+            cos, sin = skeleton["rotary"](hidden, positions)
+            cos_sin = (cos.to(hidden.dtype), sin.to(hidden.dtype))
+        return hidden, positions, cos_sin
+
+    def _trace(self, index: int, shard: Shard) -> BlockProfile:
+        if index == 0:
+            return self._trace_embedding(shard)
+        if index == len(self.names) - 1:
+            return self._trace_head(shard)
+        return self._trace_layer(index, shard)
+
+    def _act_bytes(self, shard: Shard) -> int:
+        return shard.tokens * self.hidden_size * self._torch_dtype().itemsize
+
+    def _trace_layer(self, index: int, shard: Shard) -> BlockProfile:
+        layer = self._layer_module(index, shard.tp)
+        hidden, positions, cos_sin = self._position_inputs(shard)
+        accepts = inspect.signature(layer.forward).parameters
+        kwargs: dict[str, Any] = {}
+        if "position_embeddings" in accepts and cos_sin is not None:
+            kwargs["position_embeddings"] = cos_sin
+        if "position_ids" in accepts:
+            kwargs["position_ids"] = positions
+        if "attention_mask" in accepts:
+            kwargs["attention_mask"] = None
+
+        def block(x):
+            out = layer(x, **kwargs)
+            return out[0] if isinstance(out, (tuple, list)) else out
+
+        experts = [p for n, p in layer.named_parameters() if "experts" in n.split(".")]
+        notes = []
+        if self.kv_heads < shard.tp:
+            notes.append(f"{self.kv_heads} key/value heads replicated over tp={shard.tp}")
+        groups = self.experts // shard.ep if self.experts else 0
+        if self.experts:
+            notes.append(f"MoE: {self.experts} experts, top-{self.topk}, balanced routing assumed; "
+                         f"{groups} experts per chip (ep={shard.ep})")
+        profile = trace_profile(
+            self.names[index], block, (hidden,), shard=shard, params=layer.parameters(), expert_params=experts,
+            hidden_size=self.hidden_size, collectives=self._layer_collectives(shard),
+            model_flops_scale=shard.tp * shard.cp, note="; ".join(notes))
+        from planner import rewrite
+
+        profile = rewrite.grouped_gemms(profile, groups, self.experts)
+        if shard.cp > 1:
+            profile = rewrite.context_parallel_attention(profile, shard)
+        if shard.ep > 1:
+            profile = rewrite.shard_experts(profile, shard.ep)
+        return profile
+
+    def _layer_collectives(self, shard: Shard) -> tuple[Collective, ...]:
+        act = self._act_bytes(shard)
+        out: list[Collective] = []
+        if shard.tp > 1:
+            if shard.sequence_parallel:
+                out += [Collective("all_gather", "tp", act, "forward", 2, "column_gemm"),
+                        Collective("reduce_scatter", "tp", act, "forward", 2, "row_gemm"),
+                        # backward: the gathered input again for the weight gradient, the gradient of the
+                        # row-parallel output, and the reduce-scatter of the input gradient
+                        Collective("all_gather", "tp", act, "backward", 4, "column_gemm"),
+                        Collective("reduce_scatter", "tp", act, "backward", 2, "column_gemm")]
+            else:
+                out += [Collective("all_reduce", "tp", act, "forward", 2, "row_gemm"),
+                        Collective("all_reduce", "tp", act, "backward", 2, "column_gemm")]
+        if shard.cp > 1:
+            kv_local = max(1, self.kv_heads // shard.tp)
+            kv = 2 * shard.tokens * kv_local * self.head_dim * self._torch_dtype().itemsize
+            out += [Collective("send_recv", "cp", kv, "forward", shard.cp - 1, "attention"),
+                    Collective("send_recv", "cp", 2 * kv, "backward", shard.cp - 1, "attention")]
+        if self.experts and shard.ep > 1:
+            routed = shard.tokens * self.topk * self.hidden_size * self._torch_dtype().itemsize // (
+                shard.tp if shard.sequence_parallel else 1)
+            out += [Collective("all_to_all", "ep", routed, "forward", 2, "none"),
+                    Collective("all_to_all", "ep", routed, "backward", 2, "none")]
+        return tuple(out)
+
+    def _vocab_collectives(self, shard: Shard, head: bool) -> tuple[Collective, ...]:
+        if shard.tp == 1:
+            return ()
+        act = self._act_bytes(shard)
+        stats = shard.tokens * 4 * 3  # cross-entropy over a split vocabulary: max, sum-exp, target logit
+        if head:
+            gather = [Collective("all_gather", "tp", act, "forward", 1, "column_gemm"),
+                      Collective("all_gather", "tp", act, "backward", 1, "column_gemm"),
+                      Collective("reduce_scatter", "tp", act, "backward", 1, "column_gemm")] \
+                if shard.sequence_parallel else [Collective("all_reduce", "tp", act, "backward", 1, "column_gemm")]
+            return tuple(gather) + (Collective("all_reduce", "tp", stats, "forward", 1, "none"),)
+        if shard.sequence_parallel:
+            return (Collective("reduce_scatter", "tp", act, "forward", 1, "none"),
+                    Collective("all_gather", "tp", act, "backward", 1, "none"))
+        return (Collective("all_reduce", "tp", act, "forward", 1, "none"),)
+
+    def _trace_embedding(self, shard: Shard) -> BlockProfile:
+        import torch
+
+        skeleton = self.parts(self._skeleton())
+        tokens = shard.seq_len // shard.cp
+        with torch.device("meta"):
+            embed = torch.nn.Embedding(self.vocab // shard.tp, self.hidden_size, dtype=self._torch_dtype())
+        rotary, positions_module = skeleton["rotary"], skeleton["positions"]
+        ids = torch.zeros(shard.microbatch, tokens, dtype=torch.long, device="meta")
+        params = list(embed.parameters()) + (list(positions_module.parameters()) if positions_module else [])
+
+        def block(x):
+            h = embed(x)
+            if positions_module is not None:
+                h = h + positions_module(torch.zeros(x.shape[-1], dtype=torch.long, device=x.device))
+            if rotary is not None:
+                rotary(h, torch.zeros(x.shape, dtype=torch.long, device=x.device))
+            return h
+
+        return trace_profile("embedding", block, (ids,), shard=shard, params=params, hidden_size=self.hidden_size,
+                             collectives=self._vocab_collectives(shard, head=False), grad_inputs=False,
+                             model_flops_scale=shard.tp * shard.cp, note=f"vocabulary {self.vocab} split over tp")
+
+    def _trace_head(self, shard: Shard) -> BlockProfile:
+        import torch
+        import torch.nn.functional as F
+
+        skeleton = self.parts(self._skeleton())
+        norm = fuse_norms(torch.nn.Sequential(copy.deepcopy(skeleton["norm"]))) if skeleton["norm"] is not None \
+            else None
+        with torch.device("meta"):
+            head = torch.nn.Linear(self.hidden_size, self.vocab // shard.tp, bias=False, dtype=self._torch_dtype())
+        hidden, _, _ = self._position_inputs(shard)
+        labels = torch.zeros(hidden.shape[0] * hidden.shape[1], dtype=torch.long, device="meta")
+
+        def block(x, y):
+            h = norm(x) if norm is not None else x
+            logits = head(h).float()
+            return F.cross_entropy(logits.view(-1, logits.shape[-1]), y)
+
+        params = ([] if self.tied else list(head.parameters())) + (list(norm.parameters()) if norm else [])
+        return trace_profile("head", block, (hidden, labels), shard=shard, params=params,
+                             hidden_size=self.hidden_size, collectives=self._vocab_collectives(shard, head=True),
+                             model_flops_scale=shard.tp * shard.cp,
+                             note="final norm, LM head (vocabulary split over tp), cross-entropy"
+                                  + ("; LM head tied to the embedding (its parameters counted there)"
+                                     if self.tied else ""))
+
+
+__all__ = ["DecoderBlocks"]

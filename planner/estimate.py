@@ -1,0 +1,217 @@
+"""A configuration priced: :class:`StepEstimate` (a step of a model on a rack under one parallel configuration,
+every figure modelled) and :func:`run_config`, which lays the configuration's stages and runs the step model.
+
+Shared by :func:`planner.whatif` (one configuration, or the one the search finds) and :func:`planner.search`
+(every candidate).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import devices
+from planner.block_pricing import DTYPES
+from planner.blocks import ModelBlocks
+from planner.comm import CommPricer
+from planner.parallel import Parallel, uniform_stages
+from planner.stage import check_recompute
+from planner.step import OPTIMIZERS, StepConfig, StepResult, step_model
+
+_PEAK_DTYPE = {"bfloat16": "bfloat16", "fp8": "float8"}
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryPerChip:
+    """Modelled bytes per chip on the most loaded stage (see :attr:`StepEstimate.fits`)."""
+
+    weights: int
+    gradients: int
+    optimizer: int
+    activations: int
+    total: int
+    capacity: int
+    """The chip's memory."""
+
+
+@dataclass(frozen=True)
+class StepEstimate:
+    """A modelled training step (every figure is modelled; ``projected`` marks projected chips)."""
+
+    seconds: float
+    """Modelled seconds per step."""
+    tokens_per_second: float
+    tokens_per_second_per_chip: float
+    """Per chip the configuration uses."""
+    model_tflops_per_chip: float
+    """Model FLOPs (3 x forward matmul and attention FLOPs, recompute not counted) per second per chip, / 1e12."""
+    mfu: float
+    """Model FLOPs over the chips' dense peak in the matmul precision (FP8 peak for ``dtype="fp8"``)."""
+    memory_per_chip: MemoryPerChip
+    fits: bool
+    """True when every stage's modelled memory fits its chips."""
+    joules_per_token: float | None
+    """Board power of every chip used over the step, per token (None without power figures)."""
+    usd_per_million_tokens: float | None
+    """Chip-hours at catalogue prices per million tokens (None when a chip has no price)."""
+    breakdown: dict[str, float]
+    """compute, exposed communication per kind (tp_comm, cp_comm, ep_comm, dp_comm, pp_comm), bubble and
+    optimizer seconds of the critical stage; they add up to ``seconds``."""
+    parallel: dict[str, Any]
+    """The configuration used (dp, schedule, microbatches and recompute filled in)."""
+    projected: bool
+    """True when a projected chip figure (e.g. Trainium4) entered the estimate."""
+
+    # Details beyond the fields: set once by whatif(), read through the properties below.
+    @property
+    def result(self) -> StepResult:
+        """The full step-model result (per-stage busy/idle, memory, events)."""
+        return self.__dict__["_result"]
+
+    @property
+    def model(self) -> str:
+        return self.__dict__["_model"]
+
+    @property
+    def rack(self) -> str:
+        return self.__dict__["_rack"]
+
+    @property
+    def advice(self) -> str:
+        """When the step does not fit: the memory it needs per chip and the largest fitting alternative."""
+        return self.__dict__.get("_advice", "")
+
+    def goodput(self, failures=None):
+        """Expected goodput under a failure model (see :mod:`planner.goodput`)."""
+        from planner.goodput import FailureModel, goodput
+
+        return goodput(self, failures or FailureModel())
+
+    def rows(self) -> list[tuple[str, str]]:
+        """(label, value) lines as the CLI prints them, every figure labelled modelled."""
+        from planner.report import estimate_rows
+
+        return estimate_rows(self)
+
+    def __str__(self) -> str:
+        return "\n".join(f"{k:<34} {v}" for k, v in self.rows())
+
+
+def _attach(est: StepEstimate, **details: Any) -> StepEstimate:
+    for k, v in details.items():
+        object.__setattr__(est, f"_{k}", v)
+    return est
+
+
+def estimate_from_result(result: StepResult, spec, parallel: dict[str, Any], *, dtype: str, model: str) -> StepEstimate:
+    """A :class:`StepEstimate` from a step-model result on ``spec``."""
+    chips = result.chips
+    tokens_s = result.tokens / result.seconds
+    peak = 0.0
+    power = 0.0
+    price = 0.0
+    have_power = have_price = True
+    for st in result.stages:
+        chip = devices.chip(st.kind)
+        n = len(st.slots)
+        peak += n * chip.peak_for(_PEAK_DTYPE[dtype]).value
+        if chip.power is None:
+            have_power = False
+        else:
+            power += n * chip.power.value
+        if chip.price_per_hour is None:
+            have_price = False
+        else:
+            price += n * chip.price_per_hour.value
+    flops_s = result.model_flops / result.seconds
+    worst = max(result.stages, key=lambda s: s.memory.total / max(1, s.memory.capacity))
+    mem = worst.memory
+    est = StepEstimate(
+        seconds=result.seconds, tokens_per_second=tokens_s, tokens_per_second_per_chip=tokens_s / chips,
+        model_tflops_per_chip=flops_s / chips / 1e12, mfu=flops_s / peak if peak else 0.0,
+        memory_per_chip=MemoryPerChip(mem.weights, mem.gradients, mem.optimizer, mem.activations, mem.total,
+                                      mem.capacity),
+        fits=all(s.memory.fits for s in result.stages),
+        joules_per_token=power * result.seconds / result.tokens if have_power else None,
+        usd_per_million_tokens=price / 3600 * result.seconds / result.tokens * 1e6 if have_price else None,
+        breakdown=result.breakdown, parallel=parallel, projected=result.projected)
+    return _attach(est, result=result, model=model, rack=spec.name, rack_counts=spec.counts())
+
+
+def _check(global_batch: int, seq_len: int, dtype: str, recompute: str, optimizer: str) -> None:
+    for name, value in (("global_batch", global_batch), ("seq_len", seq_len)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name}: expected a positive integer, got {value!r}")
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype: unknown {dtype!r}; accepted: {', '.join(DTYPES)}")
+    check_recompute(recompute)
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"optimizer: unknown {optimizer!r}; accepted: {', '.join(OPTIMIZERS)}")
+
+
+def run_config(blocks: ModelBlocks, spec, par: Parallel, *, global_batch: int, seq_len: int, dtype: str,
+               recompute: str, optimizer: str, pricer: CommPricer | None = None,
+               record: bool = False) -> tuple[StepResult, dict[str, Any]]:
+    """The step model for one configuration: (result, the configuration as a dict).
+
+    Without ``par.dp``, dp is the most replicas the chips left over allow that also split the global batch
+    into whole microbatches (the remaining chips idle, reported as ``idle_chips``). On a rack mixing chip
+    kinds, one stage per kind (:func:`~planner.parallel.kind_stages`)."""
+    if len(spec.counts()) > 1:
+        return _run_mixed(blocks, spec, par, global_batch=global_batch, seq_len=seq_len, dtype=dtype,
+                          recompute=recompute, optimizer=optimizer, pricer=pricer, record=record)
+    if par.dp is None:
+        cell = par.tp * par.cp * par.pp
+        most = len(spec) // cell
+        if global_batch % par.microbatch:
+            raise ValueError(f"global_batch: {global_batch} samples do not split into microbatches of "
+                             f"{par.microbatch}")
+        samples = global_batch // par.microbatch
+        dp = max((d for d in range(min(most, samples), 0, -1) if samples % d == 0), default=0)
+        if dp:
+            par = replace(par, dp=dp)
+    stages, par, idle = uniform_stages(blocks, spec, par)
+    per_step = par.microbatch * par.dp
+    if global_batch % per_step:
+        raise ValueError(f"global_batch: {global_batch} samples are not a multiple of microbatch x dp = "
+                         f"{par.microbatch} x {par.dp} = {per_step}")
+    microbatches = global_batch // per_step
+    config = StepConfig(global_batch=global_batch, seq_len=seq_len, microbatches=microbatches,
+                        schedule=par.schedule, dtype=dtype, recompute=recompute, optimizer=optimizer,
+                        zero=par.zero_stage, record=record)
+    if seq_len % par.cp:
+        raise ValueError(f"cp: context parallelism {par.cp} does not divide seq_len {seq_len}")
+    result = step_model(blocks, stages, spec, config, pricer=pricer)
+    used = par.as_dict()
+    used.update(zero=par.zero_stage, schedule=par.schedule, microbatches=microbatches,
+                recompute=sorted({s.recompute for s in result.stages}), idle_chips=idle)
+    return result, used
+
+
+def _run_mixed(blocks: ModelBlocks, spec, par: Parallel, *, global_batch: int, seq_len: int, dtype: str,
+               recompute: str, optimizer: str, pricer, record: bool) -> tuple[StepResult, dict[str, Any]]:
+    from planner.parallel import kind_stages
+
+    if par.pp != 1 or par.vp != 1 or par.dp is not None or par.ep != 1:
+        raise ValueError("parallel: on a rack mixing chip kinds the what-if makes one pipeline stage per kind; "
+                         "pp, vp, dp and ep are not accepted there (give tp, cp, fsdp, zero, microbatch)")
+    stages = kind_stages(blocks, spec, par, seq_len=seq_len, dtype=dtype)
+    dps = [s.dp for s in stages]
+    microbatches = next((m for m in range(global_batch, 0, -1)
+                         if all(global_batch % (m * d) == 0 and global_batch // (m * d) >= par.microbatch
+                                for d in dps)), None)
+    if microbatches is None:
+        raise ValueError(f"global_batch: {global_batch} samples do not split evenly over the stages' data-parallel "
+                         f"replicas {dps}")
+    config = StepConfig(global_batch=global_batch, seq_len=seq_len, microbatches=microbatches, schedule="1f1b",
+                        dtype=dtype, recompute=recompute, optimizer=optimizer, zero=par.zero_stage, record=record)
+    result = step_model(blocks, stages, spec, config, pricer=pricer)
+    used = par.as_dict()
+    used.update(pp=len(stages), dp=dps, zero=par.zero_stage, schedule="1f1b", microbatches=microbatches,
+                recompute=sorted({s.recompute for s in result.stages}),
+                stages=[f"{s.kind}: blocks {s.chunks[0].start}-{s.chunks[0].stop - 1}" for s in stages],
+                idle_chips=len(spec) - sum(len(s.slots) for s in stages))
+    return result, used
+
+
+__all__ = ["MemoryPerChip", "StepEstimate", "estimate_from_result", "run_config"]

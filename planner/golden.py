@@ -1,0 +1,224 @@
+"""Published training throughput the step model is checked against, and the fit of its step efficiencies.
+
+:data:`ROWS` are NVIDIA Megatron-Bridge's performance summary (25.11 container,
+FP8 current scaling, sequence length 8192) with the parallel settings of the
+published recipes. :func:`evaluate` models each row with :func:`interop.whatif`'s
+machinery; :func:`fit` solves the step efficiencies of a chip family
+(:mod:`planner.fitted_efficiency`) from chosen rows only, the same factors
+for every row and model. The H100 rows are the fit; the GB200 rows are the test.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, replace
+from typing import Iterable, Sequence
+
+import devices
+from devices.figure import Figure
+from planner.block_pricing import use
+from planner.fitted_efficiency import StepEfficiency
+from planner.model_presets import model_blocks
+from planner.parallel import Parallel
+from planner.estimate import StepEstimate, estimate_from_result, run_config
+
+SOURCE = ("NVIDIA Megatron-Bridge, docs/performance-summary.md, 25.11 container, pre-training, FP8 current "
+          "scaling, sequence length 8192 (https://github.com/NVIDIA-NeMo/Megatron-Bridge); parallel settings "
+          "and recompute from scripts/performance/configs/llama/llama3*_workload_base_configs.py")
+
+
+@dataclass(frozen=True, slots=True)
+class GoldenRow:
+    """One published row and how it was run."""
+
+    model: str
+    gpus: int
+    system: str
+    rack: str
+    """Our rack spec for the system: DGX-H100 nodes (8 GPUs, NVLink 4, InfiniBand NDR); DGX-GB200
+    NVL72 racks (64-GPU jobs in one NVLink domain; 128 GPUs as two racks of 64)."""
+    global_batch: int
+    microbatch: int
+    tp: int
+    pp: int
+    cp: int
+    vp: int
+    fsdp: bool
+    tokens_per_gpu: float
+    """Published tokens/s/GPU."""
+    tflops_per_gpu: float
+    """Published model TFLOP/s/GPU."""
+    recompute: str = "none"
+    """As the recipe: ``full:5`` is Megatron's recompute_num_layers=5."""
+    note: str = ""
+
+    @property
+    def label(self) -> str:
+        return f"{self.model} {self.gpus} {self.system}"
+
+
+ROWS: tuple[GoldenRow, ...] = (
+    GoldenRow("llama3-8b", 8, "DGX-H100", "h100-node", 128, 1, 1, 1, 1, 1, True, 14451, 744, "full:5",
+              "recipe: recompute_num_layers=5"),
+    GoldenRow("llama3-70b", 64, "DGX-H100", "h100-node*8", 128, 1, 4, 8, 1, 5, False, 1602, 719),
+    GoldenRow("llama3.1-405b", 1024, "DGX-H100", "h100-node*128", 512, 1, 8, 8, 2, 8, False, 292, 737),
+    GoldenRow("llama3-8b", 8, "DGX-GB200", "gb200-nvl72", 128, 2, 1, 1, 1, 1, False, 31508, 1622),
+    GoldenRow("llama3-70b", 64, "DGX-GB200", "gb200-nvl72", 128, 2, 1, 1, 1, 1, True, 4312, 1937, "none",
+              "recipe: activations of 40 layers offloaded to host memory (not modelled: memory is over capacity)"),
+    GoldenRow("llama3.1-405b", 128, "DGX-GB200", "gb200:64*2", 64, 1, 2, 1, 1, 1, True, 706, 1782, "none",
+              "recipe: activations of 92 layers offloaded to host memory (not modelled: memory is over capacity)"),
+)
+"""The six rows of issue 11 (reference/planning.md)."""
+
+FIT_SYSTEM = "DGX-H100"
+"""The rows the GPU family's step efficiencies are fitted to."""
+
+KIND_FIT_ROW = 3
+"""Index in :data:`ROWS` of the row GB200's own FP8 GEMM factor is fitted to (Llama3 8B on 8 GB200: the
+row least confounded by communication); the other two GB200 rows test it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    row: GoldenRow
+    estimate: StepEstimate
+
+    @property
+    def tokens_per_gpu(self) -> float:
+        return self.estimate.tokens_per_second_per_chip
+
+    @property
+    def error(self) -> float:
+        """Modelled / published - 1 (tokens/s/GPU)."""
+        return self.tokens_per_gpu / self.row.tokens_per_gpu - 1
+
+
+def evaluate(rows: Iterable[GoldenRow] = ROWS) -> list[Outcome]:
+    """Model every row (FP8, the row's parallel settings and recompute)."""
+    out = []
+    for row in rows:
+        blocks = model_blocks(row.model)
+        spec = devices.parse_rack(row.rack)
+        nodes = len(spec)
+        par = Parallel(tp=row.tp, pp=row.pp, cp=row.cp, vp=row.vp, fsdp=row.fsdp, microbatch=row.microbatch,
+                       dp=row.gpus // (row.tp * row.pp * row.cp))
+        assert row.gpus <= nodes
+        result, used = run_config(blocks, spec, par, global_batch=row.global_batch, seq_len=8192, dtype="fp8",
+                                  recompute=row.recompute, optimizer="adamw")
+        out.append(Outcome(row, estimate_from_result(result, spec, used, dtype="fp8", model=blocks.name)))
+    return out
+
+
+def _role(row: GoldenRow) -> str:
+    if row.system == FIT_SYSTEM:
+        return "fit (GPU family)"
+    if row == ROWS[KIND_FIT_ROW]:
+        return "fit (gb200 FP8 GEMMs)"
+    return "test"
+
+
+def table(outcomes: Sequence[Outcome]) -> str:
+    """Published vs modelled, error per row (Markdown)."""
+    lines = ["| model | GPUs | system | TP | PP | CP | VP | FSDP | published tok/s/GPU | modelled tok/s/GPU | error "
+             "| published TFLOP/s/GPU | modelled TFLOP/s/GPU | role |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for o in outcomes:
+        r = o.row
+        lines.append(f"| {r.model} | {r.gpus:,} | {r.system} | {r.tp} | {r.pp} | {r.cp} | {r.vp if r.vp > 1 else '-'} "
+                     f"| {int(r.fsdp)} | {r.tokens_per_gpu:,.0f} | {o.tokens_per_gpu:,.0f} | {o.error:+.1%} | "
+                     f"{r.tflops_per_gpu:,.0f} | {o.estimate.model_tflops_per_chip:,.0f} | "
+                     f"{_role(r)} |")
+    errors = [abs(o.error) for o in outcomes]
+    lines.append("")
+    lines.append(f"median absolute error {statistics.median(errors):.1%}, largest {max(errors):.1%} "
+                 f"(all figures modelled; published: {SOURCE})")
+    return "\n".join(lines)
+
+
+def _efficiency(values: dict[str, float], rows: Sequence[GoldenRow], family: str = "gpu",
+                base: StepEfficiency | None = None) -> StepEfficiency:
+    fitted_to = ", ".join(f"{r.model} on {r.gpus} {r.system}" for r in rows)
+    notes = {
+        "matmul_fp8": "factor on FP8 GEMM time (the cost model prices FP8 GEMMs at the BF16-calibrated fraction "
+                      "of the FP8 peak)",
+        "attention": "factor on fused attention time (the cost model's curve is FlashAttention-2's)",
+        "pointwise": "factor on non-GEMM, non-attention op time (fused kernels in training frameworks)",
+        "overlap": "share of the communication beside compute that overlapping hides",
+    }
+    figs = {k: Figure(v, "", f"fitted to Megatron-Bridge tokens/s/GPU ({fitted_to}); {SOURCE}", "calibrated",
+                      f"{notes[k]}; least squares on log(modelled/published) over the fit rows only")
+            for k, v in values.items()}
+    if base is not None:
+        return replace(base, family=family, **figs)
+    return StepEfficiency(family=family, **figs)
+
+
+FIT_GRID = {
+    # FP8 GEMMs reach a smaller share of their peak than BF16 ones: from 1.0 (as BF16) to 1.6x slower.
+    "matmul_fp8": [round(1.0 + 0.05 * i, 2) for i in range(0, 13)],
+    # Training frameworks run cuDNN / FlashAttention-3-class attention on Hopper; FlashAttention-3 reports
+    # 1.5-2.0x FlashAttention-2's speed (Shah et al. 2024, arXiv:2407.08608): factors 0.5-1.0 are physical.
+    "attention": [round(0.5 + 0.05 * i, 2) for i in range(0, 11)],
+    "overlap": [round(0.1 * i, 1) for i in range(0, 11)],
+}
+"""The parameters fitted and the values tried, within physical bounds (grids: the fit is reproducible)."""
+
+FIT_START = {"matmul_fp8": 1.3, "attention": 0.6, "overlap": 0.5}
+"""Where the coordinate search starts."""
+
+
+def fit_loss(values: dict[str, float], rows: Sequence[GoldenRow], kind: str | None = None,
+             family: StepEfficiency | None = None) -> float:
+    """Sum over ``rows`` of log(modelled / published) squared, with ``values`` as the GPU family's
+    efficiencies (or, with ``kind``, as that kind's over ``family``'s)."""
+    table = ({"gpu": _efficiency(values, rows)} if kind is None else
+             {"gpu": family, kind: _efficiency(values, rows, kind, family)})
+    with use(table):
+        return sum(math.log1p(o.error) ** 2 for o in evaluate(rows))
+
+
+KIND_GRID = {"matmul_fp8": [round(1.0 + 0.05 * i, 2) for i in range(0, 21)]}
+"""The GB200 parameter fitted (its FP8 GEMMs against the Hopper-fitted family factor) and its values."""
+
+
+def fit_kind(family: StepEfficiency, kind: str = "gb200", rows: Sequence[GoldenRow] | None = None,
+             grid: dict[str, list[float]] | None = None) -> tuple[StepEfficiency, float]:
+    """One kind's own factors over its family's, fitted to ``rows`` (default: :data:`KIND_FIT_ROW`)."""
+    rows = [ROWS[KIND_FIT_ROW]] if rows is None else list(rows)
+    grid = grid or KIND_GRID
+    import itertools
+
+    best = None
+    names = list(grid)
+    for values in itertools.product(*(grid[n] for n in names)):
+        trial = dict(zip(names, values))
+        loss = fit_loss(trial, rows, kind, family)
+        if best is None or loss < best[0] - 1e-12:
+            best = (loss, trial)
+    return _efficiency(best[1], rows, kind, family), best[0]
+
+
+def fit(rows: Sequence[GoldenRow] | None = None, grid: dict[str, list[float]] | None = None,
+        start: dict[str, float] | None = None) -> tuple[StepEfficiency, float]:
+    """GPU-family step efficiencies minimising :func:`fit_loss` over ``rows`` (default: the H100 rows).
+
+    Coordinate search on :data:`FIT_GRID`: each parameter in turn takes its best grid value with the
+    others held, until a full pass changes nothing. Returns (efficiencies, loss).
+    """
+    rows = [r for r in ROWS if r.system == FIT_SYSTEM] if rows is None else list(rows)
+    grid = grid or FIT_GRID
+    current = dict(start or FIT_START)
+    best = fit_loss(current, rows)
+    changed = True
+    while changed:
+        changed = False
+        for name, values in grid.items():
+            for value in values:
+                if value == current[name]:
+                    continue
+                trial = dict(current, **{name: value})
+                loss = fit_loss(trial, rows)
+                if loss < best - 1e-12:
+                    best, current, changed = loss, trial, True
+    return _efficiency(current, rows), best

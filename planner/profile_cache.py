@@ -1,0 +1,135 @@
+"""Block profiles kept on disk between processes, so a what-if on a known model needs no tracing.
+
+A profile depends on the model's architecture, the block's signature, the
+shard, and the code that traced it (this package's tracing modules, torch,
+transformers): all of it goes into the key, so a changed input misses and
+retraces. Entries are plain data (no code is unpickled from them: records are
+rebuilt from tuples). The directory is ``$HYBRID_INTEROP_CACHE`` if set
+(``off`` disables the cache), else ``~/.cache/hybrid-interop``; it is read
+when a profile is asked for, never at import.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pickle
+import tempfile
+from dataclasses import fields
+from functools import lru_cache
+from importlib import metadata
+from types import MappingProxyType
+
+import devices.cost
+from planner.profile import BlockProfile, Collective, SavedTensor, Shard
+
+FORMAT = 1
+"""Version of the stored layout."""
+
+_TRACING_MODULES = ("profile.py", "decoder_blocks.py", "rewrite.py", "profile_cache.py")
+
+
+def directory() -> str | None:
+    """The cache directory, or None when the cache is off."""
+    where = os.environ.get("HYBRID_INTEROP_CACHE")
+    if where is not None and where.strip().lower() in ("off", "0", "none", ""):
+        return None
+    root = where or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
+                                 "hybrid-interop")
+    return os.path.join(root, "profiles")
+
+
+@lru_cache(maxsize=1)
+def _code_version() -> str:
+    digest = hashlib.sha256()
+    here = os.path.dirname(os.path.abspath(__file__))
+    for name in _TRACING_MODULES:
+        with open(os.path.join(here, name), "rb") as f:
+            digest.update(f.read())
+    for dist in ("torch", "transformers"):
+        try:
+            digest.update(f"{dist}={metadata.version(dist)}".encode())
+        except metadata.PackageNotFoundError:
+            digest.update(f"{dist}=absent".encode())
+    return digest.hexdigest()[:16]
+
+
+def key(identity: str, signature: object, shard: Shard) -> str:
+    """The file name of a profile."""
+    text = json.dumps([FORMAT, _code_version(), identity, repr(signature),
+                       [getattr(shard, f.name) for f in fields(shard)]])
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _plain(profile: BlockProfile) -> dict:
+    def records(rs):
+        return [(r.op, r.shapes, r.dtype, r.out_shapes, dict(r.args)) for r in rs]
+
+    out = {f.name: getattr(profile, f.name) for f in fields(profile)}
+    out["forward"] = records(profile.forward)
+    out["backward"] = records(profile.backward)
+    out["shard"] = [getattr(profile.shard, f.name) for f in fields(profile.shard)]
+    out["saved"] = [(t.nbytes, t.shape, t.gemm_input, t.sequence_sharded) for t in profile.saved]
+    out["collectives"] = [(c.op, c.group, c.nbytes, c.phase, c.calls, c.overlap) for c in profile.collectives]
+    out["sequence_sharded"] = sorted(profile.sequence_sharded)
+    return out
+
+
+def _rebuild(data: dict) -> BlockProfile:
+    def records(rs):
+        return tuple(devices.cost.OpRecord(op, tuple(map(tuple, shapes)), dtype,
+                                           None if outs is None else tuple(map(tuple, outs)), MappingProxyType(args))
+                     for op, shapes, dtype, outs, args in rs)
+
+    data = dict(data)
+    data["forward"] = records(data["forward"])
+    data["backward"] = records(data["backward"])
+    data["shard"] = Shard(**dict(zip([f.name for f in fields(Shard)], data["shard"])))
+    data["saved"] = tuple(SavedTensor(*t) for t in data["saved"])
+    data["collectives"] = tuple(Collective(*c) for c in data["collectives"])
+    data["sequence_sharded"] = frozenset(data["sequence_sharded"])
+    return BlockProfile(**data)
+
+
+class _PlainUnpickler(pickle.Unpickler):
+    # Entries hold only builtins; refuse anything that would import or call code.
+    _ALLOWED = {("builtins", n) for n in ("dict", "list", "tuple", "set", "frozenset", "int", "float", "str",
+                                           "bool", "bytes", "NoneType")}
+
+    def find_class(self, module, name):
+        if (module, name) in self._ALLOWED:
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"profile cache: refusing {module}.{name}")
+
+
+def load(name: str) -> BlockProfile | None:
+    """The stored profile, or None (absent, unreadable, or from another layout)."""
+    where = directory()
+    if where is None:
+        return None
+    path = os.path.join(where, name[:2], name)
+    try:
+        with open(path, "rb") as f:
+            return _rebuild(_PlainUnpickler(f).load())
+    except (OSError, pickle.UnpicklingError, EOFError, TypeError, ValueError, KeyError):
+        return None
+
+
+def store(name: str, profile: BlockProfile) -> None:
+    """Keep ``profile`` (atomically; a cache that cannot be written is skipped silently)."""
+    where = directory()
+    if where is None:
+        return
+    folder = os.path.join(where, name[:2])
+    try:
+        os.makedirs(folder, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-")
+        with os.fdopen(fd, "wb") as f:
+            pickle.dump(_plain(profile), f, protocol=4)
+        os.replace(tmp, os.path.join(folder, name))
+    except OSError:
+        return
+
+
+__all__ = ["FORMAT", "directory", "key", "load", "store"]

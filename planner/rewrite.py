@@ -1,0 +1,120 @@
+"""Profile rewrites for what a meta trace cannot see: routed experts and context-parallel attention.
+
+* :func:`grouped_gemms`: ``_grouped_mm`` (one kernel over many experts, rows
+  split by data-dependent offsets) becomes one GEMM per local expert with the
+  rows split evenly (balanced routing), which the cost model prices.
+* :func:`context_parallel_attention`: a chip of a load-balanced causal
+  context-parallel ring attends ``seq_len / cp`` queries to, on average,
+  ``seq_len / 2`` keys over the ring; the traced local attention (``seq_len / cp``
+  keys, causal) is replaced by that.
+* :func:`shard_experts`: expert parameters divided over ``ep`` chips.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from types import MappingProxyType
+
+import devices.cost
+from planner.profile import BlockProfile, Shard, gemm_flops
+
+_GROUPED = ("aten::_grouped_mm",)
+
+
+def _mm(m: int, k: int, n: int, dtype: str) -> devices.cost.OpRecord:
+    return devices.cost.OpRecord("aten::mm", ((m, k), (k, n)), dtype, ((m, n),))
+
+
+def expand_grouped_mm(record: devices.cost.OpRecord, groups: int) -> list[devices.cost.OpRecord]:
+    """One ``aten::mm`` per group for a ``_grouped_mm`` record, rows split evenly over ``groups``."""
+    a, b = record.shapes[0], record.shapes[1]
+    dt = record.dtype
+    if len(a) == 2 and len(b) == 3:      # tokens (S, K) x experts (E, K, N) -> (S, N)
+        rows = math.ceil(a[0] / groups)
+        return [_mm(rows, a[1], b[2], dt)] * groups
+    if len(a) == 2 and len(b) == 2:      # weight gradient (K, S) x (S, N) -> (E, K, N)
+        rows = math.ceil(a[1] / groups)
+        return [_mm(a[0], rows, b[1], dt)] * groups
+    if len(a) == 3 and len(b) == 3:      # batched (E, M, K) x (E, K, N)
+        return [_mm(a[1], a[2], b[2], dt)] * groups
+    if len(a) == 3 and len(b) == 2:      # (E, M, K) x (K, S) -> (M, S)
+        return [_mm(a[1], a[2], math.ceil(b[1] / groups), dt)] * groups
+    raise ValueError(f"_grouped_mm with shapes {a} x {b}: layout not understood")
+
+
+def grouped_gemms(profile: BlockProfile, groups: int, experts: int) -> BlockProfile:
+    """``profile`` with every ``_grouped_mm`` expanded to ``groups`` GEMMs (see the module doc)."""
+    ops = profile.forward + profile.backward
+    if not any(r.op.split(".")[0] in _GROUPED for r in ops):
+        return profile
+    if groups < 1:
+        raise ValueError(f"{profile.name}: grouped GEMMs found but the model declares no experts")
+
+    def expand(records):
+        out = []
+        for r in records:
+            out += expand_grouped_mm(r, groups) if r.op.split(".")[0] in _GROUPED else [r]
+        return tuple(out)
+
+    forward, backward = expand(profile.forward), expand(profile.backward)
+    # Op indices moved: recompute the sequence-sharded marks by op identity.
+    marked = {id(op) for i, op in enumerate(ops) if i in profile.sequence_sharded}
+    sharded = frozenset(i for i, op in enumerate(forward + backward) if id(op) in marked)
+    return replace(profile, forward=forward, backward=backward, sequence_sharded=sharded,
+                   model_flops=3.0 * gemm_flops(forward) * profile.flops_scale)
+
+
+_ATTENTION_QKV = {  # op base name -> positions of q, k, v in shapes (SDPA layout: batch, heads, seq, dim)
+    "_scaled_dot_product_flash_attention": (0, 1, 2),
+    "_scaled_dot_product_efficient_attention": (0, 1, 2),
+    "_scaled_dot_product_flash_attention_backward": (1, 2, 3),
+    "_scaled_dot_product_efficient_attention_backward": (1, 2, 3),
+}
+
+
+def context_parallel_attention(profile: BlockProfile, shard: Shard) -> BlockProfile:
+    """Attention of one chip in a load-balanced causal CP ring (see the module doc)."""
+    keys = shard.seq_len // 2
+    local = shard.seq_len // shard.cp
+
+    def fix(records):
+        out = []
+        for r in records:
+            name = devices.cost.classify(r.op)[1]
+            pos = _ATTENTION_QKV.get(name)
+            if pos is None:
+                out.append(r)
+                continue
+            shapes = list(r.shapes)
+            for i in pos[1:]:
+                if len(shapes[i]) == 4 and shapes[i][2] == local:
+                    shapes[i] = shapes[i][:2] + (keys,) + shapes[i][3:]
+            outs = r.out_shapes
+            if outs and name.endswith("_backward"):
+                outs = tuple(s[:2] + (keys,) + s[3:] if k in (1, 2) and len(s) == 4 and s[2] == local else s
+                             for k, s in enumerate(outs))
+            args = dict(r.args)
+            args["is_causal"] = False
+            out.append(devices.cost.OpRecord(r.op, tuple(shapes), r.dtype, outs, MappingProxyType(args)))
+        return tuple(out)
+
+    forward = fix(profile.forward)
+    note = (profile.note + "; " if profile.note else "") + (
+        f"context parallel cp={shard.cp}: {local} queries per chip over {keys} keys on average (causal, "
+        f"load-balanced ring)")
+    return replace(profile, forward=forward, backward=fix(profile.backward),
+                   model_flops=3.0 * gemm_flops(forward) * profile.flops_scale, note=note)
+
+
+def shard_experts(profile: BlockProfile, ep: int) -> BlockProfile:
+    """Expert parameters divided over ``ep`` chips."""
+    if ep == 1 or not profile.expert_params:
+        return profile
+    kept = profile.expert_params // ep
+    per = profile.param_bytes / max(1, profile.params)
+    params = profile.params - profile.expert_params + kept
+    return replace(profile, params=params, expert_params=kept, param_bytes=int(params * per))
+
+
+__all__ = ["context_parallel_attention", "expand_grouped_mm", "grouped_gemms", "shard_experts"]

@@ -1,0 +1,117 @@
+"""The `hybrid` command line and the prepared scripts run end to end."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.support import ROOT
+
+
+def run(*args, timeout=300):
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
+
+
+def test_racks_lists_presets_and_sourced_figures():
+    out = run("-m", "hybrid_cli", "racks")
+    assert out.returncode == 0, out.stderr
+    assert "fusion-default" in out.stdout and "trn3-ultraserver" in out.stdout
+    assert "989 TFLOP/s" in out.stdout and "projected" in out.stdout and "published" in out.stdout
+
+
+def test_bench_ops_prints_tables_and_writes_a_plot(tmp_path):
+    png = tmp_path / "ops.png"
+    out = run("-m", "hybrid_cli", "bench", "ops", "--kinds", "h100,trn4", "--plot", str(png))
+    assert out.returncode == 0, out.stderr
+    assert "matmul: modelled TFLOP/s" in out.stdout and "trn4*" in out.stdout
+    assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_demo_matches_cpu_and_reports_modelled_times():
+    # --compile in the same run (one process for both: the suite's time): eager vs compiled per kind.
+    out = run("-m", "hybrid_cli", "demo", "--steps", "2", "--compile")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "every slot matched the CPU exactly" in out.stdout
+    assert "modelled ms/step" in out.stdout and "h100-node" in out.stdout and "trn3:16" in out.stdout
+    # What a real Trainium would do differently is listed once at the end, not warned mid-output.
+    assert "FidelityWarning" not in out.stderr
+    assert "aten::arange.start_out in int64 on trn3: would compute in another format" in out.stdout
+    compiled = out.stdout.split("== torch.compile:")[1]
+    rows = [line.split() for line in compiled.splitlines() if line.startswith("hybrid:")]
+    assert {r[1] for r in rows} == {"trn4*", "b200"}, compiled  # one slot per kind of the default rack
+    for row in rows:
+        eager_ms, compiled_ms, speedup, dloss = float(row[2]), float(row[4]), row[-2], float(row[-1])
+        assert compiled_ms < eager_ms and dloss <= 1e-4
+        assert speedup.endswith("x") and abs(float(speedup[:-1]) - eager_ms / compiled_ms) <= 0.011
+
+
+def test_demo_rejects_a_bad_rack():
+    out = run("-m", "hybrid_cli", "demo", "--rack", "h9000:2")
+    assert out.returncode == 2 and "h9000" in out.stderr
+
+
+@pytest.mark.parametrize("script", ["benchmarks/calibrate_gpu.py"])
+def test_gpu_calibration_script_dry_run(script, tmp_path):
+    out = run(script, "--dry-run", "--repeats", "1", "--out", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "calibration.csv").exists() and "ops compared" in (tmp_path / "calibration.md").read_text()
+
+
+def test_check_collectives_that_checks_nothing_fails_and_says_why():
+    out = run("-m", "hybrid_cli", "check", "collectives", "--rack", "fusion-default", "--participants", "9",
+              "--no-progress")
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "participants" in out.stderr and "9" in out.stderr and "8 slots" in out.stderr
+    assert "OK" not in out.stdout
+    from hybrid_cli.cmd_check import _counts
+
+    assert _counts("1, 2,9", "--participants", 1) == (1, 2, 9)
+    for bad in ("two", "0", "1,,2"):
+        with pytest.raises(ValueError, match="--participants"):
+            _counts(bad, "--participants", 1)
+
+
+def test_check_collectives_runs_and_notes_what_it_skipped():
+    out = run("-m", "hybrid_cli", "check", "collectives", "--rack", "fusion-default", "--participants", "2,9",
+              "--sizes", "3", "--dtypes", "int32", "--no-algorithms", "--no-progress")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "skipped participants 9" in out.stdout and "0 wrong elements" in out.stdout and "OK" in out.stdout
+
+
+_WITHOUT_TORCH = ("import contextlib, io, json, sys\nfrom hybrid_cli import main\nout = io.StringIO()\n"
+                  "with contextlib.redirect_stdout(out):\n    try:\n        code = main(sys.argv[1:])\n"
+                  "    except SystemExit as e:\n        code = e.code\n"
+                  "print(json.dumps({'code': code or 0, 'printed': len(out.getvalue()),\n"
+                  "                  'imported': sorted(m for m in ('torch', 'interop') if m in sys.modules)}))\n")
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["racks"], ["racks", "--kind", "trn2"],
+                                  ["whatif", "--model", "llama3-8b", "--rack", "h100:64", "--tp", "8"]])
+def test_paper_commands_run_without_importing_torch_or_the_device(argv, tmp_path):
+    env = dict(os.environ, HYBRID_INTEROP_CACHE=str(tmp_path))
+    # A first run may trace the model's blocks (that needs torch, on the meta device); the second is warm.
+    for attempt in range(2):
+        result = subprocess.run([sys.executable, "-c", _WITHOUT_TORCH, *argv], capture_output=True, text=True,
+                                timeout=600, cwd=ROOT, env=env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    outcome = json.loads(result.stdout.strip().splitlines()[-1])
+    assert outcome["code"] == 0, result.stderr[-2000:]
+    assert outcome["imported"] == [], f"hybrid {' '.join(argv)} imported {outcome['imported']}"
+    assert outcome["printed"] > 200  # it printed its help, listing or estimate
+
+
+def test_a_command_that_lacks_a_module_says_which_and_how_before_it_starts(monkeypatch, capsys):
+    import hybrid_cli
+    import hybrid_cli.cmd_numerics as numerics
+
+    monkeypatch.setattr(numerics, "REQUIRES", ("json", "no_such_module_for_this_test"))
+    monkeypatch.setattr(numerics, "main", lambda args: pytest.fail("the command started"))
+    assert hybrid_cli.main(["numerics", "--steps", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == ("hybrid numerics: needs no_such_module_for_this_test "
+                           "(pip install no_such_module_for_this_test)")

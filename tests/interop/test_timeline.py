@@ -1,0 +1,191 @@
+"""The modelled timeline: records, clocks, events, copies, the report."""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+import torch
+
+import devices
+import interop
+from interop.timelines import PS
+
+
+pytestmark = pytest.mark.usefixtures("fresh_timeline")
+
+
+def test_every_op_is_placed_with_its_estimate():
+    a = torch.randn(64, 128, device="hybrid:4")
+    b = torch.randn(128, 32, device="hybrid:4")
+    interop.reset_timeline()
+    (a @ b).relu()
+    recs = interop.timeline()
+    mm = next(r for r in recs if r.op == "aten::mm")
+    expected = devices.estimate("b200", "aten::mm", [(64, 128), (128, 32)], "float32")
+    assert mm.slot == 4 and mm.kind == "op" and mm.in_shapes == ((64, 128), (128, 32))
+    assert mm.out_shapes == ((64, 32),)
+    assert mm.duration_ps == round(expected.seconds * PS)
+    assert mm.flops == expected.flops == 2 * 64 * 128 * 32
+    assert mm.source and not mm.estimated_by_default
+    assert any(r.op.startswith("aten::relu") for r in recs)
+
+
+def test_ops_on_a_stream_run_back_to_back_and_busy_time_is_their_sum():
+    x = torch.randn(256, 256, device="hybrid:1")
+    interop.reset_timeline()
+    for _ in range(5):
+        x = torch.tanh(x @ x)
+    recs = [r for r in interop.timeline() if r.slot == 1]
+    for prev, nxt in zip(recs, recs[1:]):
+        assert nxt.start_ps == prev.end_ps
+    rep = interop.report()
+    assert rep.slot(1).busy_s == pytest.approx(sum(r.duration_ps for r in recs) / PS, rel=0, abs=0)
+    assert rep.makespan_s == recs[-1].end_ps / PS
+    assert rep.slot(1).projected  # trn4
+    assert all(r.projected for r in recs)
+
+
+def test_views_cost_nothing():
+    x = torch.randn(8, 8, device="hybrid:5")
+    interop.reset_timeline()
+    t = x.t()
+    x.view(64)
+    x[2:5]
+    x.unsqueeze(0).expand(3, 8, 8)
+    # A view is metadata: nothing runs on the slot, nothing is placed, no clock moves.
+    assert interop.timeline() == []
+    assert interop.current_rack().timeline.now_ps(5) == 0
+    # Recording is on: materialising the transposed view is a copy on the slot, placed with its cost.
+    t.contiguous()
+    (copy,) = interop.timeline()
+    assert (copy.kind, copy.slot, copy.bytes) == ("copy", 5, 8 * 8 * 4) and copy.duration_ps > 0
+
+
+def test_event_elapsed_time_is_exactly_the_ops_between():
+    x = torch.randn(128, 128, device="hybrid:6")
+    with torch.hybrid.device(6):
+        start, end = torch.hybrid.Event(enable_timing=True), torch.hybrid.Event(enable_timing=True)
+        y = x @ x
+        start.record()
+        for _ in range(3):
+            y = (y @ x).sigmoid()
+        end.record()
+    recs = interop.timeline()
+    mark = next(i for i, r in enumerate(recs) if r.op == "aten::mm")  # the op before `start`
+    between = recs[mark + 1:]
+    assert start.elapsed_time(end) == sum(r.duration_ps for r in between) / 1e9
+    assert start.elapsed_time(end) > 0
+
+
+def test_stream_wait_event_orders_modelled_time():
+    x = torch.randn(512, 512, device="hybrid:2")
+    s1, s2 = torch.hybrid.Stream(device=2), torch.hybrid.Stream(device=2)
+    with torch.hybrid.device(2):
+        with torch.hybrid.stream(s1):
+            y = x @ x
+            done = torch.hybrid.Event()
+            done.record(s1)
+        with torch.hybrid.stream(s2):
+            done.wait(s2)
+            z = x + 1
+    recs = interop.timeline()
+    producer = next(r for r in recs if r.op == "aten::mm")
+    consumer = next(r for r in recs if r.op.startswith("aten::add"))
+    assert producer.stream == s1.stream_id and consumer.stream == s2.stream_id
+    assert consumer.start_ps >= producer.end_ps
+    del y, z
+
+
+def test_copy_between_slots_orders_both_timelines_and_uses_the_link():
+    a = torch.randn(1 << 16, device="hybrid:0")
+    interop.reset_timeline()
+    b = a.to("hybrid:5")
+    b.mul_(2)
+    recs = interop.timeline()
+    copy = next(r for r in recs if r.kind == "copy")
+    after = next(r for r in recs if r.kind == "op" and r.slot == 5)
+    assert copy.slot == 0 and copy.peer == 5 and copy.bytes == a.numel() * 4
+    assert "hybrid:0->hybrid:5" in copy.link
+    assert after.start_ps >= copy.end_ps
+    rep = interop.report()
+    assert rep.slot(0).busy_s == pytest.approx(rep.slot(5).busy_s - after.duration_ps / PS, rel=1e-12)
+    assert any(link.link == copy.link and link.bytes == copy.bytes for link in rep.links)
+
+
+def test_host_copies_cross_pcie():
+    interop.reset_timeline()
+    x = torch.ones(1000).to("hybrid:3")
+    (rec,) = [r for r in interop.timeline() if r.kind == "copy"]
+    assert rec.slot == -1 and rec.peer == 3 and "pcie" in rec.link
+    del x
+
+
+def test_report_energy_and_cost(use_rack):
+    use_rack("trn1:2")
+    interop.reset_timeline()
+    x = torch.randn(256, 256, device="hybrid:1")
+    (x @ x).sum()
+    rep = interop.report()
+    chip = devices.chip("trn1")
+    s = rep.slot(1)
+    assert s.energy_j is None if chip.power is None else s.energy_j == pytest.approx(chip.power.value * s.busy_s)
+    if chip.price_per_hour is None:
+        assert s.cost_usd is None
+    else:
+        assert s.cost_usd == pytest.approx(chip.price_per_hour.value * rep.makespan_s / 3600)
+    assert s.achieved_flops <= s.peak_flops
+    assert "makespan" in rep.table()
+    del x
+    gc.collect()
+
+
+def test_unknown_ops_are_counted_not_hidden():
+    x = torch.randn(16, device="hybrid:4")
+    interop.reset_timeline()
+    torch.special.bessel_j0(x)
+    rep = interop.report()
+    recs = interop.timeline()
+    flagged = [r for r in recs if r.estimated_by_default]
+    assert flagged and all(r.op == "aten::special_bessel_j0" for r in flagged)
+    assert rep.slot(4).estimated_by_default == len(flagged)
+
+
+def test_recording_off_places_nothing():
+    interop.set_recording(False)
+    x = torch.randn(32, 32, device="hybrid:1")
+    x @ x
+    assert interop.timeline() == []
+
+
+def test_export_trace_and_gantt(tmp_path):
+    import json
+
+    x = torch.randn(64, 64, device="hybrid:0")
+    y = (x @ x).to("hybrid:4")
+    torch.relu(y)
+    path = interop.export_trace(tmp_path / "trace.json")
+    doc = json.load(open(path))
+    events = doc["traceEvents"]
+    procs = {e["pid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
+    assert all(any(n.startswith(f"hybrid:{d.index} ") for n in procs.values()) for d in interop.current_rack().devices)
+    assert any(n.startswith("link hybrid:0->hybrid:4") for n in procs.values())
+    spans = [e for e in events if e["ph"] == "X"]
+    assert spans and all(e["dur"] >= 0 and e["ts"] >= 0 for e in spans)
+    assert "modelled" in doc["otherData"]["note"]
+    png = interop.gantt(tmp_path / "gantt.png")
+    assert open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_records_carry_torchs_own_dtype_names():
+    # One vocabulary: the runtime hands the cost model torch's names, not c10's ("BFloat16").
+    interop.timeline()  # everything earlier is placed
+    a = torch.ones(8, 8, dtype=torch.bfloat16, device="hybrid:4")
+    (a @ a).to(torch.float8_e4m3fn).to("hybrid:5")
+    cols, _ = interop._C._drain_timeline()  # raw records, before the session costs them
+    interop.reset_timeline()
+    names = set(cols["dtype"])
+    assert {"bfloat16", "float8_e4m3fn"} <= names
+    assert names <= {devices.dtype_name(t) for t in (torch.bfloat16, torch.float8_e4m3fn, torch.float32)}
+    for name in names:  # the cost model's vocabulary, as is
+        assert devices.estimate("b200", "aten::add.Tensor", [(8,), (8,)], name).dtype == name

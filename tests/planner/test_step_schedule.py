@@ -1,0 +1,118 @@
+"""Pipeline schedules of the step model against closed forms, and the pieces the step composes (pure Python)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from planner import schedule
+from planner.schedule import actions, simulate
+
+
+def _uniform(p, v, f, b):
+    return [[f / v] * v for _ in range(p)], [[b / v] * v for _ in range(p)]
+
+
+@pytest.mark.parametrize("p,m,v", [(1, 4, 1), (4, 8, 1), (8, 64, 1), (4, 3, 1), (4, 8, 2), (8, 64, 8), (8, 32, 4)])
+def test_uniform_pipeline_matches_closed_form(p, m, v):
+    # 1F1B and interleaved 1F1B with equal stages: m (f + b) + (p - 1)(f + b) / v (Narayanan et al. 2021).
+    f, b = 1.0, 2.0
+    fw, bw = _uniform(p, v, f, b)
+    sim = simulate(fw, bw, m, "interleaved" if v > 1 else "1f1b")
+    assert sim.end == pytest.approx(m * (f + b) + (p - 1) * (f + b) / v)
+    assert all(busy == pytest.approx(m * (f + b)) for busy in sim.busy)
+
+
+def test_gpipe_time_and_memory():
+    fw, bw = _uniform(4, 1, 1.0, 2.0)
+    g = simulate(fw, bw, 8, "gpipe")
+    o = simulate(fw, bw, 8, "1f1b")
+    assert g.end == pytest.approx(o.end)  # same bubble...
+    assert g.in_flight[0] == (8,) and o.in_flight[0] == (4,)  # ...but GPipe holds every microbatch
+
+
+def test_interleaved_in_flight_matches_megatron():
+    # Megatron: the first stage holds (p - 1) * 2 + (v - 1) * p + 1 chunk-microbatches at its peak.
+    p, v, m = 8, 4, 32
+    fw, bw = _uniform(p, v, 1.0, 2.0)
+    sim = simulate(fw, bw, m, "interleaved", activation=[[1.0] * v for _ in range(p)])
+    assert sum(sim.peak_chunks[0]) == (p - 1) * 2 + (v - 1) * p + 1
+
+
+def test_uneven_stages_bottleneck():
+    # The steady state runs at the slowest stage's pace: end -> (m - 1) * slowest + the fill and drain.
+    fw = [[1.0], [3.0], [1.0]]
+    bw = [[2.0], [6.0], [2.0]]
+    m = 50
+    sim = simulate(fw, bw, m, "1f1b")
+    slow = 9.0
+    assert sim.end >= m * slow
+    assert sim.end == pytest.approx((m - 1) * slow + sum(f[0] + b[0] for f, b in zip(fw, bw)), rel=0.02)
+
+
+def test_p2p_delays_the_pipeline():
+    # Two stages, two microbatches, f=1, b=2, a 0.5 s hop, worked by hand:
+    # s0 F0 [0,1] F1 [1,2]; s1 F0 [1.5,2.5] B0 [2.5,4.5]; s0 B0 [5,7]; s1 F1 [4.5,5.5] B1 [5.5,7.5];
+    # s0 B1 [8,10].  Without the hop: (m + p - 1)(f + b) = 9.
+    fw, bw = [[1.0], [1.0]], [[2.0], [2.0]]
+    assert simulate(fw, bw, 2, "1f1b").end == pytest.approx(9.0)
+    sim = simulate(fw, bw, 2, "1f1b", p2p=[0.5], record=True)
+    assert sim.end == pytest.approx(10.0)
+    assert (1, 1, 0, 1, 5.5, 7.5) in sim.events
+
+
+def test_actions_are_complete_and_ordered():
+    for sched, v in (("gpipe", 1), ("1f1b", 1), ("interleaved", 3)):
+        seq = actions(sched, 4, v, 8)
+        for stage in seq:
+            assert sorted(stage) == sorted((ph, c, i) for ph in (0, 1) for c in range(v) for i in range(8))
+            for c in range(v):  # a chunk's forwards and backwards run in microbatch order
+                fwd = [i for ph, cc, i in stage if ph == 0 and cc == c]
+                assert fwd == sorted(fwd)
+
+
+def test_bad_schedule_names():
+    with pytest.raises(ValueError, match="schedule: unknown 'zigzag'; accepted: gpipe, 1f1b, interleaved"):
+        actions("zigzag", 2, 1, 2)
+    with pytest.raises(ValueError, match="need 'interleaved'"):
+        actions("1f1b", 2, 2, 4)
+
+
+def test_extrapolated_simulation_matches_full():
+    # Long steps are extrapolated from two short ones (step._simulate); the steady state repeats every p.
+    from planner.step import _simulate
+
+    p, v = 4, 2
+    fw = [[0.5, 0.6], [0.5, 0.5], [0.5, 0.5], [0.7, 0.5]]
+    bw = [[1.0, 1.2], [1.0, 1.0], [1.1, 1.0], [1.4, 1.0]]
+    hops = [0.01] * (p * v - 1)
+    m = 400
+    full = simulate(fw, bw, m, "interleaved", p2p=hops)
+    fast = _simulate(fw, bw, m, "interleaved", hops, False)
+    assert fast.end == pytest.approx(full.end, rel=1e-9)
+    assert fast.finish == pytest.approx(full.finish, rel=1e-9)
+    assert 2 * p * v * m > schedule.__dict__.get("SIMULATE_LIMIT", 0)
+
+
+def test_two_streams_prefetch():
+    from planner.step import _two_streams
+
+    # Gathers shorter than the compute beside them hide all but the first one.
+    assert _two_streams([1.0, 1.0, 1.0], [0.5, 0.5, 0.5], [0.0, 0.0, 0.0]) == pytest.approx(3.5)
+    # Longer gathers set the pace.
+    assert _two_streams([1.0, 1.0, 1.0], [2.0, 2.0, 2.0], [0.0, 0.0, 0.0]) == pytest.approx(7.0)
+    # Reduce-scatters after each block; the last one is exposed.
+    assert _two_streams([1.0, 1.0], [0.0, 0.0], [0.5, 0.5]) == pytest.approx(2.5)
+    # With share 0.5, half of what overlap hid costs time.
+    assert _two_streams([1.0, 1.0, 1.0], [0.5, 0.5, 0.5], [0.0, 0.0, 0.0], 0.5) == pytest.approx(3.5 + 0.5)
+
+
+def test_exposed_tensor_parallel_communication():
+    from planner.step import _exposed
+
+    assert _exposed(1.0, 10.0, False, 4) == 1.0  # no overlap: all of it
+    assert _exposed(1.0, 10.0, True, 4) == pytest.approx(0.25)  # the first of 4 pieces
+    assert _exposed(1.0, 0.2, True, 4) == pytest.approx(1.0 - 0.2 * 0.75)  # the GEMM hides only its length
+    assert _exposed(1.0, 10.0, True, 4, 0.0) == pytest.approx(1.0)
+    assert math.isclose(_exposed(0.0, 1.0, True, 4), 0.0)

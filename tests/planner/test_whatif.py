@@ -1,0 +1,233 @@
+"""interop.whatif: the API, its bad-input paths, heterogeneous racks, the CLI, and life without interop._C."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("transformers", reason="what-if models are built from transformers configs")
+
+import devices  # noqa: E402
+from planner import Stage, StepConfig, model_blocks, step_model, whatif  # noqa: E402
+from planner.decoder_blocks import DecoderBlocks  # noqa: E402
+
+from tests.support import ROOT
+FIELDS = ["seconds", "tokens_per_second", "tokens_per_second_per_chip", "model_tflops_per_chip", "mfu",
+          "memory_per_chip", "fits", "joules_per_token", "usd_per_million_tokens", "breakdown", "parallel",
+          "projected"]
+
+
+@pytest.fixture(scope="module")
+def small():
+    from transformers import LlamaConfig
+
+    return DecoderBlocks(LlamaConfig(vocab_size=4096, hidden_size=512, intermediate_size=1024, num_hidden_layers=8,
+                                     num_attention_heads=8, num_key_value_heads=4, tie_word_embeddings=False),
+                         name="small-llama")
+
+
+def test_estimate_fields_and_figures(small):
+    est = whatif(small, "h100-node*2", parallel={"tp": 2, "pp": 2, "microbatch": 2}, global_batch=64, seq_len=1024)
+    assert [f.name for f in dataclasses.fields(est)] == FIELDS
+    assert est.parallel["dp"] == 4 and est.parallel["microbatches"] == 8
+    assert est.tokens_per_second == pytest.approx(64 * 1024 / est.seconds)
+    assert est.tokens_per_second_per_chip == pytest.approx(est.tokens_per_second / 16)
+    peak = devices.chip("h100").peak_for("bfloat16").value
+    assert est.mfu == pytest.approx(est.model_tflops_per_chip * 1e12 / peak)
+    assert sum(est.breakdown.values()) == pytest.approx(est.seconds, rel=1e-6)
+    m = est.memory_per_chip
+    assert m.total == m.weights + m.gradients + m.optimizer + m.activations and est.fits
+    # Energy from board power, dollars from the catalogue's H100 price: both derived from figures we know.
+    chip = devices.chip("h100")
+    assert est.joules_per_token == pytest.approx(16 * chip.power.value * est.seconds / (64 * 1024))
+    assert est.usd_per_million_tokens == pytest.approx(16 * chip.price_per_hour.value / 3600 * est.seconds
+                                                      / (64 * 1024) * 1e6)
+    assert not est.projected
+    assert "step time (modelled)" in str(est) and all("modelled" in label for label, _ in est.rows()[3:9])
+
+
+def test_zero_stages_shard_memory_as_documented(small):
+    # Mixed precision with Adam: 2 (bf16 weights) + 2 (bf16 grads) + 12 (fp32 master, m, v) bytes per parameter.
+    seen = {}
+    for zero in (0, 1, 2, 3):
+        est = whatif(small, "h100-node", parallel={"zero": zero}, global_batch=8, seq_len=512, recompute="none")
+        seen[zero] = est.memory_per_chip
+    params = sum(small.profile(i, __import__("planner", fromlist=["Shard"]).Shard(seq_len=512)).params
+                 for i in range(len(small)))
+    assert seen[0].optimizer == pytest.approx(12 * params, rel=1e-3)
+    assert seen[1].optimizer == pytest.approx(12 * params / 8, rel=1e-3) and seen[1].gradients == seen[0].gradients
+    assert seen[2].gradients == pytest.approx(2 * params / 8, rel=1e-3)
+    assert seen[3].weights == pytest.approx(2 * params / 8, rel=1e-3)
+
+
+def test_projected_chips_are_labelled(small):
+    est = whatif(small, "trn4:4+b200:4", parallel={"tp": 4}, global_batch=16, seq_len=512)
+    assert est.projected and "PROJECTED" in str(est)
+    assert [s.kind for s in est.result.stages] == ["trn4", "b200"]
+
+
+def test_bad_parallel_configurations_name_the_dimension(small):
+    with pytest.raises(ValueError, match="tp: tensor parallelism 3 does not divide the 8 attention heads"):
+        whatif(small, "h100-node", parallel={"tp": 3}, global_batch=8, seq_len=512)
+    with pytest.raises(ValueError, match=r"pp: 3 pipeline chunks do not divide the 8 layers of small-llama \(nor 10"):
+        whatif(small, "h100-node*3", parallel={"pp": 3}, global_batch=24, seq_len=512)
+    with pytest.raises(ValueError, match=r"dp: tp\*cp\*pp\*dp = 2\*5 = 10 chips exceeds the rack's 8"):
+        whatif(small, "h100-node", parallel={"tp": 2, "dp": 5}, global_batch=10, seq_len=512)
+    with pytest.raises(ValueError, match="global_batch: 10 samples are not a multiple of microbatch x dp = 1 x 8"):
+        whatif(small, "h100-node", parallel={"dp": 8}, global_batch=10, seq_len=512)
+    with pytest.raises(ValueError, match="tp: tensor parallelism 16 does not divide the 72-slot nvlink domain"):
+        whatif("llama3-8b", "gb300-nvl72", parallel={"tp": 16}, global_batch=16, seq_len=512)
+    with pytest.raises(ValueError, match="cp: context parallelism 3 does not divide seq_len 512"):
+        whatif(small, "h100-node", parallel={"cp": 3, "dp": 2}, global_batch=8, seq_len=512)
+    with pytest.raises(ValueError, match="parallel: unknown key 'tensor'; accepted: cp, dp, ep, fsdp"):
+        whatif(small, "h100-node", parallel={"tensor": 2}, global_batch=8, seq_len=512)
+    with pytest.raises(ValueError, match="vp: the interleaved schedule runs microbatches in groups of pp=2"):
+        whatif(small, "h100-node", parallel={"pp": 2, "vp": 2, "dp": 4}, global_batch=12, seq_len=512)
+    for bad, message in (({"dtype": "fp4"}, "dtype: unknown 'fp4'; accepted: bfloat16, fp8"),
+                         ({"recompute": "some"}, "recompute: unknown 'some'; accepted: none, selective, full, auto"),
+                         ({"optimizer": "lion"}, "optimizer: unknown 'lion'; accepted: adamw, adam, sgd")):
+        with pytest.raises(ValueError, match=message):
+            whatif(small, "h100-node", global_batch=8, seq_len=512, **bad)
+
+
+def test_model_that_does_not_fit_says_what_it_needs():
+    # 8B replicated (DDP) needs 16 bytes per parameter on every chip: 128 GB of an 80 GB H100.
+    est = whatif("llama3-8b", "h100-node", parallel={"dp": 8, "zero": 0}, global_batch=8, seq_len=2048)
+    assert not est.fits
+    assert est.memory_per_chip.total > est.memory_per_chip.capacity
+    assert f"needs {est.memory_per_chip.total / 1e9:,.1f} GB per chip" in est.advice
+    assert "the fastest configuration that fits: tp" in est.advice  # on the same 8 chips
+    assert "does not fit" in str(est)
+    # 70B needs 1.1 TB of weights, gradients and Adam state: no configuration of 8 H100s holds it.
+    est = whatif("llama3-70b", "h100-node", parallel={"dp": 8}, global_batch=8, seq_len=2048, recompute="full")
+    assert not est.fits
+    assert "no configuration of this model fits" in est.advice
+    assert "the largest preset that fits these 8 chips (fully sharded): llama3-8b" in est.advice
+
+
+def test_unknown_model_lists_presets():
+    with pytest.raises(ValueError, match="presets: llama3-8b, llama3-70b, llama3.1-405b, mixtral-8x7b"):
+        whatif("llama-17", "h100-node", global_batch=8, seq_len=512)
+
+
+def test_recompute_auto_picks_the_cheapest_that_fits(small):
+    roomy = whatif(small, "h100-node", parallel={"dp": 8}, global_batch=8, seq_len=512, recompute="auto")
+    assert roomy.parallel["recompute"] == ["none"]
+    # A slot of 0.3 GB: the activations must go.
+    tight = devices.parse_rack("h100:8")
+    tight = dataclasses.replace(tight, groups=(dataclasses.replace(tight.groups[0], capacity=300_000_000),))
+    auto = whatif(small, tight, parallel={"dp": 8, "microbatch": 1}, global_batch=64, seq_len=2048)
+    none = whatif(small, tight, parallel={"dp": 8, "microbatch": 1}, global_batch=64, seq_len=2048, recompute="none")
+    assert auto.fits and not none.fits
+    assert auto.parallel["recompute"] != ["none"] and auto.seconds > none.seconds
+
+
+def test_heterogeneous_stages_priced_per_kind(small):
+    # A hand-made split on Trn4 + GB300 over NVLink Fusion: moving layers to the faster stage helps.
+    spec = devices.parse_rack("trn4:4+gb300:4")
+    config = StepConfig(global_batch=32, seq_len=1024, microbatches=8, dtype="bfloat16")
+
+    def split(k):
+        return [Stage(chunks=range(0, k), kind="trn4", slots=(0, 1, 2, 3), tp=4),
+                Stage(chunks=range(k, len(small)), kind="gb300", slots=(4, 5, 6, 7), tp=4)]
+
+    times = {k: step_model(small, split(k), spec, config).seconds for k in range(2, 9)}
+    per_layer = {}
+    for kind in ("trn4", "gb300"):
+        r = step_model(small, split(5), spec, config)
+        per_layer[kind] = [s for s in r.stages if s.kind == kind][0]
+    best = min(times, key=times.get)
+    assert 2 < best < 8  # neither stage takes (almost) everything
+    assert times[best] < times[2] and times[best] < times[8]
+    r = step_model(small, split(best), spec, config)
+    assert r.projected and r.stages[0].kind == "trn4" and r.stages[1].memory.capacity == int(
+        devices.chip("gb300").hbm_capacity.value)
+    # Trn3 UltraServer beside a GB300 NVL72 over EFA: the pipeline send crosses the network.
+    wide = devices.parse_rack("trn3:144+gb300:72")
+    est = whatif(small, wide, parallel={"tp": 8}, global_batch=216, seq_len=1024)
+    assert [s.kind for s in est.result.stages] == ["trn3", "gb300"]
+    assert est.parallel["dp"] == [18, 9]
+
+
+def test_search_finds_a_fitting_configuration(small):
+    from planner.search import candidates, search
+
+    spec = devices.parse_rack("h100-node*2")
+    found = search(small, spec, global_batch=32, seq_len=1024, progress=False)
+    assert found.evaluated == len(found.ranking) >= 1
+    assert found.best is not None and found.best.fits
+    assert found.considered == len(candidates(small, spec, global_batch=32, seq_len=1024)) == (
+        found.evaluated + found.skipped + found.pruned + len(found.rejected)) > 20
+    # The bound prunes nothing that could win: the exhaustive walk finds the same step.
+    from planner.estimate import run_config
+
+    exhaustive = []
+    for par in candidates(small, spec, global_batch=32, seq_len=1024):
+        try:
+            result, _ = run_config(small, spec, par, global_batch=32, seq_len=1024, dtype="bfloat16",
+                                   recompute="auto", optimizer="adamw")
+        except ValueError:
+            continue
+        if all(s.memory.fits for s in result.stages):
+            exhaustive.append(result.seconds)
+    assert found.best.seconds == pytest.approx(min(exhaustive))
+
+
+def test_profiles_survive_the_process_on_disk(tmp_path, monkeypatch, small):
+    from transformers import LlamaConfig
+
+    from planner import Shard, profile_cache
+
+    monkeypatch.setenv("HYBRID_INTEROP_CACHE", str(tmp_path))
+    cfg = LlamaConfig(vocab_size=512, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2)
+    first = DecoderBlocks(cfg, name="cached").profile(1, Shard(seq_len=128, tp=2))
+    assert len(list(tmp_path.rglob("*"))) >= 2
+    again = DecoderBlocks(cfg, name="cached").profile(1, Shard(seq_len=128, tp=2))  # a fresh object: from disk
+    assert again == first
+    monkeypatch.setenv("HYBRID_INTEROP_CACHE", "off")
+    assert profile_cache.directory() is None
+
+
+def _cli(*args, env=None):
+    run_env = dict(os.environ, PYTHONPATH=ROOT, HYBRID_INTEROP_CACHE="off", **(env or {}))
+    return subprocess.run([sys.executable, "-m", "hybrid_cli", "whatif", *args], capture_output=True, text=True,
+                          timeout=900, cwd=ROOT, env=run_env)
+
+
+def test_cli_whatif_compare_and_plot(tmp_path):
+    png = tmp_path / "step.png"
+    out = _cli("--model", "llama3-8b", "--compare", "h100-node", "gb200-nvl72", "--tp", "8", "--gbs", "64",
+               "--seq", "1024", "--plot", str(png))
+    assert out.returncode == 0, out.stderr
+    head = out.stdout.splitlines()
+    assert "all figures modelled" in head[0]
+    rack = next(line for line in head if line.startswith("rack"))
+    assert "h100-node" in rack and "gb200-nvl72" in rack
+    assert png.exists() and png.read_bytes()[:4] == b"\x89PNG"
+    bad = _cli("--model", "llama3-8b", "--rack", "h100-node", "--tp", "3")
+    assert bad.returncode == 2 and "tp: tensor parallelism 3 does not divide the 32 attention heads" in bad.stderr
+
+
+def test_whatif_without_the_extension():
+    code = ("import sys; sys.modules['interop._C'] = None\n"
+            "import interop, torch\n"
+            "assert not hasattr(torch, 'hybrid')\n"
+            "est = interop.whatif('llama3-8b', 'h100-node', global_batch=8, seq_len=512)\n"
+            "print('seconds', est.seconds)\n"
+            "try:\n"
+            "    interop.set_rack('h100-node')\n"
+            "except RuntimeError as e:\n"
+            "    print('error', e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900, cwd=ROOT,
+                         env=dict(os.environ, PYTHONPATH=ROOT, HYBRID_INTEROP_CACHE="off"))
+    assert out.returncode == 0, out.stderr
+    seconds = float(out.stdout.split("seconds", 1)[1].split()[0])
+    assert math.isfinite(seconds) and seconds > 0
+    assert "error interop._C (the hybrid device extension) could not be loaded" in out.stdout
+    assert "setup.py build_ext --inplace" in out.stdout
