@@ -151,6 +151,10 @@ def run(repeats: int = 7, write: bool = True) -> Section:
     prof = profile_all_reduce(GLOO_BYTES)
     section.notes.append(f"Profile of one {_mib(GLOO_BYTES)} all_reduce ({prof['algorithm']}), torch.profiler: "
                          + _profile_text(prof))
+    step = profile_all_reduce(GLOO_BYTES, fused=False)
+    section.notes.append(f"Before, the same all_reduce ({step['algorithm']}) step by step (the executor's path "
+                         "without the fused pass, as every call took before it; still the path for GPU memory): "
+                         + _profile_text(step))
     if write:
         write_section(section)
     return section
@@ -169,9 +173,19 @@ _KINDS = {
 }
 
 
-def profile_all_reduce(nbytes: int = GLOO_BYTES, algorithm=None) -> dict:
+def profile_all_reduce(nbytes: int = GLOO_BYTES, algorithm=None, fused: bool = True) -> dict:
     """Where one in-place all_reduce of ``nbytes`` per slot spends its time (median-of-3 wall time unprofiled;
-    op counts, self times and allocations from one run under torch.profiler)."""
+    op counts, self times and allocations from one run under torch.profiler). ``fused=False`` profiles the
+    step-by-step executor (one torch op per transfer) instead of the fused pass."""
+    if not fused:
+        from collectives import executor
+
+        saved = executor._run_fused
+        executor._run_fused = lambda *args: False  # the executor falls back to its step-by-step path
+        try:
+            return profile_all_reduce(nbytes, algorithm)
+        finally:
+            executor._run_fused = saved
     from torch.profiler import ProfilerActivity, profile
 
     bench = _Bench(nbytes)
