@@ -116,7 +116,8 @@ def _register_collective_hooks() -> None:
                                                          sources, link, wait=wait)
 
     collectives.device_hooks.register(collectives.device_hooks.DeviceHooks(
-        alias=_C._execution_alias, rack=current_rack, place=place, clock=clock, place_transfer=place_transfer))
+        alias=_C._execution_alias, rack=current_rack, place=place, clock=clock, place_transfer=place_transfer,
+        fused_program=_C._FusedProgram, run_fused=_C._run_fused))
 
 
 def _register_distributed_backend() -> None:

@@ -22,6 +22,7 @@ namespace hybrid {
 void register_hooks();
 int register_cpu_parity();
 void bind_layer(pybind11::module& m);
+void bind_fused_collectives(pybind11::module& m);
 int register_foreach();
 
 namespace {
@@ -155,6 +156,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.attr("_foreach_ops") = register_foreach();
 
   bind_layer(m);
+  bind_fused_collectives(m);
 
   m.attr("MAX_SLOTS") = static_cast<int>(kMaxSlots);
   {
