@@ -21,7 +21,8 @@ from devices.text_table import table
 from planner.layout import Layout
 from planner.plan_search import OBJECTIVES, Problem, SearchStats, search
 from planner.stage import Stage
-from planner.step import OPTIMIZERS, StepResult
+from planner.optimizers import OPTIMIZERS
+from planner.step import StepResult
 
 SCHEDULE_CHOICES = ("auto", "gpipe", "1f1b", "interleaved")
 RECOMPUTE_CHOICES = ("auto", "none")
@@ -199,7 +200,7 @@ class Plan:
         reduction and optimizer after them, idle time as bubble."""
         from interop.charts import pipeline_gantt
 
-        result = self.problem.evaluate(self.layout, record=True)
+        result = self.predicted.result  # its events replay the schedule it was priced with
         labels = [f"stage {st.index}: {st.kind} x{len(st.slots)} [{','.join(map(str, st.slots))}] "
                   f"blocks {', '.join(f'{c.start}-{c.stop - 1}' for c in st.chunks)}" for st in result.stages]
         finish = {}
@@ -379,7 +380,7 @@ def plan(model, example_inputs, rack=None, *, slots=None, objective: str = "time
     rack_object, spec, live = _resolve_rack(rack)
     n_slots = len(spec)
     if slots is None:
-        chosen = tuple(range(n_slots))
+        chosen = range(n_slots)
     else:
         chosen = tuple(int(s) for s in slots)
         bad = [s for s in chosen if not 0 <= s < n_slots]
@@ -406,23 +407,19 @@ def plan(model, example_inputs, rack=None, *, slots=None, objective: str = "time
         counts = ()
     schedules = ("1f1b", "gpipe", "interleaved") if schedule == "auto" else (schedule,)
     dtype = _param_dtype(model)
-    from planner.plan_search import GroupPricer
+    from planner.comm import CommPricer
 
     # One transfer model (collectives.transfer) prices the runner's copies on the timeline and the step
     # model's pipeline hops alike.
-    pricer = GroupPricer(spec)
+    pricer = CommPricer(spec)
+    # torch keeps optimizer state in the parameters' dtype and no master copy (master_weights=False).
     problem = Problem(blocks, spec, chosen, global_batch, seq_len, objective=objective, schedules=schedules,
                       microbatches=counts, optimizer=optimizer, recompute="none", calibrated=False,
-                      master_weights=False, state_bytes=STATE_TENSORS[optimizer] * dtype.itemsize,
+                      master_weights=False, state_bytes=OPTIMIZERS[optimizer].state_bytes(dtype.itemsize),
                       grad_dtype=str(dtype).removeprefix("torch."), max_seconds=max_seconds, pricer=pricer)
     layout, result, stats = search(problem)
     return Plan(blocks, layout, Prediction.of(result), spec, objective, optimizer, problem, stats, live,
                 rack_object)
-
-
-STATE_TENSORS = {"adamw": 2, "adam": 2, "sgd": 1}
-"""Optimizer state tensors per parameter in torch (exp_avg and exp_avg_sq; the momentum buffer), each in the
-parameter's dtype; torch keeps no separate master copy."""
 
 
 def _param_dtype(model):
@@ -454,7 +451,7 @@ def _resolve_rack(rack):
         return current, current.spec, True
     if isinstance(rack, interop.Rack):
         return rack, rack.spec, True
-    spec = rack if isinstance(rack, devices.RackSpec) else devices.parse_rack(rack)
+    spec = devices.parse_rack(rack)
     current = interop.current_rack()
     if current is not None and (current.name == spec.name or current.spec == spec):
         return current, current.spec, True

@@ -19,7 +19,7 @@ from planner.decoder_blocks import DecoderBlocks  # noqa: E402
 from tests.support import ROOT
 FIELDS = ["seconds", "tokens_per_second", "tokens_per_second_per_chip", "model_tflops_per_chip", "mfu",
           "memory_per_chip", "fits", "joules_per_token", "usd_per_million_tokens", "breakdown", "parallel",
-          "projected"]
+          "projected", "result", "model", "rack", "rack_counts", "precision", "advice"]
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +88,7 @@ def test_bad_parallel_configurations_name_the_dimension(small):
         whatif(small, "h100-node", parallel={"tensor": 2}, global_batch=8, seq_len=512)
     with pytest.raises(ValueError, match="vp: the interleaved schedule runs microbatches in groups of pp=2"):
         whatif(small, "h100-node", parallel={"pp": 2, "vp": 2, "dp": 4}, global_batch=12, seq_len=512)
-    for bad, message in (({"dtype": "fp4"}, "dtype: unknown 'fp4'; accepted: bfloat16, fp8"),
+    for bad, message in (({"precision": "fp4"}, "precision: unknown training precision 'fp4'; accepted: bfloat16, fp8"),
                          ({"recompute": "some"}, "recompute: unknown 'some'; accepted: none, selective, full, auto"),
                          ({"optimizer": "lion"}, "optimizer: unknown 'lion'; accepted: adamw, adam, sgd")):
         with pytest.raises(ValueError, match=message):
@@ -130,7 +130,7 @@ def test_recompute_auto_picks_the_cheapest_that_fits(small):
 def test_heterogeneous_stages_priced_per_kind(small):
     # A hand-made split on Trn4 + GB300 over NVLink Fusion: moving layers to the faster stage helps.
     spec = devices.parse_rack("trn4:4+gb300:4")
-    config = StepConfig(global_batch=32, seq_len=1024, microbatches=8, dtype="bfloat16")
+    config = StepConfig(global_batch=32, seq_len=1024, microbatches=8, precision="bfloat16")
 
     def split(k):
         return [Stage(chunks=range(0, k), kind="trn4", slots=(0, 1, 2, 3), tp=4),
@@ -161,7 +161,7 @@ def test_search_finds_a_fitting_configuration(small):
     found = search(small, spec, global_batch=32, seq_len=1024, progress=False)
     assert found.evaluated == len(found.ranking) >= 1
     assert found.best is not None and found.best.fits
-    assert found.considered == len(candidates(small, spec, global_batch=32, seq_len=1024)) == (
+    assert found.candidates == len(candidates(small, spec, global_batch=32, seq_len=1024)) == (
         found.evaluated + found.skipped + found.pruned + len(found.rejected)) > 20
     # The bound prunes nothing that could win: the exhaustive walk finds the same step.
     from planner.estimate import run_config
@@ -169,7 +169,7 @@ def test_search_finds_a_fitting_configuration(small):
     exhaustive = []
     for par in candidates(small, spec, global_batch=32, seq_len=1024):
         try:
-            result, _ = run_config(small, spec, par, global_batch=32, seq_len=1024, dtype="bfloat16",
+            result, _ = run_config(small, spec, par, global_batch=32, seq_len=1024, precision="bfloat16",
                                    recompute="auto", optimizer="adamw")
         except ValueError:
             continue
