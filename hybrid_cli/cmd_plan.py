@@ -9,12 +9,12 @@ ORDER = 6
 
 
 def add_arguments(parser) -> None:
-    from interop.live.plan_models import BUILTIN
+    from planner.models import model_names
     from planner.optimizers import OPTIMIZERS
 
     parser.add_argument("--model", default="gpt",
-                        help=f"built in ({', '.join(BUILTIN)}), a transformers model type (gpt2, llama, ...: its "
-                             "default config, no download) or module:factory (default: gpt)")
+                        help=f"a named model ({', '.join(model_names())}), a transformers model type (gpt2, llama, "
+                             "...: its default config, no download) or module:factory (default: gpt)")
     parser.add_argument("--rack", default=None, help="rack spec or preset (default: the current rack, fusion-default)")
     parser.add_argument("--objective", default="time", choices=("time", "cost", "energy"))
     parser.add_argument("--run", type=int, default=0, metavar="STEPS",

@@ -20,11 +20,12 @@ DEFAULT_BATCH_TOKENS = 16 * 2**20
 
 
 def add_arguments(parser) -> None:
+    from planner.models import model_names
     from planner.optimizers import OPTIMIZERS
     from planner.precision import PRECISIONS
 
-    parser.add_argument("--model", required=True, help="a preset (llama3-8b, llama3-70b, llama3.1-405b, "
-                        "mixtral-8x7b) or a transformers causal-LM model type (llama, gpt2, mixtral, ...)")
+    parser.add_argument("--model", required=True, help=f"a named model ({', '.join(model_names(whatif=True))}) or a "
+                        "transformers causal-LM model type (llama, gpt2, mixtral, ...)")
     parser.add_argument("--rack", default=None, help="a rack preset or spec, e.g. h100-node*128, "
                         "trn3-ultraserver*64, 'h100:1024'")
     parser.add_argument("--compare", nargs="+", metavar="RACK", default=None,
@@ -90,6 +91,9 @@ def main(args) -> int:
         print(estimates[0])
     elif estimates:
         print(compare_table(estimates))
+    if parallel is None and estimates:
+        print("configuration: the default (of the plain ones, as fast as any by its compute bound, on the fewest "
+              "chips); --search runs the step model over every configuration")
     for line in failures:
         print(f"error: {line}", file=sys.stderr)
     if args.goodput:

@@ -35,7 +35,7 @@ from planner.bound_search import SearchStats, branch_and_bound
 from planner.blocks import ModelBlocks
 from planner.fitted_efficiency import StepEfficiency, step_efficiency
 from planner.comm import CommPricer
-from planner.model_presets import model_blocks, model_presets
+from planner.models import model_blocks, model_presets
 from planner.goodput import FailureModel, Goodput, job_goodput
 from planner.parallel import ORDERS, Parallel, kind_stages, split_layers, uniform_stages
 from planner.profile import BlockProfile, Collective, SavedTensor, Shard, trace_profile

@@ -40,7 +40,7 @@ class Outcome(Generic[T]):
 class SearchStats:
     """What a search looked at and found (every figure of a candidate modelled; :attr:`seconds` measured)."""
 
-    best: Any = None
+    best: Any = field(default=None, repr=False)
     """The fastest (lowest scoring) fitting candidate's value, or None."""
     candidates: int = 0
     """Candidates the search covered."""
@@ -54,7 +54,7 @@ class SearchStats:
     """Evaluated candidates whose memory did not fit."""
     rejected: list[tuple[Any, str]] = field(default_factory=list)
     """(candidate, reason) of candidates the step model refused."""
-    ranking: list[tuple[float, bool, Any]] = field(default_factory=list)
+    ranking: list[tuple[float, bool, Any]] = field(default_factory=list, repr=False)
     """(score, fits, candidate) of every evaluated candidate, best first."""
     smallest_need: int = 0
     """The least memory per chip any evaluated candidate needed (bytes; 0 when none was evaluated)."""

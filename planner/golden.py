@@ -19,7 +19,7 @@ import devices
 from devices.figure import Figure
 from planner.block_pricing import use
 from planner.fitted_efficiency import StepEfficiency
-from planner.model_presets import model_blocks
+from planner.models import model_blocks
 from planner.parallel import Parallel
 from planner.estimate import StepEstimate, estimate_from_result, run_config
 

@@ -243,7 +243,7 @@ def advice(blocks: ModelBlocks, spec, est, *, global_batch: int, seq_len: int, p
 def largest_fitting_preset(spec, *, seq_len: int, optimizer: str, below: int) -> str | None:
     """The largest preset model, smaller than ``below`` parameters, whose weights, gradients and optimizer
     state fully sharded over the whole rack leave room for activations (None when none does)."""
-    from planner.model_presets import model_blocks, model_presets
+    from planner.models import model_blocks, model_presets
 
     capacity = min(spec.slot(0).capacity, spec.slot(len(spec) - 1).capacity)
     opt = OPTIMIZERS[optimizer]

@@ -1,7 +1,7 @@
 """``interop.whatif``: a training step of a model on a rack that may exist only on paper, modelled.
 
 The model is cut into blocks on the meta device
-(:func:`~planner.model_presets.model_blocks`), laid on the rack by a
+(:func:`~planner.models.model_blocks`), laid on the rack by a
 homogeneous parallel configuration (:mod:`planner.parallel`) or by
 per-kind stages, and priced by the step model (:func:`~planner.step.step_model`):
 the same computation the planner's prediction for a live rack uses. Nothing
@@ -15,7 +15,7 @@ from dataclasses import replace
 import devices
 from planner.comm import pricer_for
 from planner.estimate import StepEstimate, check_step, estimate_from_result, run_config
-from planner.model_presets import model_blocks
+from planner.models import model_blocks
 from planner.parallel import Parallel
 from planner.precision import precision_argument
 from planner.search import advice, default_parallel, search
@@ -26,7 +26,7 @@ def whatif(model, rack, *, parallel=None, global_batch: int, seq_len: int, preci
     """Model one training step of ``model`` on ``rack`` (shape-only: nothing runs, nothing is allocated).
 
     ``model``: an ``nn.Module`` built on the meta device, a transformers config,
-    a preset name (:func:`planner.model_presets`) or a transformers
+    a named model (:data:`planner.models.MODELS`) or a transformers
     causal-LM model type. ``rack``: a preset, a spec string
     (``"h100:1024"``, ``"trn3-ultraserver*64"``) or a :class:`devices.RackSpec`.
     ``parallel``: a dict with keys ``tp``, ``pp``, ``cp``, ``ep``, ``vp``,

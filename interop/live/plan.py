@@ -154,7 +154,7 @@ class Plan:
         for st in self.stages:
             projected = "*" if devices.chip(st.kind).projected else ""
             rows.append([st.index, self._block_span(st.chunks), st.kind + projected,
-                         ",".join(map(str, st.slots)), st.tp, st.dp, st.microbatch,
+                         _slot_list(st.slots), st.tp, st.dp, st.microbatch,
                          f"{st.forward[0] * 1e6:.1f}", f"{st.backward[0] * 1e6:.1f}",
                          f"{st.busy * 1e3:.3f}", f"{st.idle * 1e3:.3f}",
                          format_bytes(st.memory.total), f"{100 * st.memory.total / st.memory.capacity:.2f} %"])
@@ -201,7 +201,7 @@ class Plan:
         from interop.charts import pipeline_gantt
 
         result = self.predicted.result  # its events replay the schedule it was priced with
-        labels = [f"stage {st.index}: {st.kind} x{len(st.slots)} [{','.join(map(str, st.slots))}] "
+        labels = [f"stage {st.index}: {st.kind} x{len(st.slots)} [{_slot_list(st.slots)}] "
                   f"blocks {', '.join(f'{c.start}-{c.stop - 1}' for c in st.chunks)}" for st in result.stages]
         finish = {}
         for s, _, _, _, _, end in result.events:
@@ -233,7 +233,7 @@ class Plan:
         best_homog = None
         pb = self.problem
         for kind, slots in pb.kinds.items():
-            sub = Problem(pb.blocks, pb.spec, tuple(slots), pb.global_batch, pb.seq_len, objective=pb.objective,
+            sub = Problem(pb.blocks, pb.spec, slots, pb.global_batch, pb.seq_len, objective=pb.objective,
                           schedules=pb.schedules, microbatches=pb.microbatches, optimizer=pb.optimizer,
                           recompute=pb.recompute, calibrated=pb.calibrated, master_weights=pb.master_weights,
                           pricer=pb.pricer)
@@ -244,7 +244,7 @@ class Plan:
                 continue
             note = f"{len(layout.stages)} stage(s), {layout.microbatches} mb"
             rows.append(Baseline(f"homogeneous: {kind} only", result.seconds, len(slots), note))
-            peak = sum(_peak(self, kind) for _ in slots)
+            peak = _peak(self, kind) * len(slots)
             utilisation = result.model_flops / result.seconds / peak if result.seconds else 0.0
             if best_homog is None or utilisation > best_homog[0]:
                 best_homog = (utilisation, kind, result)
@@ -257,7 +257,7 @@ class Plan:
         ideal = None
         note = ""
         if best_homog is not None and best_homog[0] > 0:
-            rack_peak = sum(_peak(self, self.rack.slot(s).kind) for s in pb.slots)
+            rack_peak = sum(_peak(self, kind) * len(slots) for kind, slots in pb.kinds.items())
             ideal = self.predicted.result.model_flops / (best_homog[0] * rack_peak)
             note = (f"{format_flops(rack_peak)} peak at {best_homog[1]}'s modelled utilisation "
                     f"{100 * best_homog[0]:.2f} %")
@@ -316,6 +316,13 @@ def default_optimizer(name: str) -> Callable:
     if name == "adam":
         return lambda params: torch.optim.Adam(params, lr=1e-3, fused=True)
     return lambda params: torch.optim.AdamW(params, lr=1e-3, fused=True)
+
+
+def _slot_list(slots) -> str:
+    """A stage's slots for a table: every one, or the ends of a long run (a plan on millions of chips)."""
+    if len(slots) > 16:
+        return f"{slots[0]}..{slots[-1]} ({len(slots):,} slots)"
+    return ",".join(map(str, slots))
 
 
 def _peak(plan: Plan, kind: str) -> float:

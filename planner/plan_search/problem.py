@@ -43,10 +43,10 @@ class SlotRuns(Sequence[int]):
     """The slots of one kind on a whole rack, in rack order, held as the kind's runs within one replica and the
     replica count: no list of a million slots. A slice inside one run is a ``range``."""
 
-    __slots__ = ("runs", "width", "replicas", "_starts", "_per")
+    __slots__ = ("kind", "runs", "width", "replicas", "_starts", "_per")
 
-    def __init__(self, runs: Sequence[range], width: int, replicas: int) -> None:
-        self.runs, self.width, self.replicas = tuple(runs), width, replicas
+    def __init__(self, kind: str, runs: Sequence[range], width: int, replicas: int) -> None:
+        self.kind, self.runs, self.width, self.replicas = kind, tuple(runs), width, replicas
         starts, total = [], 0
         for r in self.runs:
             starts.append(total)
@@ -86,14 +86,19 @@ class SlotRuns(Sequence[int]):
 
 def kind_slots(spec, slots: Sequence[int]) -> dict[str, Sequence[int]]:
     """Kind -> the slots of ``slots`` of that kind, in order. The whole rack (``range(len(spec))``) is read from
-    its slot groups: a ``range`` per kind of one run, else :class:`SlotRuns`; other slot lists slot by slot."""
+    its slot groups: a ``range`` per kind of one run, else :class:`SlotRuns`; one kind's :class:`SlotRuns`, or a
+    ``range`` on a rack of one kind, is kept as it is; other slot lists are read slot by slot."""
     if isinstance(slots, range) and slots == range(len(spec)):
         local: dict[str, list[range]] = {}
         for g in spec.groups:
             local.setdefault(g.kind, []).append(range(g.first, g.stop))
         width, replicas = spec.slots_per_replica, spec.replicas
-        return {kind: runs[0] if len(runs) == 1 and replicas == 1 else SlotRuns(runs, width, replicas)
+        return {kind: runs[0] if len(runs) == 1 and replicas == 1 else SlotRuns(kind, runs, width, replicas)
                 for kind, runs in local.items()}
+    if isinstance(slots, SlotRuns):
+        return {slots.kind: slots}
+    if isinstance(slots, range) and len(spec.counts()) == 1 and len(slots):
+        return {spec.groups[0].kind: slots}
     kinds: dict[str, list[int]] = {}
     for s in slots:
         kinds.setdefault(spec.group_of(s).kind, []).append(s)

@@ -121,8 +121,8 @@ def test_moe_experts_routed_evenly_and_sharded():
 def test_presets_and_unknown_names():
     assert {"llama3-8b", "llama3-70b", "llama3.1-405b", "mixtral-8x7b"} <= set(
         __import__("planner", fromlist=["model_presets"]).model_presets())
-    with pytest.raises(ValueError, match="model: unknown model 'llama9'; presets: llama3-8b, llama3-70b, "
-                                         "llama3.1-405b, mixtral-8x7b"):
+    with pytest.raises(ValueError, match="model: unknown model 'llama9'; named models: llama3-8b, llama3-70b, "
+                                         "llama3.1-405b, mixtral-8x7b, gpt, gpt-tiny, cnn"):
         model_blocks("llama9")
 
 

@@ -145,3 +145,24 @@ def test_plan_search_on_ten_million_chips_and_a_billion_rows(small):
     spec = devices.parse_rack("h100-node")
     layout, result, _ = search(Problem(small, spec, range(len(spec)), 10**9, 512, max_seconds=60))
     assert result.config.global_batch == 10**9 and math.isfinite(result.seconds)
+
+
+def test_a_kinds_slots_on_a_whole_rack_are_its_runs():
+    from planner.plan_search import SlotRuns, kind_slots
+
+    for rack in ("trn3:4+h100:4*3", "h100:12+b200:12+trn2:32*2", "trn3:144+gb300:72", "h100-node*3"):
+        spec = devices.parse_rack(rack)
+        walked: dict[str, list[int]] = {}
+        for s in range(len(spec)):
+            walked.setdefault(spec.slot(s).kind, []).append(s)
+        runs = kind_slots(spec, range(len(spec)))
+        assert {k: list(v) for k, v in runs.items()} == walked
+        for kind, seq in runs.items():
+            assert len(seq) == len(walked[kind]) and [seq[i] for i in range(len(seq))] == walked[kind]
+            for a, b in ((0, 3), (2, 7), (1, len(seq)), (len(seq) - 2, len(seq))):
+                assert list(seq[a:b]) == walked[kind][a:b]
+            if isinstance(seq, SlotRuns):
+                assert kind_slots(spec, seq) == {kind: seq}
+    spec = devices.parse_rack("trn3:4+h100:4*1000000")
+    h100 = kind_slots(spec, range(len(spec)))["h100"]
+    assert len(h100) == 4 * 10**6 and h100[-1] == len(spec) - 1 and h100[8:12] == range(20, 24)

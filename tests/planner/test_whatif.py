@@ -110,9 +110,12 @@ def test_model_that_does_not_fit_says_what_it_needs():
     assert "the largest preset that fits these 8 chips (fully sharded): llama3-8b" in est.advice
 
 
-def test_unknown_model_lists_presets():
-    with pytest.raises(ValueError, match="presets: llama3-8b, llama3-70b, llama3.1-405b, mixtral-8x7b"):
+def test_unknown_model_lists_the_named_models():
+    with pytest.raises(ValueError, match="named models: llama3-8b, llama3-70b, llama3.1-405b, mixtral-8x7b, gpt, "
+                                         "gpt-tiny, cnn; or a transformers causal-LM model type"):
         whatif("llama-17", "h100-node", global_batch=8, seq_len=512)
+    with pytest.raises(ValueError, match="'gpt' .interop.models:GPT. is one of the models `hybrid plan` runs"):
+        whatif("gpt", "h100-node", global_batch=8, seq_len=512)
 
 
 def test_recompute_auto_picks_the_cheapest_that_fits(small):
@@ -231,3 +234,36 @@ def test_whatif_without_the_extension():
     assert math.isfinite(seconds) and seconds > 0
     assert "error interop._C (the hybrid device extension) could not be loaded" in out.stdout
     assert "setup.py build_ext --inplace" in out.stdout
+
+
+def test_default_configuration_is_not_a_starved_pipeline(small):
+    # 64 samples on 1,024 chips: using every chip would need a deep pipeline with one microbatch (mostly
+    # bubble). The default is as fast by the compute bound as any plain configuration, on fewer chips, and
+    # close to what the search finds with the step model.
+    from planner.search import DEFAULT_TOLERANCE, candidates, compute_bound, default_parallel, search
+
+    spec = devices.parse_rack("h100-node*128")
+    est = whatif(small, spec, global_batch=64, seq_len=1024)
+    assert est.breakdown["bubble"] < est.seconds / 3
+    par = default_parallel(small, spec, global_batch=64, seq_len=1024, optimizer="adamw")
+    bound = dict(global_batch=64, seq_len=1024, precision="bfloat16", kind="h100")
+    plain = candidates(small, spec, global_batch=64, seq_len=1024, vp=(1,), microbatch=(1,), ep=False)
+    assert compute_bound(small, par, **bound) <= min(compute_bound(small, c, **bound) for c in plain) * (
+        1 + DEFAULT_TOLERANCE)
+    found = search(small, spec, global_batch=64, seq_len=1024, progress=False)
+    assert est.seconds <= 2 * found.best.seconds
+
+
+def test_compare_table_never_cuts_a_cell(small):
+    from planner.report import compare_table
+
+    a = whatif(small, "h100-node", parallel={"tp": 2}, global_batch=8, seq_len=512)
+    b = whatif(small, "trn3:8+h100:8", parallel={"tp": 2}, global_batch=48, seq_len=512)
+    text = compare_table([a, b], width=30)
+    words = text.split()
+    for est in (a, b):
+        for label, value in est.rows():
+            for word in value.split():
+                assert word in words, (label, word)
+    width = max(len(line) for line in text.splitlines())
+    assert all(len(line) <= width for line in text.splitlines()) and width < 2 * 34 + 3 * 30
