@@ -139,7 +139,7 @@ def _price(profile: BlockProfile, kind: str, execution: Execution) -> BlockCost:
             weight = 1.0 / tp if (offset + i) in profile.sequence_sharded else 1.0
             expanded = _cast_matmuls((r,), precision) if precision.matmul_dtype else (r,)
             for rec in expanded:
-                e = devices.estimate(kind, rec.op, rec.shapes, rec.dtype, out_shapes=rec.out_shapes, args=rec.args)
+                e = devices.cost.estimate(kind, rec.op, rec.shapes, rec.dtype, out_shapes=rec.out_shapes, args=rec.args)
                 if e.category in ("view", "none"):
                     continue
                 seconds = e.seconds * weight

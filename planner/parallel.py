@@ -13,6 +13,7 @@ when that is what makes the split even, as Megatron's
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
+from functools import lru_cache
 from typing import Any, Mapping
 
 from planner.blocks import ModelBlocks
@@ -103,6 +104,12 @@ def divisors(n: int, limit: int | None = None) -> list[int]:
 
     From ``n``'s prime factors (trial division up to its square root, stopping once the rest is prime), so a
     global batch of 10^12 samples costs what 2,048 does, not a loop over every count below it."""
+    return [d for d in _divisors(n) if limit is None or d <= limit]
+
+
+@lru_cache(maxsize=1024)
+def _divisors(n: int) -> tuple[int, ...]:
+    # A search asks for the divisors of the same few counts for each of its hundreds of candidates.
     factors: dict[int, int] = {}
     rest, p = n, 2
     while p * p <= rest:
@@ -115,7 +122,7 @@ def divisors(n: int, limit: int | None = None) -> list[int]:
     out = [1]
     for prime, power in factors.items():
         out = [d * prime ** k for d in out for k in range(power + 1)]
-    return sorted(d for d in out if limit is None or d <= limit)
+    return tuple(sorted(out))
 
 
 def largest_divisor(n: int, limit: int) -> int:

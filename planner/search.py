@@ -134,14 +134,27 @@ def compute_bound(blocks: ModelBlocks, par: Parallel, *, global_batch: int, seq_
     only add to it): :func:`planner.schedule.pipeline_bound` over its virtual stages' compute, i.e. a stage
     cannot start before the first microbatch went forward through the stages before it, runs all its
     microbatches, and the last microbatch's backward then crosses the stages before it."""
-    from planner.parallel import split_layers
     from planner.schedule import pipeline_bound
 
-    pf, pb = block_times(blocks, _shard(par, seq_len), kind, precision)
-    chunks = split_layers(blocks, par.pp * par.vp, what="pp" if par.vp == 1 else "vp")
-    fwd = [pf[c.stop] - pf[c.start] for c in chunks]  # virtual stage k = chunk k // pp of stage k % pp
-    bwd = [pb[c.stop] - pb[c.start] for c in chunks]
+    fwd, bwd = _chunk_times(blocks, par, seq_len, kind, precision)
     return pipeline_bound(fwd, bwd, global_batch // (par.microbatch * (par.dp or 1)), par.pp)
+
+
+def _chunk_times(blocks: ModelBlocks, par: Parallel, seq_len: int, kind: str,
+                 precision: str) -> tuple[list[float], list[float]]:
+    """Forward and backward compute seconds of each virtual stage of ``par`` (modelled), once per shard and
+    chunk count: the candidates that differ only in DP, FSDP or their microbatch count share them."""
+    from planner.parallel import split_layers
+
+    shard, virtual = _shard(par, seq_len), par.pp * par.vp
+
+    def make():
+        pf, pb = block_times(blocks, shard, kind, precision)
+        chunks = split_layers(blocks, virtual, what="pp" if par.vp == 1 else "vp")
+        # virtual stage k = chunk k // pp of stage k % pp
+        return [pf[c.stop] - pf[c.start] for c in chunks], [pb[c.stop] - pb[c.start] for c in chunks]
+
+    return _per_shard(blocks, ("chunks", shard, kind, precision, virtual, par.vp == 1), make)
 
 
 def search(blocks: ModelBlocks, spec, *, global_batch: int, seq_len: int, precision: str = "bfloat16",

@@ -118,6 +118,8 @@ def live_frontier(schedule: str, stages: int, chunks: int, microbatches: int, st
     the activation peak for any per-chunk sizes is reached at one of them. The states a long step passes
     through are those of a short one (:func:`frontier_microbatches`), so the cost does not grow with the
     microbatches."""
+    if schedule == "gpipe" and chunks == 1 and microbatches >= 1:
+        return ((microbatches,),)  # every forward, then every backward: the peak holds them all
     microbatches = frontier_microbatches(schedule, stages, chunks, microbatches, stage)
     key = (schedule, stages, chunks, microbatches, stage)
     found = _FRONTIERS.get(key)

@@ -132,10 +132,11 @@ def test_a_rack_of_a_trillion_chips_is_a_few_objects():
 
 
 def test_plan_search_on_ten_million_chips_and_a_billion_rows(small):
+    # No wall-clock budget: on a loaded machine one ran out before any fitting layout was evaluated.
     from planner.plan_search import MICROBATCH_COUNTS, Problem, microbatch_counts, search
 
     spec = devices.parse_rack("h100:10000000")
-    layout, result, stats = search(Problem(small, spec, range(len(spec)), 1024, 512, max_seconds=60))
+    layout, result, stats = search(Problem(small, spec, range(len(spec)), 1024, 512))
     assert result.chips <= len(spec) and all(s.memory.fits for s in result.stages) and stats.evaluated >= 1
     assert isinstance(layout.stages[0].slots, (range, tuple))
     counts = microbatch_counts(10**9)
@@ -143,7 +144,7 @@ def test_plan_search_on_ten_million_chips_and_a_billion_rows(small):
     assert counts == tuple(sorted(10**9 // r for r in divisors(10**9)[:MICROBATCH_COUNTS]))  # the smallest microbatches
     assert microbatch_counts(720) == tuple(divisors(720))  # every divisor while there are few
     spec = devices.parse_rack("h100-node")
-    layout, result, _ = search(Problem(small, spec, range(len(spec)), 10**9, 512, max_seconds=60))
+    layout, result, _ = search(Problem(small, spec, range(len(spec)), 10**9, 512))
     assert result.config.global_batch == 10**9 and math.isfinite(result.seconds)
 
 
