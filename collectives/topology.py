@@ -190,8 +190,8 @@ HOST = -1
 """The host (CPU memory) as a transfer endpoint: every slot reaches it over its own PCIe link."""
 
 RANGE_WALK_LIMIT = 256
-"""A ``range`` of participants longer than this is laid out by counting (:meth:`Topology.layout`), not member by
-member; its :attr:`Layout.ranks` is then None (computed by :meth:`Topology.group_ranks` when a schedule needs it)."""
+"""A ``range`` of participants longer than this is laid out by counting (:meth:`Topology.placement`), not member by
+member; its :attr:`Placement.ranks` is then None (computed by :meth:`Topology.group_ranks` when a schedule needs it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,7 +211,7 @@ _LOCAL = Route((), 0, 0.0, "nvlink", "local")
 
 
 @dataclass(frozen=True, slots=True)
-class Layout:
+class Placement:
     """Where a set of participants sits: what the closed-form costs need to know."""
 
     participants: int
@@ -359,7 +359,7 @@ class Topology:
             groups.setdefault(key, []).append(rank)
         return tuple(tuple(g) for g in groups.values())
 
-    def layout(self, slots: Sequence[int] | None = None) -> Layout:
+    def placement(self, slots: Sequence[int] | None = None) -> Placement:
         """Where ``slots`` (None: every slot) sit; symbolic when they cover the whole rack, and counted without
         walking the members for a strided ``range`` of more than :data:`RANGE_WALK_LIMIT` slots (a data-parallel
         group of ten million chips costs what one of ten does)."""
@@ -368,17 +368,17 @@ class Topology:
             first = self.domains[0]
             one = len(self.domains) == 1 and first.repeat == 1 and self.replicas == 1
             switch = first if one and first.in_switch and not first.is_torus else None
-            return Layout(len(self), self.domain_count * self.replicas, sizes.pop() if len(sizes) == 1 else None,
+            return Placement(len(self), self.domain_count * self.replicas, sizes.pop() if len(sizes) == 1 else None,
                           self.domains, switch, first.shape if one else None)
         if isinstance(slots, range) and slots.step > 0 and slots.start >= 0 and len(slots) > RANGE_WALK_LIMIT:
             count, sizes, doms = self._range_groups(slots.start, slots.step, len(slots))
-            return Layout(len(slots), count, sizes.pop() if len(sizes) == 1 else None, tuple(doms.values()),
+            return Placement(len(slots), count, sizes.pop() if len(sizes) == 1 else None, tuple(doms.values()),
                           self.switch_domain(slots), self.torus_shape(slots), None)
         groups = self.group_ranks(slots)
         sizes = {len(g) for g in groups}
         heads = [slots[g[0]] for g in groups if slots[g[0]] != HOST]
         doms = {id(d): d for d in (self.domain_of(s)[1] for s in heads)}
-        return Layout(len(slots), len(groups), sizes.pop() if len(sizes) == 1 else None, tuple(doms.values()),
+        return Placement(len(slots), len(groups), sizes.pop() if len(sizes) == 1 else None, tuple(doms.values()),
                       self.switch_domain(slots), self.torus_shape(slots), groups)
 
     # -- strided groups, counted ------------------------------------------------

@@ -75,7 +75,7 @@ class CommPricer:
         members sit in the same order of domains (the first domain met, the second...), of the same model,
         on slots of the same kind, at the same position where the domain is a torus. A tuple is keyed so,
         member by member; a ``range`` (a strided group of a million-chip rack) by its size, stride and
-        layout (:meth:`collectives.topology.Topology.layout`, counted without walking its members).
+        placement (:meth:`collectives.topology.Topology.placement`, counted without walking its members).
         """
         raw = ("r", slots.start, slots.stop, slots.step) if isinstance(slots, range) else ("t",) + tuple(slots)
         key = self._keys.get(raw)
@@ -85,11 +85,12 @@ class CommPricer:
 
     def _range_key(self, slots: range) -> tuple:
         topo = self.topology
-        layout = topo.layout(slots)
+        placement = topo.placement(slots)
         first = topo.domain_of(slots[0])[1]
         last = topo.domain_of(slots[-1])[1]
-        return ("r", len(slots), slots.step, layout.groups, layout.group_size, tuple(d.name for d in layout.domains),
-                first.name, last.name, layout.switch is not None, layout.torus)
+        return ("r", len(slots), slots.step, placement.groups, placement.group_size,
+                tuple(d.name for d in placement.domains), first.name, last.name, placement.switch is not None,
+                placement.torus)
 
     def _tuple_key(self, slots: Sequence[int]) -> tuple:
         topo, spec = self.topology, self.spec

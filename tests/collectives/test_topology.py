@@ -96,12 +96,12 @@ def test_in_switch_domains():
 def test_million_chip_rack_is_symbolic():
     tracemalloc.start()
     topo = from_rack("trn3-ultraserver*7282")
-    layout = topo.layout()
+    placement = topo.placement()
     route = topo.route(5, 1_048_000)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     assert len(topo) == 1_048_608
-    assert layout.groups == 7282 and layout.group_size == 144
+    assert placement.groups == 7282 and placement.group_size == 144
     assert route.hw == "net"
     assert peak < 5_000_000  # bytes: far below one object per chip
     assert len(topo.domains) == 1
@@ -148,11 +148,11 @@ def test_reduce_overlaps_the_transfer_on_real_racks():
 
 def test_protocols_scale_latency_and_bandwidth():
     topo = from_rack("h100-node")
-    layout = topo.layout()
-    simple, ll = levels(topo, layout, SIMPLE), levels(topo, layout, cal.LL)
+    placement = topo.placement()
+    simple, ll = levels(topo, placement, SIMPLE), levels(topo, placement, cal.LL)
     assert simple.flat.a == pytest.approx(3.4e-6) and ll.flat.a == pytest.approx(0.6e-6)
     assert ll.flat.b == pytest.approx(2 * simple.flat.b)
-    assert levels(topo, layout, cal.LL128).flat.b == pytest.approx(simple.flat.b / 0.92)
+    assert levels(topo, placement, cal.LL128).flat.b == pytest.approx(simple.flat.b / 0.92)
 
 
 def test_sources_cite_every_figure():
@@ -197,7 +197,7 @@ def test_strided_groups_are_counted_as_the_walk_counts_them(rack):
         start = rng.randrange(n)
         count = rng.randint(2, (n - 1 - start) // step + 1) if start + step < n else 1
         slots = range(start, start + count * step, step)
-        counted = topo.layout(slots) if len(slots) > 256 else None
+        counted = topo.placement(slots) if len(slots) > 256 else None
         c, sizes, doms = topo._range_groups(start, step, count)
         assert (c, sizes.pop() if len(sizes) == 1 else None, tuple(doms.values())) == _walked_layout(topo, slots)
         if counted is not None:
@@ -239,5 +239,5 @@ def test_a_trillion_chip_rack_builds_one_domain_run():
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert len(topo) == 10**12 and len(topo.domains) <= 2 and peak < 1_000_000
-    layout = topo.layout(range(3, 10**12, 10**5 + 7))  # ten million members, counted
+    layout = topo.placement(range(3, 10**12, 10**5 + 7))  # ten million members, counted
     assert layout.participants == len(range(3, 10**12, 10**5 + 7)) and layout.group_size == 1
