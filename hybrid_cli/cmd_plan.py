@@ -11,24 +11,26 @@ ORDER = 6
 
 def add_arguments(parser) -> None:
     from hybrid_cli.arguments import count, positive_int, slot_list
-    from interop.live.plan_models import BUILTIN
+    from planner.models import model_names
+    from planner.optimizers import OPTIMIZERS
 
     parser.add_argument("--model", default="gpt",
-                        help=f"built in ({', '.join(BUILTIN)}), a transformers model type (gpt2, llama, ...: its "
-                             "default config, no download) or module:factory (default: gpt)")
+                        help=f"a named model ({', '.join(model_names())}), a transformers model type (gpt2, llama, "
+                             "...: its default config, no download) or module:factory (default: gpt)")
     parser.add_argument("--rack", default=None, help="rack spec or preset (default: the current rack, fusion-default)")
     parser.add_argument("--objective", default="time", choices=("time", "cost", "energy"))
     parser.add_argument("--run", type=count, default=0, metavar="STEPS",
                         help="train the plan this many steps and check it against the single-device run")
     parser.add_argument("--plot", default=None, metavar="PATH", help="write the plan's pipeline chart (PNG)")
     parser.add_argument("--json", default=None, metavar="PATH", help="write the plan as JSON")
-    parser.add_argument("--batch", type=positive_int, default=None, help="global batch rows (default: the model's)")
+    parser.add_argument("--global-batch", "--batch", dest="global_batch", type=positive_int, default=None,
+                        help="rows per step (default: the model's example batch; --batch is the old name)")
     parser.add_argument("--seq", type=positive_int, default=None, help="sequence length (token models)")
     parser.add_argument("--microbatches", type=positive_int, default=None,
                         help="fix the microbatch count (default: search)")
     parser.add_argument("--schedule", default="auto", choices=("auto", "1f1b", "gpipe", "interleaved"),
                         help="the pipeline schedule (auto: the fastest the step model finds, interleaved included)")
-    parser.add_argument("--optimizer", default="adamw", choices=("adamw", "adam", "sgd"))
+    parser.add_argument("--optimizer", default="adamw", choices=tuple(OPTIMIZERS))
     parser.add_argument("--slots", type=slot_list, default=None,
                         help="comma-separated slots the plan may use (default: all)")
     parser.add_argument("--dtype", default=None, choices=("float32", "bfloat16"), help="parameter dtype")
@@ -41,7 +43,7 @@ def main(args) -> int:
     from interop.live.plan_models import build
 
     check_outputs({"--json": args.json, "--plot": args.plot})  # before the search, not after
-    pm = build(args.model, real=args.run > 0, batch=args.batch, seq=args.seq, dtype=args.dtype)
+    pm = build(args.model, real=args.run > 0, batch=args.global_batch, seq=args.seq, dtype=args.dtype)
     print(f"model: {pm.name}: {pm.description}")
     plan = interop.plan(pm.model, pm.inputs, args.rack, slots=args.slots, objective=args.objective,
                         microbatches=args.microbatches, schedule=args.schedule, optimizer=args.optimizer,

@@ -1,6 +1,7 @@
 """``hybrid whatif``: a training step of a model on a rack that may exist only on paper (every figure modelled).
 
-    hybrid whatif --model llama3-70b --rack trn3-ultraserver*64 --tp 8 --pp 4 --gbs 1024 --seq 8192 --dtype fp8
+    hybrid whatif --model llama3-70b --rack trn3-ultraserver*64 --tp 8 --pp 4 --global-batch 1024 --seq 8192 \
+        --precision fp8
     hybrid whatif --model llama3.1-405b --rack trn3-ultraserver*7282 --search
     hybrid whatif --model llama3.1-405b --compare trn3-ultraserver*7282 gb300-nvl72*14563
 """
@@ -15,14 +16,18 @@ REQUIRES = ("transformers",)
 ORDER = 60
 
 DEFAULT_BATCH_TOKENS = 16 * 2**20
-"""Tokens per step when --gbs is not given: Llama 3 405B's 16M-token batch (The Llama 3 Herd of Models, 3.4.1)."""
+"""Tokens per step when --global-batch is not given: Llama 3 405B's 16M-token batch (The Llama 3 Herd of Models,
+3.4.1)."""
 
 
 def add_arguments(parser) -> None:
     from hybrid_cli.arguments import positive_int
+    from planner.models import model_names
+    from planner.optimizers import OPTIMIZERS
+    from planner.precision import PRECISIONS
 
-    parser.add_argument("--model", required=True, help="a preset (llama3-8b, llama3-70b, llama3.1-405b, "
-                        "mixtral-8x7b) or a transformers causal-LM model type (llama, gpt2, mixtral, ...)")
+    parser.add_argument("--model", required=True, help=f"a named model ({', '.join(model_names(whatif=True))}) or a "
+                        "transformers causal-LM model type (llama, gpt2, mixtral, ...)")
     parser.add_argument("--rack", default=None, help="a rack preset or spec, e.g. h100-node*128, "
                         "trn3-ultraserver*64, 'h100:1024'")
     parser.add_argument("--compare", nargs="+", metavar="RACK", default=None,
@@ -35,12 +40,15 @@ def add_arguments(parser) -> None:
     parser.add_argument("--zero", type=int, choices=[0, 1, 2, 3], default=None, help="ZeRO stage (default 1)")
     parser.add_argument("--mbs", "--microbatch", dest="microbatch", type=positive_int, default=None,
                         help="samples per microbatch per replica")
-    parser.add_argument("--gbs", "--global-batch", dest="gbs", type=positive_int, default=None,
-                        help="samples per step (default: 16M tokens, Llama 3 405B's batch: 2,048 x 8,192)")
+    parser.add_argument("--global-batch", "--gbs", dest="global_batch", type=positive_int, default=None,
+                        help="samples per step (default: 16M tokens, Llama 3 405B's batch: 2,048 x 8,192; "
+                             "--gbs is the old name)")
     parser.add_argument("--seq", type=positive_int, default=8192, help="tokens per sample")
-    parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "fp8"])
+    parser.add_argument("--precision", "--dtype", dest="precision", default="bfloat16", choices=list(PRECISIONS),
+                        help="training precision: bfloat16, or fp8 (FP8 matmuls, the rest bfloat16); --dtype is "
+                             "the old name")
     parser.add_argument("--recompute", default="auto", help="none, selective, full, full:K or auto")
-    parser.add_argument("--optimizer", default="adamw", choices=["adamw", "adam", "sgd"])
+    parser.add_argument("--optimizer", default="adamw", choices=list(OPTIMIZERS))
     parser.add_argument("--search", action="store_true", help="find the fastest configuration that fits")
     parser.add_argument("--plot", default=None, metavar="PATH", help="draw one step per stage (PNG)")
     parser.add_argument("--goodput", action="store_true",
@@ -71,22 +79,26 @@ def main(args) -> int:
     from hybrid_cli.outputs import check_outputs, draw
 
     check_outputs({"--plot": args.plot})  # before the estimates, not after
-    gbs = args.gbs if args.gbs is not None else max(1, DEFAULT_BATCH_TOKENS // args.seq)
+    gbs = args.global_batch if args.global_batch is not None else max(1, DEFAULT_BATCH_TOKENS // args.seq)
     estimates, failures = [], []
     for rack in racks:
         try:
             estimates.append(whatif(args.model, rack, parallel=parallel, global_batch=gbs, seq_len=args.seq,
-                                    dtype=args.dtype, recompute=args.recompute, optimizer=args.optimizer))
+                                    precision=args.precision, recompute=args.recompute,
+                                    optimizer=args.optimizer))
         except ValueError as error:
             if len(racks) == 1:
                 raise
             failures.append(f"{rack}: {error}")
-    print(f"hybrid whatif: {args.model}, global batch {gbs:,} x {args.seq:,} tokens, {args.dtype} "
+    print(f"hybrid whatif: {args.model}, global batch {gbs:,} x {args.seq:,} tokens, {args.precision} "
           f"(all figures modelled; projected chips marked)")
     if len(estimates) == 1:
         print(estimates[0])
     elif estimates:
         print(compare_table(estimates))
+    if parallel is None and estimates:
+        print("configuration: the default (of the plain ones, as fast as any by its compute bound, on the fewest "
+              "chips); --search runs the step model over every configuration")
     for line in failures:
         print(f"error: {line}", file=sys.stderr)
     if args.goodput:

@@ -13,19 +13,6 @@ _MAX_BARS = 4000
 """Schedule actions drawn one by one per stage; beyond it, runs of adjacent actions merge into one bar."""
 
 
-def _recorded(estimate):
-    from planner.estimate import run_config
-
-    detail = estimate.__dict__
-    if estimate.result.events:
-        return estimate.result
-    cfg = estimate.result.config
-    result, _ = run_config(detail["_blocks"], detail["_spec"], detail["_parallel_obj"], global_batch=cfg.global_batch,
-                           seq_len=cfg.seq_len, dtype=cfg.dtype, recompute=detail["_recompute"],
-                           optimizer=cfg.optimizer, record=True)
-    return result
-
-
 def plot_step(estimate, path: str | os.PathLike) -> str:
     """Draw ``estimate``'s step to ``path`` (PNG): schedule on top, time per stage below. Returns the path."""
     import matplotlib
@@ -36,7 +23,7 @@ def plot_step(estimate, path: str | os.PathLike) -> str:
 
     from planner.report import chips_label, configuration
 
-    result = _recorded(estimate)
+    result = estimate.result  # its events replay the schedule the estimate was priced with
     stages = result.stages
     p = len(stages)
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(12, 2.2 + 0.45 * p + 2.6), height_ratios=[max(1, p), 3],

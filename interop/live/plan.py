@@ -25,7 +25,8 @@ from interop.live.baselines import Baselines, baselines
 from interop.live.plan_presentation import plan_gantt, plan_json, plan_table
 from planner.layout import Layout
 from planner.plan_search import OBJECTIVES, Problem, SearchStats, search
-from planner.step import OPTIMIZERS, StepResult
+from planner.optimizers import OPTIMIZERS
+from planner.step import StepResult
 
 SCHEDULE_CHOICES = ("auto", "gpipe", "1f1b", "interleaved")
 RECOMPUTE_CHOICES = ("auto", "none")
@@ -215,7 +216,7 @@ def plan(model, example_inputs, rack=None, *, slots=None, objective: str = "time
     rack_object, spec, live = _resolve_rack(rack)
     n_slots = len(spec)
     if slots is None:
-        chosen = tuple(range(n_slots))
+        chosen = range(n_slots)
     else:
         chosen = tuple(int(s) for s in slots)  # ints already (numpy's included): checked above
         bad = [s for s in chosen if not 0 <= s < n_slots]
@@ -240,14 +241,15 @@ def plan(model, example_inputs, rack=None, *, slots=None, objective: str = "time
         counts = ()
     schedules = ("1f1b", "gpipe", "interleaved") if schedule == "auto" else (schedule,)
     dtype = _param_dtype(model)
-    from planner.plan_search import GroupPricer
+    from planner.comm import CommPricer
 
     # One transfer model (collectives.transfer) prices the runner's copies on the timeline and the step
     # model's pipeline hops alike.
-    pricer = GroupPricer(spec)
+    pricer = CommPricer(spec)
+    # torch keeps optimizer state in the parameters' dtype and no master copy (master_weights=False).
     problem = Problem(blocks, spec, chosen, global_batch, seq_len, objective=objective, schedules=schedules,
                       microbatches=counts, optimizer=optimizer, recompute="none", calibrated=False,
-                      master_weights=False, state_bytes=STATE_TENSORS[optimizer] * dtype.itemsize,
+                      master_weights=False, state_bytes=OPTIMIZERS[optimizer].state_bytes(dtype.itemsize),
                       grad_dtype=devices.dtype_name(dtype), max_seconds=max_seconds, pricer=pricer)
     layout, result, stats = search(problem)
     return Plan(blocks, layout, Prediction.of(result), spec, objective, optimizer, problem, stats, live,
@@ -266,7 +268,7 @@ def check_plan_arguments(*, objective, schedule, optimizer, recompute, slots, gl
         raise ValueError(f"objective: expected one of {', '.join(OBJECTIVES)}, got {objective!r}")
     if schedule not in SCHEDULE_CHOICES:
         raise ValueError(f"schedule: expected one of {', '.join(SCHEDULE_CHOICES)}, got {schedule!r}")
-    if optimizer not in OPTIMIZERS:
+    if not isinstance(optimizer, str) or optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer: expected one of {', '.join(OPTIMIZERS)}, got {optimizer!r}")
     if recompute not in RECOMPUTE_CHOICES:
         raise ValueError(f"recompute: a live plan runs its blocks whole; expected one of "
@@ -295,11 +297,6 @@ def check_plan_arguments(*, objective, schedule, optimizer, recompute, slots, gl
     if split_spec is not None and not isinstance(split_spec, Mapping):
         raise TypeError(f"split_spec: expected a dict of submodule name -> SplitPoint (the pipelining API's), "
                         f"or None, got {type(split_spec).__name__}")
-
-
-STATE_TENSORS = {"adamw": 2, "adam": 2, "sgd": 1}
-"""Optimizer state tensors per parameter in torch (exp_avg and exp_avg_sq; the momentum buffer), each in the
-parameter's dtype; torch keeps no separate master copy."""
 
 
 def _param_dtype(model):
@@ -331,7 +328,7 @@ def _resolve_rack(rack):
         return current, current.spec, True
     if isinstance(rack, interop.Rack):
         return rack, rack.spec, True
-    spec = rack if isinstance(rack, devices.RackSpec) else devices.parse_rack(rack)
+    spec = devices.parse_rack(rack)
     current = interop.current_rack()
     if current is not None and (current.name == spec.name or current.spec == spec):
         return current, current.spec, True
