@@ -26,9 +26,15 @@ class Precision:
     description: str
 
 
+PEAKS: dict[str, str] = {"bfloat16": "bfloat16", "fp8": "float8", "fp4": "float4", "float32": "float32"}
+"""Every precision the planner names (training and serving) -> the catalogue peak key its matmuls run at
+(:meth:`devices.Chip.peak_for`). Training accepts the recipes of :data:`PRECISIONS`; serving
+(:mod:`planner.serving.precision`) all of these, where the kind's stack computes them."""
+
+
 PRECISIONS: dict[str, Precision] = {p.name: p for p in (
-    Precision("bfloat16", "bfloat16", None, "BF16 everywhere"),
-    Precision("fp8", "float8", "float8_e4m3fn",
+    Precision("bfloat16", PEAKS["bfloat16"], None, "BF16 everywhere"),
+    Precision("fp8", PEAKS["fp8"], "float8_e4m3fn",
               "FP8 matmuls (an amax pass and a cast of each input), attention and the rest in BF16"),
 )}
 """Accepted training precisions, by name."""
@@ -56,4 +62,4 @@ def precision_argument(precision: str | None, dtype: str | None, default: str = 
     return precision
 
 
-__all__ = ["PRECISIONS", "Precision", "check_precision", "precision_argument"]
+__all__ = ["PEAKS", "PRECISIONS", "Precision", "check_precision", "precision_argument"]

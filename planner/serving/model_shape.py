@@ -3,7 +3,7 @@
 What an inference engine moves and multiplies: the GEMMs of one layer (attention
 projections, the MLP or the experts), the attention heads and their KV cache, the
 embedding and the LM head. :func:`model_shape` reads them from what
-:func:`planner.model_presets.model_blocks` resolves (a preset's numbers, a
+:func:`planner.models.model_blocks` resolves (a preset's numbers, a
 transformers config, a meta module's config), so ``hybrid serving`` never imports
 torch. Families: Llama-style gated MLPs (Llama, Mistral, Qwen2/3, Gemma, ...),
 GPT-2-style MLPs, and mixtures of experts (Mixtral, Qwen-MoE) with shared experts;
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from planner.model_presets import model_blocks
+from planner.models import model_blocks
 
 _NON_GATED = frozenset({"gpt2", "gpt_neo", "gptj", "gpt_neox", "gpt_bigcode", "opt", "bloom", "falcon", "phi",
                         "starcoder2", "codegen", "biogpt", "xglm"})

@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import devices
+from planner.precision import PEAKS
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,8 +52,8 @@ class Precision:
     """Bytes per element of the activations between layers (BF16)."""
 
 
-PRECISIONS: dict[str, str] = {"bfloat16": "bfloat16", "fp8": "float8", "fp4": "float4", "float32": "float32"}
-"""Serving precision -> the catalogue peak key its GEMMs run at (the one mapping of this package)."""
+PRECISIONS: dict[str, str] = PEAKS
+"""Serving precision -> the catalogue peak key its GEMMs run at (:data:`planner.precision.PEAKS`)."""
 
 _FP4_FORMATS = (("nvfp4", 4 + 8 / 16), ("mxfp4_e2m1", 4 + 8 / 32))
 
