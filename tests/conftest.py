@@ -22,6 +22,12 @@ def _has_extension() -> bool:
     return True
 
 
+def pytest_addoption(parser):
+    parser.addoption("--exhaustive", action="store_true", default=False,
+                     help="conformance sweeps run every sample (the ModuleInfo sweep runs the first few of each "
+                          "module by default)")
+
+
 @pytest.fixture
 def use_rack():
     """Install a rack for one test and restore the previous one afterwards.
