@@ -2,7 +2,8 @@
 (or ``-m package.module [ARGS...]``): run CUDA code unmodified on the rack.
 
 The same as ``hybrid run``; under torchrun: ``torchrun --nproc_per_node=N -m interop.run SCRIPT ARGS``.
-The script's exit code, stdout and tracebacks are its own; the layer adds a
+Child processes of the script (mp.spawn, spawn-context DataLoader workers...) run under the same layer and
+rack (:mod:`interop.cuda_layer.children`). The script's exit code, stdout and tracebacks are its own; the layer adds a
 short summary on stderr at exit and, with ``--report PATH``, writes the full
 report as JSON and Markdown (``PATH.json`` and ``PATH.md``; under torchrun each
 rank but 0 adds ``.rank<r>`` to the name).
@@ -75,7 +76,9 @@ def _install(args):
     except cuda_layer.MapError as e:
         raise UsageError(str(e)) from None
     import interop.cuda  # noqa: F401  (installed above, so this only names it: a script may call interop.cuda.*)
+    from interop.cuda_layer import children
 
+    children.export(args.rack or interop.current_rack().name, args.device_map, args.strict, args.report)
     return device_map
 
 
@@ -106,6 +109,7 @@ def run(args) -> int:
         print(f"hybrid run: error: {e}", file=sys.stderr)
         return 2
     exit_code = 0
+    failure = None
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     try:
         if kind == "script":
@@ -124,17 +128,19 @@ def run(args) -> int:
     except BaseException as e:  # the script's own failure: its traceback, status 1
         _print_script_traceback(e)
         exit_code = 130 if isinstance(e, KeyboardInterrupt) else 1
+        failure = e
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
-    _finish(args, name, exit_code)
+    _finish(args, name, exit_code, failure)
     return exit_code
 
 
-def _finish(args, name: str, exit_code: int) -> None:
-    from interop.cuda_layer.report import build
+def _finish(args, name: str, exit_code: int, failure: BaseException | None = None) -> None:
+    from interop.cuda_layer.report import build, describe_failure
 
     try:
-        report = build(script=name, exit_code=exit_code)
+        report = build(script=name, exit_code=exit_code,
+                       failure=describe_failure(failure) if failure is not None else None)
         if args.report:
             json_path, md_path = report.write(_report_path(args.report))
             print(f"hybrid run: report written to {json_path} and {md_path}", file=sys.stderr)
