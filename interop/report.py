@@ -90,7 +90,7 @@ class RunReport:
 
 
 def build_report(records: list[TimelineRecord], rack, peak_memory: dict[int, int]) -> RunReport:
-    from interop.numerics.mode import slot_label
+    from interop.numerics.slots.settings import slot_label
 
     makespan_ps = max((r.end_ps for r in records), default=0)
     busy: dict[int, int] = defaultdict(int)

@@ -14,14 +14,6 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 
-def _has_extension() -> bool:
-    try:
-        import interop  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 def pytest_addoption(parser):
     parser.addoption("--exhaustive", action="store_true", default=False,
                      help="conformance sweeps run every sample (the ModuleInfo sweep runs the first few of each "

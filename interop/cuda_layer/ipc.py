@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from interop.cuda_layer.patching import PATCHES
+from interop.cuda_layer.patch_ledger import PATCHES
 from interop.cuda_layer.refusals import UNSUPPORTED, unsupported
 
 INSTEAD = ("send tensor.cpu() (torch.multiprocessing shares CPU tensors through shared memory) and move it to "

@@ -61,8 +61,8 @@ def test_c10d_logs_a_failed_collective_of_an_nccl_group_with_the_nccl_version(wa
 
 def test_the_docs_table_is_the_walk(walk):
     with open(os.path.join(ROOT, "docs", "cuda_namespace.md"), encoding="utf-8") as f:
-        assert f.read() == walk["markdown"], ("docs/cuda_namespace.md is stale: python -m interop.cuda_layer.namespace "
-                                              "> docs/cuda_namespace.md")
+        assert f.read() == walk["markdown"], ("docs/cuda_namespace.md is stale: "
+                                              "python -m interop.cuda_layer.namespace_doc > docs/cuda_namespace.md")
 
 
 def test_every_wrapper_keeps_torchs_signature(tmp_path):

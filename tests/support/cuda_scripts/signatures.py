@@ -6,7 +6,7 @@ import sys
 
 import torch.profiler
 
-from interop.cuda_layer.patching import PATCHES
+from interop.cuda_layer.patch_ledger import PATCHES
 
 PARAMETER = inspect.Parameter
 
