@@ -194,7 +194,18 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       })
       .def("reset_accumulated_stats", [](const SlotTable& t, int i) {
         t.account(static_cast<c10::DeviceIndex>(i)).reset_accumulated();
-      });
+      })
+      .def("set_memory_limit", [](const SlotTable& t, int i, int64_t bytes) {
+        t.account(static_cast<c10::DeviceIndex>(i)).set_limit(bytes);
+      }, "Bytes the slot may hold in this process, below its capacity (negative: the capacity).")
+      .def("memory_limit", [](const SlotTable& t, int i) {
+        return t.account(static_cast<c10::DeviceIndex>(i)).limit();
+      })
+      .def("peaks", [](const SlotTable& t, int i) { return t.account(static_cast<c10::DeviceIndex>(i)).peaks(); },
+           "The slot's peak counters, for restore_peaks.")
+      .def("restore_peaks", [](const SlotTable& t, int i, const std::vector<int64_t>& saved) {
+        t.account(static_cast<c10::DeviceIndex>(i)).restore_peaks(saved);
+      }, "Each peak becomes the larger of the saved one and the current value.");
 
   m.def("_install", [](const SlotTablePtr& table) { install(table); },
         "Make a rack's slot table current (the previous one is retired, its allocations intact).");

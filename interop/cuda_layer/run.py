@@ -2,7 +2,8 @@
 (or ``-m package.module [ARGS...]``): run CUDA code unmodified on the rack.
 
 The same as ``hybrid run``; under torchrun: ``torchrun --nproc_per_node=N -m interop.run SCRIPT ARGS``.
-The script's exit code, stdout and tracebacks are its own; the layer adds a
+Child processes of the script (mp.spawn, spawn-context DataLoader workers...) run under the same layer and
+rack (:mod:`interop.cuda_layer.children`). The script's exit code, stdout and tracebacks are its own; the layer adds a
 short summary on stderr at exit and, with ``--report PATH``, writes the full
 report as JSON and Markdown (``PATH.json`` and ``PATH.md``; under torchrun each
 rank but 0 adds ``.rank<r>`` to the name).
@@ -133,7 +134,9 @@ def _install(args):
     except cuda_layer.MapError as e:
         raise UsageError(str(e)) from None
     import interop.cuda  # noqa: F401  (installed above, so this only names it: a script may call interop.cuda.*)
+    from interop.cuda_layer import children
 
+    children.export(args.rack or interop.current_rack().name, args.device_map, args.strict, args.report)
     return device_map
 
 
@@ -194,6 +197,7 @@ def run(args) -> int:
         print(f"hybrid run: error: {e}", file=sys.stderr)
         return 2
     exit_code = 0
+    failure = None
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     handlers = {}
     if threading_main():
@@ -218,13 +222,14 @@ def run(args) -> int:
     except BaseException as e:  # the script's own failure: its traceback, status 1
         _print_script_traceback(e)
         exit_code = _exit_status(signal.SIGINT) if isinstance(e, KeyboardInterrupt) else 1
+        failure = e
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
     deferred = _Deferred() if threading_main() else contextlib.nullcontext()
     with deferred:
-        written = _finish(args, name, exit_code)
+        written = _finish(args, name, exit_code, failure)
     if isinstance(deferred, _Deferred) and deferred.signum is not None:
         return _exit_status(deferred.signum)
     if not written and exit_code == 0:
@@ -239,13 +244,14 @@ def threading_main() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
-def _finish(args, name: str, exit_code: int) -> bool:
+def _finish(args, name: str, exit_code: int, failure: BaseException | None = None) -> bool:
     """Print the summary, then write the report (``--report``); False when a report was asked for and not
     written (the reason is printed)."""
-    from interop.cuda_layer.report import build
+    from interop.cuda_layer.report import build, describe_failure
 
     try:
-        report = build(script=name, exit_code=exit_code)
+        report = build(script=name, exit_code=exit_code,
+                       failure=describe_failure(failure) if failure is not None else None)
         summary = report.summary()
     except Exception as e:  # the report must not change the script's outcome
         print(f"hybrid run: could not build the report: {type(e).__name__}: {e}", file=sys.stderr)
