@@ -56,7 +56,8 @@ def precision_argument(precision: str | None, dtype: str | None, default: str = 
         if precision is not None and precision != dtype:
             raise ValueError(f"precision: {precision!r} and the deprecated dtype={dtype!r} disagree; pass precision "
                              "only")
-        precision = dtype
+        check_precision(dtype, "dtype")  # the argument the caller passed is the one the error names
+        return dtype
     precision = default if precision is None else precision
     check_precision(precision)
     return precision

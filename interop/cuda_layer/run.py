@@ -222,7 +222,7 @@ def run(args) -> int:
     except BaseException as e:  # the script's own failure: its traceback, status 1
         _print_script_traceback(e)
         exit_code = _exit_status(signal.SIGINT) if isinstance(e, KeyboardInterrupt) else 1
-        failure = e
+        failure = None if isinstance(e, KeyboardInterrupt) else e  # a stop, as SIGTERM's, not a failure
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
         for sig, handler in handlers.items():

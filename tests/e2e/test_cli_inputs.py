@@ -23,12 +23,12 @@ def _refused(capsys, argv, *fragments) -> str:
 
 @pytest.mark.parametrize("argv, fragments", [
     (["whatif", "--model", "llama3-8b", "--rack", "h100:8", "--gbs", "0"],
-     ["argument --gbs/--global-batch: expected a positive integer, got '0'"]),
+     ["argument --global-batch/--gbs: expected a positive integer, got '0'"]),
     (["whatif", "--model", "llama3-8b", "--rack", "h100:8", "--seq", "0"],
      ["argument --seq: expected a positive integer, got '0'"]),
     (["whatif", "--model", "llama3-8b", "--rack", "h100:8", "--tp", "-2"],
      ["argument --tp: expected a positive integer, got '-2'"]),
-    (["plan", "--batch", "0"], ["argument --batch: expected a positive integer, got '0'"]),
+    (["plan", "--batch", "0"], ["argument --global-batch/--batch: expected a positive integer, got '0'"]),
     (["plan", "--microbatches", "0"], ["argument --microbatches: expected a positive integer, got '0'"]),
     (["plan", "--slots", "a,b"], ["argument --slots: expected comma-separated slot indices such as 0,1,4, got 'a,b'"]),
     (["plan", "--run", "-1"], ["argument --run: expected an integer >= 0, got '-1'"]),
