@@ -14,6 +14,9 @@ and loads no device.
   :func:`whatif` lays a homogeneous configuration (:class:`Parallel`) with it.
 * :func:`search` (the fastest fitting homogeneous configuration), :func:`kind_stages`
   (one stage per chip kind of a mixed rack), :func:`job_goodput` / :class:`FailureModel` (goodput).
+* :class:`NeuronConfig` / :func:`neuron_parallel`: a Neuron configuration (degrees in NeuronCores) on
+  chips; :mod:`planner.golden_neuron` and :mod:`planner.golden`: the step model against published
+  Trainium and GPU throughput; :mod:`planner.claims`: AWS's Trn3 claims checked.
 * :class:`ModelBlocks`, :class:`BlockProfile`, :func:`trace_profile`: blocks
   and their meta-traced ops, parameters and activations; :func:`block_cost`:
   a block priced on a chip kind.
@@ -33,6 +36,7 @@ from planner.comm import CommPricer
 from planner.model_presets import model_blocks, model_presets
 from planner.goodput import FailureModel, Goodput, job_goodput
 from planner.parallel import ORDERS, Parallel, kind_stages, split_layers, uniform_stages
+from planner.neuron_config import NeuronConfig, neuron_parallel
 from planner.profile import BlockProfile, Collective, SavedTensor, Shard, trace_profile
 from planner.schedule import SCHEDULES, Simulation, simulate
 from planner.stage import RECOMPUTE, SlotGrid, Stage
@@ -45,8 +49,9 @@ from planner.whatif import whatif
 __all__ = [
     "COMM_KINDS", "DTYPES", "OPTIMIZERS", "ORDERS", "RECOMPUTE", "SCHEDULES",
     "BlockCost", "BlockProfile", "Collective", "CommPricer", "Execution", "FailureModel", "Goodput", "Memory",
-    "MemoryPerChip", "ModelBlocks", "Parallel", "SavedTensor", "SearchResult", "Shard", "Simulation", "SlotGrid",
+    "MemoryPerChip", "ModelBlocks", "NeuronConfig", "Parallel", "SavedTensor", "SearchResult", "Shard", "Simulation", "SlotGrid",
     "Stage", "StageResult", "StepConfig", "StepEfficiency", "StepEstimate", "StepResult",
-    "block_cost", "job_goodput", "kind_stages", "model_blocks", "model_presets", "search", "simulate",
+    "block_cost", "job_goodput", "kind_stages", "model_blocks", "model_presets", "neuron_parallel", "search",
+    "simulate",
     "split_layers", "step_efficiency", "step_model", "trace_profile", "uniform_stages", "whatif",
 ]

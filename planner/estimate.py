@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-import devices
+from devices.chip_set import DEFAULT_BASIS, ChipSet, Economics, check_basis
 from planner.block_pricing import DTYPES
 from planner.blocks import ModelBlocks
 from planner.comm import CommPricer
@@ -46,14 +46,16 @@ class StepEstimate:
     model_tflops_per_chip: float
     """Model FLOPs (3 x forward matmul and attention FLOPs, recompute not counted) per second per chip, / 1e12."""
     mfu: float
-    """Model FLOPs over the chips' dense peak in the matmul precision (FP8 peak for ``dtype="fp8"``)."""
+    """Model FLOPs over the chips' dense peak in the matmul precision (FP8 peak for ``dtype="fp8"``)
+    (:meth:`devices.ChipSet.mfu` of the chips used)."""
     memory_per_chip: MemoryPerChip
     fits: bool
     """True when every stage's modelled memory fits its chips."""
     joules_per_token: float | None
     """Board power of every chip used over the step, per token (None without power figures)."""
     usd_per_million_tokens: float | None
-    """Chip-hours at catalogue prices per million tokens (None when a chip has no price)."""
+    """Chip-hours at catalogue prices on :attr:`price_basis` per million tokens (None when a chip has no price on
+    it: :attr:`economics` says why)."""
     breakdown: dict[str, float]
     """compute, exposed communication per kind (tp_comm, cp_comm, ep_comm, dp_comm, pp_comm), bubble and
     optimizer seconds of the critical stage; they add up to ``seconds``."""
@@ -61,6 +63,14 @@ class StepEstimate:
     """The configuration used (dp, schedule, microbatches and recompute filled in)."""
     projected: bool
     """True when a projected chip figure (e.g. Trainium4) entered the estimate."""
+    price_basis: str = DEFAULT_BASIS
+    """The price basis of :attr:`usd_per_step` and :attr:`usd_per_million_tokens` (:data:`devices.PRICE_BASES`)."""
+    usd_per_step: float | None = None
+    """Chip-hours of every chip used over the step at the basis' prices (None without a price for every kind)."""
+    joules_per_step: float | None = None
+    """Board power of every chip used over the step (None without a power figure for every kind)."""
+    economics: Economics | None = None
+    """The step's cost and energy with the figures summed and, where unset, why (:meth:`devices.ChipSet.economics`)."""
 
     # Details beyond the fields: set once by whatif(), read through the properties below.
     @property
@@ -103,39 +113,39 @@ def _attach(est: StepEstimate, **details: Any) -> StepEstimate:
     return est
 
 
-def estimate_from_result(result: StepResult, spec, parallel: dict[str, Any], *, dtype: str, model: str) -> StepEstimate:
-    """A :class:`StepEstimate` from a step-model result on ``spec``."""
+def estimate_from_result(result: StepResult, spec, parallel: dict[str, Any], *, dtype: str, model: str,
+                         price_basis: str = DEFAULT_BASIS) -> StepEstimate:
+    """A :class:`StepEstimate` from a step-model result on ``spec`` (cost on ``price_basis``)."""
     chips = result.chips
     tokens_s = result.tokens / result.seconds
-    peak = 0.0
-    power = 0.0
-    price = 0.0
-    have_power = have_price = True
-    for st in result.stages:
-        chip = devices.chip(st.kind)
-        n = len(st.slots)
-        peak += n * chip.peak_for(_PEAK_DTYPE[dtype]).value
-        if chip.power is None:
-            have_power = False
-        else:
-            power += n * chip.power.value
-        if chip.price_per_hour is None:
-            have_price = False
-        else:
-            price += n * chip.price_per_hour.value
+    used = ChipSet.of((st.kind, len(st.slots)) for st in result.stages)
+    money = used.economics(result.seconds, result.tokens, check_basis(price_basis))
     flops_s = result.model_flops / result.seconds
     worst = max(result.stages, key=lambda s: s.memory.total / max(1, s.memory.capacity))
     mem = worst.memory
     est = StepEstimate(
         seconds=result.seconds, tokens_per_second=tokens_s, tokens_per_second_per_chip=tokens_s / chips,
-        model_tflops_per_chip=flops_s / chips / 1e12, mfu=flops_s / peak if peak else 0.0,
+        model_tflops_per_chip=flops_s / chips / 1e12,
+        mfu=used.mfu(result.model_flops, result.seconds, _PEAK_DTYPE[dtype]),
         memory_per_chip=MemoryPerChip(mem.weights, mem.gradients, mem.optimizer, mem.activations, mem.total,
                                       mem.capacity),
         fits=all(s.memory.fits for s in result.stages),
-        joules_per_token=power * result.seconds / result.tokens if have_power else None,
-        usd_per_million_tokens=price / 3600 * result.seconds / result.tokens * 1e6 if have_price else None,
-        breakdown=result.breakdown, parallel=parallel, projected=result.projected)
+        joules_per_token=money.joules_per_token, usd_per_million_tokens=money.usd_per_million_tokens,
+        breakdown=result.breakdown, parallel=parallel, projected=result.projected, price_basis=price_basis,
+        usd_per_step=money.usd, joules_per_step=money.joules, economics=money)
     return _attach(est, result=result, model=model, rack=spec.name, rack_counts=spec.counts())
+
+
+def reprice(est: StepEstimate, price_basis: str) -> StepEstimate:
+    """``est`` with its cost on another price basis (the same step; the figures of :class:`devices.ChipSet`)."""
+    if price_basis == est.price_basis:
+        return est
+    used = ChipSet.of((st.kind, len(st.slots)) for st in est.result.stages)
+    money = used.economics(est.seconds, est.result.tokens, check_basis(price_basis))
+    for name, value in (("price_basis", price_basis), ("usd_per_step", money.usd), ("economics", money),
+                        ("usd_per_million_tokens", money.usd_per_million_tokens)):
+        object.__setattr__(est, name, value)
+    return est
 
 
 def _check(global_batch: int, seq_len: int, dtype: str, recompute: str, optimizer: str) -> None:
@@ -214,4 +224,4 @@ def _run_mixed(blocks: ModelBlocks, spec, par: Parallel, *, global_batch: int, s
     return result, used
 
 
-__all__ = ["MemoryPerChip", "StepEstimate", "estimate_from_result", "run_config"]
+__all__ = ["MemoryPerChip", "StepEstimate", "estimate_from_result", "reprice", "run_config"]

@@ -40,8 +40,8 @@ from typing import Sequence
 import devices
 from planner.block_pricing import BlockCost, Execution, block_cost
 from planner.blocks import ModelBlocks
-from planner.fitted_efficiency import step_efficiency
-from planner.comm import CommPricer, pricer_for
+from planner.fitted_efficiency import collective_factors, step_efficiency
+from planner.comm import CommPricer, pricer_for, scaled_pricer
 from planner.profile import BlockProfile, Shard
 from planner.schedule import SCHEDULES, actions, simulate
 from planner.stage import Stage, check_recompute
@@ -447,6 +447,8 @@ def step_model(blocks: ModelBlocks, stages: Sequence[Stage], rack, config: StepC
     pricer = pricer or pricer_for(spec)
     _validate(blocks, stages, config)
     execution = Execution(dtype=config.dtype, calibrated=config.calibrated)
+    if execution.calibrated:  # the stacks' collective libraries against the link model, where fitted
+        pricer = scaled_pricer(pricer, spec, collective_factors({s.kind for s in stages}))
     grad_bytes = GRAD_DTYPES[config.grad_dtype]
     p, v, m = len(stages), len(stages[0].chunks), config.microbatches
 

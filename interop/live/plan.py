@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import devices
+from devices.chip_set import DEFAULT_BASIS, ChipSet, Economics
 from devices.units import format_bytes
 from devices.text_table import table
 from planner.layout import Layout
@@ -166,9 +167,17 @@ class Plan:
         foot = (f"predicted step (modelled): {p.seconds * 1e3:.3f} ms  [{bd} ms on the critical stage]\n"
                 f"search: {self.stats.candidates} layouts bounded, {self.stats.evaluated} evaluated with the step "
                 f"model, {'exact' if self.stats.exact else 'bounded'}, {self.stats.seconds:.2f} s (measured)")
+        money = self.economics()
+        foot += (f"\ncost (modelled): {money.cost_text()}\nenergy (modelled): {money.energy_text()}")
         if any(devices.chip(st.kind).projected for st in self.stages):
             foot += "\n* projected chip: its figures are projections, not published specifications"
         return "\n".join([head, body, foot])
+
+    def economics(self) -> Economics:
+        """Cost (on the problem's price basis) and energy of the predicted step over every slot it uses."""
+        chips = ChipSet.of((st.kind, len(st.slots)) for st in self.stages)
+        tokens = self.global_batch * self.problem.seq_len
+        return chips.economics(self.predicted.seconds, tokens, self.problem.price_basis)
 
     def to_json(self) -> str:
         """The plan as JSON: stages, schedule, batch split, the modelled step and per-slot figures."""
@@ -233,7 +242,7 @@ class Plan:
         pb = self.problem
         for kind, slots in pb.kinds.items():
             sub = Problem(pb.blocks, pb.spec, tuple(slots), pb.global_batch, pb.seq_len, objective=pb.objective,
-                          schedules=pb.schedules, microbatches=pb.microbatches, optimizer=pb.optimizer,
+                          price_basis=pb.price_basis, schedules=pb.schedules, microbatches=pb.microbatches, optimizer=pb.optimizer,
                           recompute=pb.recompute, calibrated=pb.calibrated, master_weights=pb.master_weights,
                           pricer=pb.pricer)
             try:
@@ -348,15 +357,15 @@ def _uniform(plan: Plan) -> Layout | None:
 def plan(model, example_inputs, rack=None, *, slots=None, objective: str = "time", global_batch: int | None = None,
          microbatches: int | None = None, schedule: str = "auto", optimizer: str = "adamw", recompute: str = "auto",
          max_seconds: float | None = None, split_spec: dict | None = None, loss_fn: Callable | None = None,
-         example_targets=None) -> Plan:
+         example_targets=None, price_basis: str = DEFAULT_BASIS) -> Plan:
     """Partition ``model`` across ``rack`` (see the module doc).
 
     ``example_inputs``: the model's positional inputs for one global batch (dimension 0 is the batch);
     ``rack``: a live :class:`interop.Rack`, a spec string or a preset (None: the current rack); a spec too
     large for a live rack is planned without being installed (the plan cannot ``apply``). ``slots``: the
     slot indices the plan may use (default: all). ``objective``: ``time`` (seconds per step), ``cost``
-    (dollars per step, from the catalogue's prices) or ``energy`` (joules per step: power x step time of
-    every slot used). ``global_batch``: rows per step (default: the example's). ``microbatches`` /
+    (dollars per step, from the catalogue's prices on ``price_basis``: ``on-demand``, ``capacity-block`` or
+    ``reserved-effective``) or ``energy`` (joules per step: power x step time of every slot used). ``global_batch``: rows per step (default: the example's). ``microbatches`` /
     ``schedule``: fixed, or searched (None / ``"auto"``). ``optimizer``: ``adamw``, ``adam`` or ``sgd``
     (optimizer state in memory, the fused kernel's time). ``recompute``: ``auto`` or ``none`` (a live plan
     runs blocks whole). ``max_seconds``: a wall-time budget for the search. ``split_spec``: the pipelining
@@ -411,7 +420,8 @@ def plan(model, example_inputs, rack=None, *, slots=None, objective: str = "time
     # One transfer model (collectives.transfer) prices the runner's copies on the timeline and the step
     # model's pipeline hops alike.
     pricer = GroupPricer(spec)
-    problem = Problem(blocks, spec, chosen, global_batch, seq_len, objective=objective, schedules=schedules,
+    problem = Problem(blocks, spec, chosen, global_batch, seq_len, objective=objective, price_basis=price_basis,
+                      schedules=schedules,
                       microbatches=counts, optimizer=optimizer, recompute="none", calibrated=False,
                       master_weights=False, state_bytes=STATE_TENSORS[optimizer] * dtype.itemsize,
                       grad_dtype=str(dtype).removeprefix("torch."), max_seconds=max_seconds, pricer=pricer)

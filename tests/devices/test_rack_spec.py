@@ -159,8 +159,9 @@ def test_trn2_tori_per_instance():
     assert "trn2.48xlarge" in rack.link_bandwidth_figure(rack.domains[0]).source
 
 
-def test_trn1_hypercube_and_trn3_switches():
-    assert parse_rack("trn1:16").domains[0].shape == (2, 2, 2, 2)
+def test_trn1_torus_and_trn3_switches():
+    # The Neuron docs' 2D torus (their older "4D hypercube" is the same graph: C4 x C4 = Q4).
+    assert parse_rack("trn1:16").domains[0].shape == (4, 4)
     rack = parse_rack("trn3:300")
     assert [(d.fabric, d.count) for d in rack.domains] == [
         ("neuronswitch", 144), ("neuronswitch", 144), ("neuronswitch", 12)]
