@@ -20,7 +20,8 @@ def main(args) -> int:
     print(table(["name", "slots", "kinds", "domains", "network", "description"],
                 [[r["name"], r["slots"], r["kinds"], r["domains"], r["network"], r["description"]] for r in rows],
                 align="lrllll"))
-    print("\n== catalogue (dense figures; status: published / secondary / projected) ==")
+    print("\n== catalogue (dense figures; prices per chip-hour by basis; status: published / secondary / estimated / "
+          "projected; unset: why) ==")
     kinds = [args.kind] if args.kind else None
     rows = devices.catalogue_rows(kinds)
     print(table(["kind", "figure", "value", "status", "source"],

@@ -65,7 +65,7 @@ def _money_rows(est) -> list[tuple[str, str]]:
     cost = (f"unset on {money.basis}: {money.price.reason}" if money.usd is None else
             f"${money.usd_per_million_tokens:,.3f} per M tokens, ${money.usd:,.3f} per step "
             f"({money.basis}; {', '.join(money.price.statuses)})")
-    return [("energy (modelled)", energy), (f"cost, {money.basis} (modelled)", cost)]
+    return [("energy (modelled)", energy), ("cost (modelled)", cost)]
 
 
 def step_efficiency_label(est) -> str:

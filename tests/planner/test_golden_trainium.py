@@ -113,7 +113,7 @@ def test_cli_takes_a_neuron_configuration_and_a_price_basis(capsys):
     assert rc == 0, out
     assert "prices reserved-effective" in out.splitlines()[0]
     assert "tp 4 x pp 1 x cp 1 x dp 4, zero 1" in out  # TP=8 NeuronCores = 4 chips, the rest replicas
-    assert "cost, reserved-effective (modelled)" in out and "(reserved-effective; published)" in out
+    assert "cost (modelled)" in out and "(reserved-effective; published)" in out
     assert "unset: trn1: AWS publishes no Trainium (Trn1) board power" in out
     assert main(["whatif", "--model", "llama2-7b", "--rack", "h100-node", "--neuron", "--tp", "8"]) == 2
     assert "--neuron: degrees in NeuronCores need a rack of one Trainium kind" in capsys.readouterr().err

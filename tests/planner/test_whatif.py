@@ -53,8 +53,7 @@ def test_estimate_fields_and_figures(small):
     assert not est.projected
     assert "step time (modelled)" in str(est) and all("modelled" in label for label, _ in est.rows()[3:9])
     rows = dict(est.rows())
-    assert rows["cost, on-demand (modelled)"].endswith("(on-demand; secondary)") and "per M tokens" in \
-        rows["cost, on-demand (modelled)"]
+    assert rows["cost (modelled)"].endswith("(on-demand; secondary)") and "per M tokens" in rows["cost (modelled)"]
     assert "J per token" in rows["energy (modelled)"] and "(board power; published)" in rows["energy (modelled)"]
     assert rows["step efficiencies"] == "h100: gpu family, fitted on h100 rows"
 
@@ -67,7 +66,7 @@ def test_cost_is_on_one_basis_and_says_why_when_unset(small):
     assert block.usd_per_million_tokens == pytest.approx(demand.usd_per_million_tokens * ratio)
     reserved = whatif(small, "h100-node", price_basis="reserved-effective", **kwargs)
     assert reserved.usd_per_step is None and reserved.usd_per_million_tokens is None
-    assert "unset on reserved-effective: h100:" in dict(reserved.rows())["cost, reserved-effective (modelled)"]
+    assert "unset on reserved-effective: h100:" in dict(reserved.rows())["cost (modelled)"]
     trn1 = whatif(small, "trn1-instance", price_basis="reserved-effective", **kwargs)
     assert trn1.usd_per_step == pytest.approx(16 * 8.197 / 16 / 3600 * trn1.seconds)
     assert trn1.joules_per_token is None and "no Trainium (Trn1) board power" in trn1.economics.energy_text()
