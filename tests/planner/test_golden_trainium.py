@@ -94,8 +94,14 @@ def test_neuron_configuration_maps_onto_chips():
     assert NeuronConfig(kind="trn2", tp=64, lnc=1).tp_chips == 8
     assert NeuronConfig(kind="trn1", tp=8, pp=4, dp=2).chips() == 32
     assert NeuronConfig(kind="trn1", tp=8, zero1=False).parallel().zero_stage == 0
-    with pytest.raises(ValueError, match="tp: 3 ranks do not fill whole trn1 chips of 2"):
+    with pytest.raises(ValueError, match="tp: 3 ranks neither fill whole trn1 chips of 2 NeuronCore ranks nor divide"):
         NeuronConfig(kind="trn1", tp=3)
+    # TP=1 on Trn1: two replicas per chip, run together (dp halves, the microbatch doubles).
+    one = NeuronConfig(kind="trn1", tp=1, dp=64, microbatch=1)
+    assert (one.replicas_per_chip, one.chips()) == (2, 32)
+    assert (one.parallel().tp, one.parallel().dp, one.parallel().microbatch) == (1, 32, 2)
+    with pytest.raises(ValueError, match="dp: 3 replicas do not fill whole chips of 2 replicas"):
+        NeuronConfig(kind="trn1", tp=1, dp=3)
     with pytest.raises(ValueError, match="lnc: the Logical NeuronCore setting applies to trn2, trn3, trn4, not trn1"):
         NeuronConfig(kind="trn1", tp=8, lnc=2)
     with pytest.raises(ValueError, match="lnc: expected 1 or 2"):
