@@ -25,16 +25,22 @@ fi
 # shellcheck disable=SC1091
 . .venv/bin/activate
 
+say() { echo "bootstrap: $*" >&2; }
 pip_quiet=(--quiet --disable-pip-version-check)
 if ! python -c "import torch" >/dev/null 2>&1; then
+  say "installing torch==2.13.0 (the CPU wheel; about a minute)"
   pip install "${pip_quiet[@]}" torch==2.13.0
 fi
-python - <<'PY' || pip install "${pip_quiet[@]}" -r requirements-dev.txt
+if ! python - <<'PY'
 import importlib.util, sys
 need = ["numpy", "pytest", "xdist", "hypothesis", "expecttest", "ninja", "matplotlib", "tqdm", "viztracer",
         "selenium", "triton", "transformers", "accelerate", "torchao"]
 sys.exit(0 if all(importlib.util.find_spec(m) for m in need) else 1)
 PY
+then
+  say "installing the other dependencies (requirements-dev.txt; a few minutes the first time)"
+  pip install "${pip_quiet[@]}" -r requirements-dev.txt
+fi
 
 # The trace test opens exported traces in the Perfetto UI in headless Chromium
 # (Debian's chromium + chromium-driver). Installed where we may; elsewhere that
@@ -46,13 +52,28 @@ if [ "$job" = test ] && ! command -v chromium >/dev/null 2>&1 && command -v apt-
     || echo "bootstrap: could not install chromium; the Perfetto trace test will be skipped" >&2
 fi
 
-# Incremental build of interop._C (ninja recompiles only changed sources).
-MAX_JOBS="${MAX_JOBS:-2}" python setup.py --quiet build_ext --inplace
-
-# The `hybrid` console script; the package is used in place (no second build).
-if [ ! -x .venv/bin/hybrid ]; then
-  HYBRID_SKIP_EXTENSION=1 pip install "${pip_quiet[@]}" --no-build-isolation --no-deps -e .
+# Incremental build of interop._C (ninja recompiles only changed sources). The compiler's command lines go
+# to build/build.log; the console shows one line per source ("[3/26] csrc/aten/HybridFallback.cpp").
+mkdir -p build
+say "building the C++ extension interop._C (incremental; full log: build/build.log)"
+MAX_JOBS="${MAX_JOBS:-2}" python setup.py --quiet build_ext --inplace >build/build.log 2>&1 </dev/null &
+build_pid=$!
+tail -n +1 -f build/build.log --pid="$build_pid" 2>/dev/null \
+  | awk '/^\[[0-9]+\/[0-9]+\]/ { for (i = 2; i < NF; i++) if ($i == "-c" && $(i+1) ~ /\.cpp$/) { src = $(i+1) }
+         sub(".*/csrc/", "csrc/", src); print "  " $1 " " src; fflush() }' >&2
+if ! wait "$build_pid"; then
+  say "the build failed; the end of build/build.log:"
+  tail -n 40 build/build.log >&2
+  exit 1
 fi
+
+# The `hybrid` console script; the package is used in place (no second build). Reinstalled when
+# pyproject.toml changed (its entry point or packages may have moved).
+if [ ! -x .venv/bin/hybrid ] || [ pyproject.toml -nt .venv/.hybrid-installed ]; then
+  say "installing the hybrid command (editable)"
+  HYBRID_SKIP_EXTENSION=1 pip install "${pip_quiet[@]}" --no-build-isolation --no-deps -e . && touch .venv/.hybrid-installed
+fi
+say "ready"
 
 case "$job" in
   setup) ;;

@@ -133,7 +133,7 @@ print(json.dumps({"ratio": statistics.median(ratios), "spread": [min(ratios), ma
 
 _CALLS = r"""
 import json, statistics, time, torch, interop, interop.cuda
-from interop.cuda_layer.patching import ORIGINAL
+from interop.cuda_layer.patch_ledger import ORIGINAL
 zeros = torch.zeros.__wrapped__
 to = ORIGINAL["Tensor.to"]
 x = torch.ones(8)

@@ -30,6 +30,7 @@ from torch.utils._pytree import tree_flatten
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import devices  # noqa: E402
+from devices.dtypes import dtype_name  # noqa: E402
 from interop.models import GPT, GPTConfig, token_batch  # noqa: E402
 
 # GB200 before B200: "NVIDIA GB200" contains "B200".
@@ -73,7 +74,7 @@ class OpTimer(TorchDispatchMode):
         ins = [tuple(a.shape) for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)]
         outs = [tuple(o.shape) for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
         tensors = [a for a in tree_flatten(args)[0] if isinstance(a, torch.Tensor)]
-        dtype = str(tensors[0].dtype).replace("torch.", "") if tensors else "float32"
+        dtype = dtype_name(tensors[0].dtype) if tensors else "float32"
         causal = bool(kwargs.get("is_causal", False)) or (
             "scaled_dot_product" in name and any(a is True for a in args[3:6] if isinstance(a, bool)))
         self.rows.append({"op": name, "in": ins, "out": outs, "dtype": dtype, "timing": timing, "causal": causal})

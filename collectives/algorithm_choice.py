@@ -4,10 +4,10 @@
 :func:`plan` also returns the schedule to run (the executor runs exactly the
 schedule that was priced, so the modelled time is that of the algorithm that
 ran).  Every algorithm that implements the op and fits the participants'
-layout is priced under every protocol; the fastest wins unless ``algorithm``
+placement is priced under every protocol; the fastest wins unless ``algorithm``
 names one.  Schedules up to :data:`STEP_LIMIT` transfers are priced step by
 step on the real routes; larger ones (a million chips) by the algorithm's
-closed form on the layout's alpha-beta levels.
+closed form on the placement's alpha-beta levels.
 
 Pure Python: importing this module never imports torch.
 """
@@ -174,18 +174,18 @@ def _slots(topo: Topology, op: str, slots) -> Sequence[int]:
     return chosen
 
 
-def _candidates(op: str, algorithm: str | None, spec: CollectiveSpec, layout) -> list[tuple[Algorithm, dict]]:
+def _candidates(op: str, algorithm: str | None, spec: CollectiveSpec, placement) -> list[tuple[Algorithm, dict]]:
     if algorithm is not None:
         algo = algorithms.get(algorithm)
         if op not in algo.ops:
             raise ValueError(f"algorithm {algo.name!r} does not implement {op}; algorithms for {op}: "
                              f"{', '.join(a.name for a in algorithms.for_op(op))}")
-        reason = algo.unsupported(spec, layout)
+        reason = algo.unsupported(spec, placement)
         if reason:
             raise ValueError(reason)
         chosen = [algo]
     else:
-        chosen = [a for a in algorithms.for_op(op) if a.unsupported(spec, layout) is None]
+        chosen = [a for a in algorithms.for_op(op) if a.unsupported(spec, placement) is None]
     return [(algo, variant) for algo in chosen for variant in algo.variants(op)]
 
 
@@ -204,7 +204,7 @@ def plan(rack, op: str, count: int, itemsize: int = 1, slots=None, algorithm: st
     topo = topology(rack)
     chosen_slots = _slots(topo, op, slots)
     p = len(chosen_slots)
-    layout = topo.layout(chosen_slots if not (isinstance(chosen_slots, range) and len(chosen_slots) == len(topo))
+    placement = topo.placement(chosen_slots if not (isinstance(chosen_slots, range) and len(chosen_slots) == len(topo))
                          else None)
     protos: list[Protocol] = list(topo.protocols)
     if protocol is not None:
@@ -215,9 +215,9 @@ def plan(rack, op: str, count: int, itemsize: int = 1, slots=None, algorithm: st
                                root=root, splits=splits)
     best = None
     alternatives: dict[str, float] = {}
-    level_of = {proto.name: levels(topo, layout, proto) for proto in protos}
-    for algo, variant in _candidates(op, algorithm, base_spec, layout):
-        spec0 = algo.bind(replace(base_spec, **variant), topo, chosen_slots, layout, schedule=False)
+    level_of = {proto.name: levels(topo, placement, proto) for proto in protos}
+    for algo, variant in _candidates(op, algorithm, base_spec, placement):
+        spec0 = algo.bind(replace(base_spec, **variant), topo, chosen_slots, placement, schedule=False)
         label = algo.label(spec0)
         built: dict[int, tuple[Schedule, list]] = {}
         for proto in protos:
@@ -231,7 +231,7 @@ def plan(rack, op: str, count: int, itemsize: int = 1, slots=None, algorithm: st
             if p == 1 or algo.is_empty(spec):
                 seconds = 0.0
             elif steps:
-                spec = algo.bind(spec, topo, chosen_slots, layout, schedule=True)
+                spec = algo.bind(spec, topo, chosen_slots, placement, schedule=True)
                 if spec.pipeline not in built:  # priced once per schedule, whatever the protocol
                     made = algo.build(spec)
                     built[spec.pipeline] = (made, compile_rounds(made, topo, chosen_slots))
@@ -248,7 +248,7 @@ def plan(rack, op: str, count: int, itemsize: int = 1, slots=None, algorithm: st
     if build and schedule is None and algo.transfers(spec) <= BUILD_LIMIT:
         # The caller will run this schedule: price what runs, step by step, even where the
         # choice was made on the closed form.
-        spec = algo.bind(spec, topo, chosen_slots, layout, schedule=True)
+        spec = algo.bind(spec, topo, chosen_slots, placement, schedule=True)
         schedule = algo.build(spec)
         if not steps and p > 1 and not algo.is_empty(spec):
             seconds = base_latency(proto, algo.latency_class) + price(

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from collectives.tuning import Protocol
-from collectives.topology import Layout, Topology
+from collectives.topology import Placement, Topology
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,29 +85,29 @@ class Levels:
         return cls(ab, ab, ab, switch=AlphaBeta(a, b, 0.0), neighbour=ab)
 
 
-def levels(topo: Topology, layout: Layout, protocol: Protocol) -> Levels:
-    """The levels of ``layout`` on ``topo`` under ``protocol``.
+def levels(topo: Topology, placement: Placement, protocol: Protocol) -> Levels:
+    """The levels of ``placement`` on ``topo`` under ``protocol``.
 
     A domain's a is its hop latency times its diameter (one hop through a
     switch); its b the inverse of one link's bandwidth.  A set of participants
     spread over several domains is bounded by the network between them.
     """
     pf = protocol.bandwidth.value
-    doms = layout.domains
+    doms = placement.domains
     g = max(d.reduce_g for d in doms)
     ov = topo.overlap_reduce
     inner = AlphaBeta(max(d.hop_latency.value * d.diameter * protocol.hop_scale[d.hw] for d in doms),
                       max(1.0 / (d.link_bandwidth * pf) for d in doms), g, ov)
     outer = None
-    if topo.network is not None and (layout.groups > 1):
+    if topo.network is not None and (placement.groups > 1):
         net = topo.network
         outer = AlphaBeta(net.hop_latency.value * protocol.hop_scale["net"], 1.0 / (net.bandwidth * pf), g, ov)
-    flat = inner if layout.groups == 1 or outer is None else outer
+    flat = inner if placement.groups == 1 or outer is None else outer
     switch = None
-    if layout.switch is not None:
-        switch = AlphaBeta(inner.a, inner.b / layout.switch.switch_efficiency.value, 0.0, ov)
+    if placement.switch is not None:
+        switch = AlphaBeta(inner.a, inner.b / placement.switch.switch_efficiency.value, 0.0, ov)
     neighbour = AlphaBeta(max(d.hop_latency.value * protocol.hop_scale[d.hw] for d in doms), inner.b, g, ov)
-    return Levels(flat, inner, outer, layout.group_size or 0, layout.groups, switch, neighbour)
+    return Levels(flat, inner, outer, placement.group_size or 0, placement.groups, switch, neighbour)
 
 
 def base_latency(protocol: Protocol, latency_class: str) -> float | None:

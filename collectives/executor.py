@@ -40,6 +40,7 @@ import torch
 from collectives import algorithms
 from collectives.ops import REDUCING, check_op, check_reduce, parse_reduce_op, premul_factor
 from collectives.schedule import CollectiveSpec, Schedule, inplace_safe, io_sizes
+from devices.dtypes import dtype_name
 
 FLOATS = (torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2)
 """Floating dtypes reductions accept."""
@@ -148,7 +149,7 @@ def validate(schedule: Schedule, inputs: Sequence, outputs: Sequence, reduce_op:
         check_reduce(reduce_op, dtype, where=f"{op}: op")
         if dtype not in REDUCIBLE:
             raise TypeError(f"{op}: this executor does not reduce {dtype}; it reduces "
-                            f"{', '.join(str(d).removeprefix('torch.') for d in REDUCIBLE)}")
+                            f"{', '.join(dtype_name(d) for d in REDUCIBLE)}")
         if reduce_op == "premul_sum":
             scale = premul_factor(factor, dtype, where=f"{op}: factor")
     alias: list[tuple[int, int] | None] = [None] * p

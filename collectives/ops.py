@@ -29,6 +29,8 @@ import numbers
 from types import MappingProxyType
 from typing import Mapping
 
+from devices.dtypes import dtype_label
+
 OPS: tuple[str, ...] = (
     "all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce",
     "all_to_all", "gather", "scatter", "send_recv", "barrier",
@@ -120,7 +122,7 @@ DTYPE_CLASSES: tuple[str, ...] = ("float", "int", "bool", "complex")
 
 def dtype_class(dtype) -> str:
     """``float``, ``int``, ``bool`` or ``complex`` for a torch dtype or its name (``"bfloat16"``)."""
-    name = dtype_name(dtype)
+    name = dtype_label(dtype)
     if name == "bool":
         return "bool"
     if name.startswith("complex"):
@@ -130,11 +132,6 @@ def dtype_class(dtype) -> str:
     if name.startswith(("int", "uint")):
         return "int"
     raise ValueError(f"dtype: unknown dtype {dtype!r}")
-
-
-def dtype_name(dtype) -> str:
-    """torch's name of a dtype (``torch.float32`` -> ``"float32"``); strings pass through."""
-    return str(dtype).removeprefix("torch.")
 
 
 REDUCE_RULES: Mapping[str, frozenset[str]] = MappingProxyType({
@@ -177,7 +174,7 @@ def check_reduce(op: str, dtype, where: str = "op") -> None:
     if klass not in REDUCE_RULES[name]:
         ok = ", ".join(c for c in DTYPE_CLASSES if c in REDUCE_RULES[name])
         takes = sorted(o for o, classes in REDUCE_RULES.items() if klass in classes)
-        raise TypeError(f"{where}: reduce op {name!r} is not defined on {dtype_name(dtype)} ({klass}) tensors; "
+        raise TypeError(f"{where}: reduce op {name!r} is not defined on {dtype_label(dtype)} ({klass}) tensors; "
                         f"{name} takes {ok} dtypes; {klass} tensors take {', '.join(takes)}")
 
 
@@ -202,7 +199,7 @@ def premul_factor(factor, dtype, where: str = "factor"):
         kind = dtype_class(factor.dtype)
         if kind in ("bool", "complex"):
             raise TypeError(f"{where}: a tensor factor must be real (integer or floating), got "
-                            f"{dtype_name(factor.dtype)}")
+                            f"{dtype_label(factor.dtype)}")
         value = factor.reshape(()).item()
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{where}: expected a real number or a one-element tensor, got {type(factor).__name__} "
@@ -213,11 +210,11 @@ def premul_factor(factor, dtype, where: str = "factor"):
         elif math.isfinite(value) and float(value).is_integer():
             value = int(value)
         else:
-            raise TypeError(f"{where}: premul_sum on {dtype_name(dtype)} needs an integer factor (NCCL multiplies in "
+            raise TypeError(f"{where}: premul_sum on {dtype_label(dtype)} needs an integer factor (NCCL multiplies in "
                             f"the tensor's own type), got {factor!r}")
-        lo, hi = _INT_RANGES.get(dtype_name(dtype), (-math.inf, math.inf))
+        lo, hi = _INT_RANGES.get(dtype_label(dtype), (-math.inf, math.inf))
         if not lo <= value <= hi:
-            raise ValueError(f"{where}: {value} does not fit {dtype_name(dtype)} ({lo}..{hi})")
+            raise ValueError(f"{where}: {value} does not fit {dtype_label(dtype)} ({lo}..{hi})")
         return value
     value = float(value)
     if not math.isfinite(value):

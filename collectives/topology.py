@@ -206,7 +206,7 @@ _LOCAL = Route((), 0, 0.0, "nvlink", "local")
 
 
 @dataclass(frozen=True, slots=True)
-class Layout:
+class Placement:
     """Where a set of participants sits: what the closed-form costs need to know."""
 
     participants: int
@@ -354,20 +354,20 @@ class Topology:
             groups.setdefault(key, []).append(rank)
         return tuple(tuple(g) for g in groups.values())
 
-    def layout(self, slots: Sequence[int] | None = None) -> Layout:
+    def placement(self, slots: Sequence[int] | None = None) -> Placement:
         """Where ``slots`` (None: every slot) sit; symbolic when they cover the whole rack."""
         if slots is None or (isinstance(slots, range) and slots == range(len(self))):
             sizes = {d.count for d in self.domains}
             first = self.domains[0]
             one = len(self.domains) == 1 and first.repeat == 1 and self.replicas == 1
             switch = first if one and first.in_switch and not first.is_torus else None
-            return Layout(len(self), self.domain_count * self.replicas, sizes.pop() if len(sizes) == 1 else None,
+            return Placement(len(self), self.domain_count * self.replicas, sizes.pop() if len(sizes) == 1 else None,
                           self.domains, switch, first.shape if one else None)
         groups = self.group_ranks(slots)
         sizes = {len(g) for g in groups}
         heads = [slots[g[0]] for g in groups if slots[g[0]] != HOST]
         doms = {id(d): d for d in (self.domain_of(s)[1] for s in heads)}
-        return Layout(len(slots), len(groups), sizes.pop() if len(sizes) == 1 else None, tuple(doms.values()),
+        return Placement(len(slots), len(groups), sizes.pop() if len(sizes) == 1 else None, tuple(doms.values()),
                       self.switch_domain(slots), self.torus_shape(slots), groups)
 
     def torus_shape(self, slots: Sequence[int]) -> tuple[int, ...] | None:

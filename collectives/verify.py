@@ -21,8 +21,9 @@ from collectives import algorithms
 from collectives.executor import FLOATS, run
 from collectives.ops import REDUCING, SCALED, check_op, check_reduce_op
 from collectives.schedule import CollectiveSpec, Schedule, io_sizes
+from devices.dtypes import dtype_name
 
-DTYPES = {str(d).replace("torch.", ""): d for d in FLOATS + (torch.int8, torch.int16, torch.int32, torch.int64,
+DTYPES = {dtype_name(d): d for d in FLOATS + (torch.int8, torch.int16, torch.int32, torch.int64,
                                                             torch.uint8, torch.bool)}
 """Dtypes the checker knows by name."""
 

@@ -9,7 +9,7 @@
 * :func:`capabilities`: what each kind computes in, per op class and dtype,
   in the same file as its chip, ``devices/chips/<kind>.py`` (:mod:`devices.capability`).
 * :func:`parse_size` and friends: the units rack specs are written in.
-* :func:`dtype_name`, :data:`DTYPE_NAMES`, :func:`itemsize`: the one dtype
+* :func:`dtype_name`, :func:`dtype_label`, :data:`DTYPE_NAMES`, :func:`itemsize`: the one dtype
   vocabulary (torch's names: ``float32``, ``bfloat16``, ``float8_e4m3fn``...).
 * :func:`catalogue_rows`, :func:`fabric_rows`, :func:`presets_rows`: rows for
   listings, every figure with its source (the documents: ``devices/SOURCES.md``).
@@ -35,7 +35,7 @@ from devices.capability import (
 from devices.catalogue_table import catalogue_rows, fabric_rows, format_table, presets_rows
 from devices.chip import PRICE_BASES, Chip, catalogue, chip, kinds
 from devices.chip_set import DEFAULT_BASIS, ChipSet, Economics, Rate
-from devices.dtypes import DTYPE_NAMES, dtype_name, itemsize
+from devices.dtypes import DTYPE_NAMES, dtype_label, dtype_name, itemsize
 from devices.fabrics import DOMAIN_FABRICS, NETWORK_FABRICS, Fabric, fabric, network_bandwidth
 from devices.figure import STATUSES, UNITS, Figure
 from devices.rack.domain_table import DomainRun, DomainTable
@@ -91,7 +91,7 @@ __all__ = [
     "BACKINGS", "Backing", "DEFAULT_PRESET", "DOMAIN_FABRICS", "DTYPE_NAMES", "INT64_MAX", "NETWORK_FABRICS",
     "STATUSES", "UNITS", "Chip", "DomainRun", "DomainSpec", "DomainTable", "Fabric", "Figure", "NetworkSpec", "RackSpec", "Slot",
     "SlotGroup", "catalogue", "catalogue_rows", "chip", "estimate", "default_domains", "default_network",
-    "dtype_name", "dumps_rack", "fabric", "fabric_rows", "format_bytes", "format_table", "format_value", "table", "itemsize", "kinds", "load_preset",
+    "dtype_label", "dtype_name", "dumps_rack", "fabric", "fabric_rows", "format_bytes", "format_table", "format_value", "table", "itemsize", "kinds", "load_preset",
     "load_rack", "loads_rack", "network_bandwidth", "parse_bandwidth", "parse_duration", "parse_rack", "parse_size",
     "presets", "presets_rows",
 ]

@@ -228,7 +228,7 @@ class Capabilities:
 
     def support(self, op_class: str, dtype: object) -> Support:
         """The resolved answer; ValueError naming the accepted values for an unknown class or dtype."""
-        return _support(self.kind, _check_class(op_class), dtype_name(dtype))
+        return _support(self.kind, _check_class(op_class), _check_dtype(dtype))
 
     def gaps(self) -> list[tuple[str, str]]:
         """(op class, dtype) pairs no rule covers (empty for a complete table)."""
@@ -273,11 +273,9 @@ def _check_class(op_class: str) -> str:
     return op_class
 
 
-def dtype_name(dtype: object) -> str:
-    """Canonical name of a dtype name or ``torch.dtype`` (``torch.double`` -> ``"float64"``).
-
-    The cost model's normaliser (one dtype vocabulary), narrowed to :data:`DTYPES`.
-    """
+def _check_dtype(dtype: object) -> str:
+    """:func:`devices.dtype_name` of ``dtype``, narrowed to the dtypes the tables are written for (:data:`DTYPES`);
+    ValueError listing them."""
     from devices.dtypes import dtype_name as canonical
 
     try:

@@ -5,7 +5,10 @@ the cost model (``"float32"``, ``"bfloat16"``, ``"float8_e4m3fn"``), so a name
 printed by torch, written in a test or emitted by ``interop._C`` means the
 same thing.  :func:`dtype_name` is the one normaliser: it takes a name, a
 torch alias (``"half"``), a ``"torch."``-prefixed string or a ``torch.dtype``
-(read through ``str()``, so torch is never imported here).
+(read through ``str()``, so torch is never imported here).  :func:`dtype_label`
+names any dtype for a message (the canonical name, or torch's own spelling of
+one the vocabulary leaves out).  No other module strips ``"torch."``
+(tests/test_one_home.py checks it).
 """
 
 from __future__ import annotations
@@ -56,9 +59,20 @@ def dtype_name(dtype: object) -> str:
     return name
 
 
+def dtype_label(dtype: object) -> str:
+    """A dtype's name for a message or a record: :func:`dtype_name`'s when the vocabulary has it, else the value's
+    own text without ``"torch."`` (``torch.bits8`` -> ``"bits8"``), so that saying a dtype is unsupported never
+    fails on the dtype itself."""
+    try:
+        return dtype_name(dtype)
+    except ValueError:
+        name = str(dtype).strip()
+        return name[len("torch."):] if name.startswith("torch.") else name
+
+
 def itemsize(dtype: object) -> int:
     """Bytes per element of a dtype, in any spelling :func:`dtype_name` accepts."""
     return ITEMSIZE[dtype if type(dtype) is str and dtype in ITEMSIZE else dtype_name(dtype)]
 
 
-__all__ = ["ALIASES", "DTYPE_NAMES", "INDEX_ITEMSIZE", "ITEMSIZE", "dtype_name", "itemsize"]
+__all__ = ["ALIASES", "DTYPE_NAMES", "INDEX_ITEMSIZE", "ITEMSIZE", "dtype_label", "dtype_name", "itemsize"]

@@ -1,11 +1,11 @@
-"""The bibliography of the catalogue: every public document a figure of ``devices/`` cites.
+"""The documents the catalogue cites: every public document a figure of ``devices/`` names as its source.
 
 A figure's :attr:`~devices.figure.Figure.source` is built with
 :meth:`Document.cite`, so it names the document itself (title, publisher,
 URL or document path, the date it was read, and the reproduction it was read
 through when the original could not be opened).  ``devices/SOURCES.md`` is
-generated from :data:`DOCUMENTS` by :mod:`devices.bibliography`
-(``python -m devices.bibliography --write``), and a test keeps the two
+generated from :data:`DOCUMENTS` by :mod:`devices.sources_md`
+(``python -m devices.sources_md --write``), and a test keeps the two
 identical and checks that every figure cites one of them.
 
 Status follows :data:`devices.figure.STATUSES`: a vendor figure read only
@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 KINDS: tuple[str, ...] = ("vendor", "press", "third party", "code", "measurement")
-"""Accepted values of :attr:`Document.kind`, the headings of the bibliography."""
+"""Accepted values of :attr:`Document.kind`, the headings of ``devices/SOURCES.md``."""
 
 TODAY = "2026-12-02"
 
@@ -40,7 +40,7 @@ class Document:
     via: tuple[str, ...] = ()
     """Reproductions it was read through when the original could not be opened (URLs)."""
     note: str = ""
-    """What in it the catalogue uses, for the bibliography."""
+    """What in it the catalogue uses, for ``devices/SOURCES.md``."""
 
     def __post_init__(self) -> None:
         for name in ("title", "publisher", "url", "read"):

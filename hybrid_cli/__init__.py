@@ -2,7 +2,10 @@
 
 Every ``cmd_<name>.py`` defines ``NAME`` (the subcommand), ``HELP`` (one line),
 ``ORDER`` (its place in ``hybrid --help``), ``add_arguments(parser)`` and
-``main(args) -> int`` (the exit status). Adding a subcommand is adding a file.
+``main(args) -> int`` (the exit status), and may define ``REQUIRES`` (the
+modules it cannot run without: checked before it starts, so a missing one is
+one line saying how to get it, not a traceback minutes later). Adding a
+subcommand is adding a file.
 
 Layered above :mod:`interop`: nothing here imports torch at module level, and
 only the chosen subcommand's arguments are built, so ``hybrid --help``,
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import logging
 import pkgutil
 import sys
@@ -53,8 +57,28 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
         if argv is None or module.NAME == chosen:
             module.add_arguments(command)
-        command.set_defaults(func=module.main)
+        command.set_defaults(func=module.main, command_module=module)
     return parser
+
+
+INSTALL_HINTS = {
+    "torch": "./bootstrap.sh setup (or: pip install torch==2.13.0, the CPU wheel)",
+    "interop._C": "./bootstrap.sh setup (builds the C++ extension)",
+}
+"""How to get a module a command requires, where ``pip install <module>`` is not the answer."""
+
+
+def missing_requirements(module) -> list[str]:
+    """The modules of ``module.REQUIRES`` that cannot be imported here, each with how to get it."""
+    missing = []
+    for name in getattr(module, "REQUIRES", ()):
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):  # a parent package missing, or a module without a spec
+            found = False
+        if not found:
+            missing.append(f"{name} ({INSTALL_HINTS.get(name, f'pip install {name}')})")
+    return missing
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,6 +86,10 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger(name).setLevel(logging.ERROR)
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser(argv).parse_args(argv)
+    missing = missing_requirements(args.command_module)
+    if missing:
+        print(f"hybrid {args.command}: needs {', '.join(missing)}", file=sys.stderr)
+        return 2
     try:
         return args.func(args)
     except (ValueError, RuntimeError) as e:

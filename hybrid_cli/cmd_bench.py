@@ -6,6 +6,7 @@ import sys
 
 NAME = "bench"
 HELP = "ops: modelled sweeps across chip kinds; collectives: nccl-tests on the rack"
+REQUIRES = ("torch", "matplotlib")
 ORDER = 30
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 NAME = "check"
 HELP = "correctness sweeps; exit 1 on any wrong element"
+REQUIRES = ("torch",)
 ORDER = 40
 
 

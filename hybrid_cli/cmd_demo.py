@@ -6,6 +6,7 @@ import warnings
 
 NAME = "demo"
 HELP = "train a GPT-style model on the rack, checked against the CPU"
+REQUIRES = ("torch",)
 ORDER = 0
 
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 NAME = "numerics"
 HELP = "drift report: train in each slot's device numerics vs float32 on the CPU (loss, gradients, range)"
+REQUIRES = ("torch", "matplotlib", "transformers")
 ORDER = 60
 
 
 def add_arguments(parser) -> None:
-    from interop.numerics.drift import MODELS
-    from interop.numerics.recipes import RECIPES
+    from interop.numerics.drift import MODELS, RECIPES
 
     parser.add_argument("--model", default="gpt2", choices=MODELS, help="model to train (default: gpt2, a tiny "
                         "Hugging Face GPT-2 built from a config, no download)")
@@ -29,8 +29,7 @@ def main(args) -> int:
     import json
     import sys
 
-    from interop.numerics.drift import DriftConfig, drift
-    from interop.numerics.recipes import RECIPES
+    from interop.numerics.drift import RECIPES, DriftConfig, drift
 
     recipes = tuple(r.strip() for item in (args.recipe or [",".join(RECIPES)]) for r in item.split(",") if r.strip())
     if args.steps < 1:

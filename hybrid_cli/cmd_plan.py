@@ -5,6 +5,7 @@ from __future__ import annotations
 
 NAME = "plan"
 HELP = "partition a model across the rack's chips, compare, and run the plan (--run)"
+REQUIRES = ("torch",)
 ORDER = 6
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 NAME = "run"
 HELP = "run a CUDA script unmodified on the rack (hybrid run [--rack R] [--map M] SCRIPT ARGS...)"
+REQUIRES = ("torch",)
 ORDER = 25
 
 

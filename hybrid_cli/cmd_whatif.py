@@ -12,6 +12,7 @@ import sys
 
 NAME = "whatif"
 HELP = "model a training step of a model on a rack (modelled: time, memory, energy, cost, breakdown)"
+REQUIRES = ("transformers",)
 ORDER = 60
 
 DEFAULT_BATCH_TOKENS = 16 * 2**20

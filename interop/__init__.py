@@ -57,7 +57,7 @@ def __dir__() -> list[str]:
 # Without the compiled extension the device is not registered; the pure-Python parts
 # (catalogue, cost model, what-ifs) still import (interop._backend.MissingExtension).
 if register():
-    numerics.scaled_mm.register()
+    numerics.slots.scaled_mm.register()
     if current_rack() is None:
         set_rack(Rack.preset("fusion-default"))
 

@@ -89,7 +89,7 @@ def _c10_name(dtype: torch.dtype) -> str:
     known = _C10_NAMES.get(dtype)
     if known is not None:
         return known
-    name = str(dtype).replace("torch.", "")
+    name = devices.dtype_label(dtype)
     return name[0].upper() + name[1:]
 
 
@@ -126,8 +126,8 @@ session.on_rack_change(lambda rack, previous_slot: apply(rack))  # the C++ check
 
 def _message(s: devices.Support, op: str, slot: int, dtype: torch.dtype) -> str:
     head = s.error.format(scalar_type=_c10_name(dtype)) if s.error else \
-        f"{op} in {str(dtype).replace('torch.', '')} is not supported on {s.kind}"
-    return (f"{head}\n  on hybrid:{slot} ({s.kind}), {op} ({s.op_class}, {str(dtype).replace('torch.', '')}): "
+        f"{op} in {devices.dtype_label(dtype)} is not supported on {s.kind}"
+    return (f"{head}\n  on hybrid:{slot} ({s.kind}), {op} ({s.op_class}, {devices.dtype_label(dtype)}): "
             f"{s.reason}\n  instead: {s.instead or '-'}\n  source: {s.source} [{s.status}]\n"
             "  (strict device fidelity; interop.set_strict(False), or `hybrid run` without --strict, runs it "
             "as the CPU does and lists it in the report)")
@@ -140,7 +140,7 @@ def _hook(op: str, generation: int, slot: int, dtype: torch.dtype) -> tuple[int,
     if rack is None or not 0 <= slot < len(rack):
         return 0, ""
     kind = rack.devices[slot].kind
-    name = str(dtype).replace("torch.", "")
+    name = devices.dtype_label(dtype)
     try:
         s = devices.capabilities(kind).support(devices.op_class(op), name)
     except ValueError:  # a dtype the table does not cover (quantized): nothing to say

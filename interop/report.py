@@ -142,7 +142,7 @@ class RunReport:
 
 def build_report(records: list[TimelineRecord], rack, peak_memory: dict[int, int], *,
                  price_basis: str = DEFAULT_BASIS, tokens: float | None = None) -> RunReport:
-    from interop.numerics.mode import slot_label
+    from interop.numerics.slots.settings import slot_label
 
     check_basis(price_basis)
     makespan_ps = max((r.end_ps for r in records), default=0)

@@ -14,7 +14,7 @@ LINK_PID_BASE = 1000
 
 
 def _slot_process_name(device, rack) -> str:
-    from interop.numerics.mode import slot_label
+    from interop.numerics.slots.settings import slot_label
 
     projected = ", projected" if device.spec.projected else ""
     return (f"hybrid:{device.index} {device.kind} ({device.backing}{projected}) [modelled] "
@@ -90,7 +90,7 @@ def export_trace(path: str | os.PathLike, *, all_ranks: bool = False) -> str | N
     merged into one trace (:mod:`interop.merged`: one modelled clock, each collective once) and returns the
     path; the other ranks write nothing and return None."""
     from interop.hybrid.nvtx import ranges
-    from interop.numerics.mode import slot_label
+    from interop.numerics.slots.settings import slot_label
 
     t = session.current_timeline()
     records = t.records

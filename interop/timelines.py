@@ -16,7 +16,7 @@ import weakref
 from dataclasses import dataclass
 from typing import Callable
 
-from interop.costing import Coster
+from interop.record_costs import RecordCoster
 
 PS = 10**12  # picoseconds per second
 
@@ -89,7 +89,7 @@ class TimelineRecord:
 @dataclass(frozen=True, slots=True)
 class KernelLaunch:
     """What one kernel launch did, as its launcher counted it: the timeline prices it
-    (:meth:`interop.costing.Coster.kernel`) when the records are placed."""
+    (:meth:`interop.record_costs.RecordCoster.kernel`) when the records are placed."""
 
     name: str
     """``triton:<kernel>`` or ``inductor:<kernel>``."""
@@ -131,7 +131,7 @@ class Timeline:
         # The rack owns its timeline; references back are weak, so that a rack
         # nobody holds is freed at once, and with it its slot table.
         self._rack = weakref.ref(rack)
-        self.coster = Coster(weakref.proxy(rack))
+        self.coster = RecordCoster(weakref.proxy(rack))
         self.records: list[TimelineRecord] = []
         self.clocks: dict[tuple[int, int], int] = {}
         self.markers: dict[int, tuple[int, int, int]] = {}

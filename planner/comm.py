@@ -67,13 +67,13 @@ class CommPricer:
         key = self._keys.get(raw)
         if key is None:
             topo = self.topology
-            layout = topo.layout(_members(slots))
+            placement = topo.placement(_members(slots))
             first = topo.domain_of(slots[0])[1]
             last = topo.domain_of(slots[-1])[1]
             step = slots.step if isinstance(slots, range) else tuple(b - a for a, b in zip(slots, slots[1:]))
-            key = self._keys[raw] = (len(slots), step, layout.groups, layout.group_size,
-                                     tuple(d.name for d in layout.domains), first.name, last.name,
-                                     layout.switch is not None, layout.torus)
+            key = self._keys[raw] = (len(slots), step, placement.groups, placement.group_size,
+                                     tuple(d.name for d in placement.domains), first.name, last.name,
+                                     placement.switch is not None, placement.torus)
         return key
 
     def _exact(self, op: str, nbytes: int, slots: Sequence[int], key: tuple) -> float:

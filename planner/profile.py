@@ -8,13 +8,16 @@ autograd keeps from forward to backward, and the collectives the block issues
 prices a profile on a chip kind; the step model schedules the prices.
 
 :func:`trace_profile` builds a profile from any callable block and its meta
-inputs; :mod:`planner.decoder_blocks` builds the blocks of a decoder
-language model with it, and the planner builds the blocks of a real model with
-it. torch is imported only when tracing.
+inputs in one trace (one dispatch mode, ``trace_ops``' recorder, whose
+:class:`~devices.cost.OpObserver` also notes which storages GEMMs read and,
+on request, the live peak); :mod:`planner.decoder_blocks` builds the blocks
+of a decoder language model with it, and :mod:`interop.live.exported_blocks`
+the blocks of a real model. torch is imported only when tracing.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
@@ -155,10 +158,67 @@ def _storage_key(t) -> int:
     return t.untyped_storage()._cdata
 
 
+class _Storages(devices.cost.OpObserver):
+    """What a block's trace tells besides its op records, seen in the trace's own dispatch mode: which
+    storages the forward's GEMMs read (selective recompute keeps those), and the most bytes the tensors the
+    block makes hold at once (storages counted once, freed when their last tensor dies; the ``outside``
+    storages, the parameters, their gradients and the inputs, not counted).
+
+    A storage made in the trace is known by a serial number while it lives: the meta allocator hands a
+    freed storage's address to the next one, so the address alone would confuse two tensors."""
+
+    def __init__(self, outside: set[int]) -> None:
+        self.outside = outside
+        self.forward = True
+        self.gemm_inputs: set = set()
+        self.live: dict[int, list[int]] = {}
+        """Storage key -> [serial, bytes, tensors alive on it]."""
+        self.serial = 0
+        self.current = self.peak = 0
+
+    def ident(self, t) -> tuple:
+        key = _storage_key(t)
+        entry = self.live.get(key)
+        return ("made", entry[0]) if entry is not None else ("held", key)
+
+    def op(self, func, args, kwargs, out) -> None:
+        import torch
+
+        if self.forward and _category(func.name()) in GEMM_CATEGORIES:
+            self.gemm_inputs.update(self.ident(a) for a in torch.utils._pytree.tree_leaves((args, kwargs))
+                                    if isinstance(a, torch.Tensor))
+        for t in torch.utils._pytree.tree_leaves(out):
+            if isinstance(t, torch.Tensor):
+                self._made(t)
+
+    def _made(self, t) -> None:
+        import weakref
+
+        key = _storage_key(t)
+        if key in self.outside:
+            return
+        entry = self.live.get(key)
+        if entry is None:
+            self.serial += 1
+            entry = self.live[key] = [self.serial, t.untyped_storage().nbytes(), 0]
+            self.current += entry[1]
+            self.peak = max(self.peak, self.current)
+        entry[2] += 1
+        weakref.finalize(t, self._release, key, entry[0])
+
+    def _release(self, key: int, serial: int) -> None:
+        entry = self.live.get(key)
+        if entry is not None and entry[0] == serial:
+            entry[2] -= 1
+            if entry[2] == 0:
+                self.current -= entry[1]
+                del self.live[key]
+
+
 def trace_profile(name: str, block: Callable[..., Any], inputs: Sequence[Any], *, shard: Shard,
                   params: Iterable[Any], expert_params: Iterable[Any] = (), hidden_size: int | None = None,
                   collectives: Sequence[Collective] = (), grad_inputs: bool = True,
-                  model_flops_scale: float = 1.0, note: str = "") -> BlockProfile:
+                  model_flops_scale: float = 1.0, note: str = "", workspace: bool = False) -> BlockProfile:
     """Trace ``block(*inputs)`` forward and backward on the meta device into a :class:`BlockProfile`.
 
     ``inputs``: meta tensors (and other arguments) for one microbatch; the
@@ -167,65 +227,53 @@ def trace_profile(name: str, block: Callable[..., Any], inputs: Sequence[Any], *
     ``hidden_size``: the model width; with ``shard.tp > 1`` and sequence
     parallelism, non-matmul ops on hidden-sized activations are marked
     sequence-sharded. ``model_flops_scale``: how many chips' shards make the
-    whole block (tp, or 1 for a replicated block).
+    whole block (tp, or 1 for a replicated block). ``workspace``: also measure,
+    in the same trace, the most bytes alive at once and report what exceeds the
+    saved activations as :attr:`BlockProfile.workspace`.
     """
     import torch
-    from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode_stack
 
     params = list(params)
     expert_params = list(expert_params)
     param_keys = {_storage_key(p) for p in params}
-    saved: dict[int, tuple[int, tuple[int, ...], Any]] = {}
-    gemm_inputs: set[int] = set()
-    seen_ops: list[tuple[str, list[int]]] = []
+    saved: dict[tuple, tuple[int, tuple[int, ...]]] = {}
     boundary: list[int] = []
     first = next((x for x in inputs if isinstance(x, torch.Tensor)), None)
     if first is None:
         raise ValueError(f"{name}: a block needs a tensor input")
-
-    class StorageMode(TorchDispatchMode):
-        # Sits inside trace_ops' recorder: sees the same ops, notes which storages GEMMs read.
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            out = func(*args, **(kwargs or {}))
-            keys = [_storage_key(a) for a in torch.utils._pytree.tree_leaves((args, kwargs))
-                    if isinstance(a, torch.Tensor)]
-            seen_ops.append((func.name(), keys))
-            return out
+    meta_inputs = [x.detach().to("meta").requires_grad_(grad_inputs and x.is_floating_point())
+                   if isinstance(x, torch.Tensor) else x for x in inputs]
+    held = [t for t in params + [p.grad for p in params if p.grad is not None] + meta_inputs
+            if isinstance(t, torch.Tensor)]
+    storages = _Storages({_storage_key(t) for t in held})
 
     def pack(t):
-        key = _storage_key(t)
-        if key not in param_keys and key not in saved:
-            saved[key] = (t.untyped_storage().nbytes(), tuple(t.shape), t)
+        if _storage_key(t) not in param_keys:
+            saved.setdefault(storages.ident(t), (t.untyped_storage().nbytes(), tuple(t.shape)))
         return t
 
     outputs: list[Any] = []
 
     def run(*args):
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), StorageMode():
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
             out = block(*args)
-        out_t = out[0] if isinstance(out, (tuple, list)) else out
-        outputs.append(out_t)
-        recorder = next((m for m in _get_current_dispatch_mode_stack() if hasattr(m, "records")), None)
-        boundary.append(len(recorder.records) if recorder is not None else -1)
-        if out_t.requires_grad:
-            torch.autograd.backward(out_t, torch.empty_like(out_t))
+            out_t = out[0] if isinstance(out, (tuple, list)) else out
+            outputs.append(out_t)
+            boundary.append(len(storages.records))
+            storages.forward = False
+            del out
+            # Saved tensors stay the packed Python objects until their node's backward frees them.
+            if out_t.requires_grad:
+                torch.autograd.backward(out_t, torch.empty_like(out_t))
 
-    meta_inputs = [x.detach().to("meta").requires_grad_(grad_inputs and x.is_floating_point())
-                   if isinstance(x, torch.Tensor) else x for x in inputs]
-    records = devices.cost.trace_ops(run, *meta_inputs)
-    if boundary[0] < 0:
-        raise RuntimeError("trace_profile: devices.cost.trace_ops no longer exposes its recorder; "
-                           "cannot split forward from backward")
+    records = devices.cost.trace_ops(run, *meta_inputs, observer=storages)
     forward, backward = tuple(records[:boundary[0]]), tuple(records[boundary[0]:])
 
-    for op, keys in seen_ops:
-        if _category(op) in GEMM_CATEGORIES:
-            gemm_inputs.update(keys)
     tp = shard.tp
     saved_list = tuple(
-        SavedTensor(nbytes, shape, key in gemm_inputs,
+        SavedTensor(nbytes, shape, ident in storages.gemm_inputs,
                     bool(hidden_size and tp > 1 and shape and shape[-1] == hidden_size))
-        for key, (nbytes, shape, _) in saved.items())
+        for ident, (nbytes, shape) in saved.items())
     sequence_sharded: set[int] = set()
     if hidden_size and tp > 1 and shard.sequence_parallel:
         for i, r in enumerate(forward + backward):
@@ -234,7 +282,7 @@ def trace_profile(name: str, block: Callable[..., Any], inputs: Sequence[Any], *
             if any(s and s[-1] == hidden_size for s in r.shapes + (r.out_shapes or ())):
                 sequence_sharded.add(i)
     out_t = outputs[0]
-    return BlockProfile(
+    profile = BlockProfile(
         name=name, shard=shard, forward=forward, backward=backward, sequence_sharded=frozenset(sequence_sharded),
         params=sum(p.numel() for p in params), expert_params=sum(p.numel() for p in expert_params),
         param_bytes=sum(p.numel() * p.element_size() for p in params), saved=saved_list,
@@ -242,6 +290,9 @@ def trace_profile(name: str, block: Callable[..., Any], inputs: Sequence[Any], *
         output_bytes=_activation_bytes(out_t, shard, hidden_size),
         collectives=tuple(collectives), flops_scale=model_flops_scale,
         model_flops=3.0 * gemm_flops(forward) * model_flops_scale, note=note)
+    if workspace:
+        profile = dataclasses.replace(profile, workspace=max(0, storages.peak - profile.saved_bytes("none")))
+    return profile
 
 
 def _activation_bytes(t, shard: Shard, hidden_size: int | None) -> int:

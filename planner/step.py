@@ -1,7 +1,7 @@
 """The step model: one training step of a model cut into pipeline stages on a rack, modelled.
 
 One computation serves the planner's prediction for a live rack and the
-what-if for a rack on paper (DESIGN.md, "One step model"):
+what-if for a rack on paper (ARCHITECTURE.md, "Four walks"):
 
 1. every block of every stage is profiled for the stage's shard
    (:class:`~planner.blocks.ModelBlocks`) and priced on the stage's chip

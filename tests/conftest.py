@@ -14,14 +14,6 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 
-def _has_extension() -> bool:
-    try:
-        import interop  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 @pytest.fixture
 def use_rack():
     """Install a rack for one test and restore the previous one afterwards.

@@ -41,8 +41,6 @@ KNOWN_CYCLES: list[tuple[str, ...]] = [
     # collectives/distributed/_checks imports DEVICE from its package, whose functions import _group -> _checks.
     ("collectives.distributed", "collectives.distributed._checks", "collectives.distributed._engine",
      "collectives.distributed._group", "collectives.distributed._ops", "collectives.distributed._ops_rooted"),
-    # a format's quantize picks the slot's rounding mode; the mode's device ops quantize.
-    ("interop.numerics.device_ops", "interop.numerics.mode", "interop.numerics.quantize"),
 ]
 
 

@@ -21,7 +21,7 @@ from typing import ClassVar
 
 from collectives.cost import AlphaBeta, Levels
 from collectives.schedule import CollectiveSpec, Rounds, Schedule, local_copy, make
-from collectives.topology import Layout, Topology
+from collectives.topology import Placement, Topology
 
 
 class Algorithm:
@@ -36,8 +36,8 @@ class Algorithm:
     latency_class: ClassVar[str] = "ring"
     """Base-latency row (``collectives.tuning.LATENCY_CLASSES``)."""
 
-    def unsupported(self, spec: CollectiveSpec, layout: Layout | None = None) -> str | None:
-        """Why this algorithm cannot run ``spec`` on ``layout`` (None: it can)."""
+    def unsupported(self, spec: CollectiveSpec, placement: Placement | None = None) -> str | None:
+        """Why this algorithm cannot run ``spec`` on ``placement`` (None: it can)."""
         if spec.op not in self.ops:
             return f"{self.name} does not implement {spec.op} (it implements {', '.join(sorted(self.ops))})"
         return None
@@ -52,10 +52,10 @@ class Algorithm:
         """
         return [{}]
 
-    def bind(self, spec: CollectiveSpec, topo: Topology, slots, layout: Layout, *, schedule: bool) -> CollectiveSpec:
+    def bind(self, spec: CollectiveSpec, topo: Topology, slots, placement: Placement, *, schedule: bool) -> CollectiveSpec:
         """``spec`` completed with what this algorithm needs to know about where the participants sit.
 
-        ``slots``: participant i's slot; ``layout``: ``topo.layout(slots)``;
+        ``slots``: participant i's slot; ``placement``: ``topo.placement(slots)``;
         ``schedule``: True when a step schedule will be built from the result
         (False: only the closed form is priced, which must stay cheap for a
         million participants).  The default needs nothing.

@@ -21,7 +21,7 @@ from collectives import algorithms
 from collectives.algorithms.base import Algorithm, ceil_div
 from collectives.cost import Levels
 from collectives.schedule import CollectiveSpec, Rounds, Schedule, embed, make, split
-from collectives.topology import Layout, Topology
+from collectives.topology import Placement, Topology
 
 OUTER = ("ring", "rabenseifner", "tree", "direct")
 """Algorithms accepted across domains."""
@@ -35,22 +35,22 @@ class Hierarchical(Algorithm):
     pipelined = frozenset({"all_reduce"})
     latency_class = "ring"
 
-    def unsupported(self, spec: CollectiveSpec, layout: Layout | None = None) -> str | None:
-        reason = super().unsupported(spec, layout)
+    def unsupported(self, spec: CollectiveSpec, placement: Placement | None = None) -> str | None:
+        reason = super().unsupported(spec, placement)
         if reason:
             return reason
         if spec.outer not in OUTER:
             return f"hierarchical: outer algorithm {spec.outer!r} not accepted; accepted: {', '.join(OUTER)}"
-        if layout is not None:
-            if layout.groups < 2:
+        if placement is not None:
+            if placement.groups < 2:
                 return "hierarchical needs participants in at least two domains"
-            if layout.group_size is None:
+            if placement.group_size is None:
                 return "hierarchical needs the same number of participants in every domain"
         if spec.groups is not None:
             flat = sorted(r for g in spec.groups for r in g)
             if flat != list(range(spec.participants)) or len({len(g) for g in spec.groups}) != 1:
                 return "hierarchical: groups must list every rank once, in groups of equal size"
-        elif layout is None and spec.participants > 1:
+        elif placement is None and spec.participants > 1:
             return "hierarchical needs spec.groups (the ranks of each domain)"
         return None
 
@@ -58,11 +58,11 @@ class Hierarchical(Algorithm):
         """One candidate per outer algorithm that implements ``op``."""
         return [{"outer": outer} for outer in OUTER if op in algorithms.get(outer).ops]
 
-    def bind(self, spec: CollectiveSpec, topo: Topology, slots, layout: Layout, *, schedule: bool) -> CollectiveSpec:
-        """A schedule needs each domain's ranks (``spec.groups``); the closed form only the layout's sizes."""
+    def bind(self, spec: CollectiveSpec, topo: Topology, slots, placement: Placement, *, schedule: bool) -> CollectiveSpec:
+        """A schedule needs each domain's ranks (``spec.groups``); the closed form only the placement's sizes."""
         if not schedule or spec.groups is not None or spec.participants < 2:
             return spec
-        groups = layout.ranks if layout.ranks is not None else topo.group_ranks(slots)
+        groups = placement.ranks if placement.ranks is not None else topo.group_ranks(slots)
         return replace(spec, groups=groups)
 
     def best_pipeline(self, spec: CollectiveSpec, levels: Levels, limit: int = 128) -> int:

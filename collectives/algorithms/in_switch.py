@@ -19,7 +19,7 @@ from __future__ import annotations
 from collectives.algorithms.base import Algorithm, ceil_div
 from collectives.cost import Levels
 from collectives.schedule import CollectiveSpec, Rounds, Schedule, Transfer, make, split
-from collectives.topology import Layout
+from collectives.topology import Placement
 
 
 class InSwitch(Algorithm):
@@ -30,9 +30,9 @@ class InSwitch(Algorithm):
     pipelined = ops
     latency_class = "nvls"
 
-    def unsupported(self, spec: CollectiveSpec, layout: Layout | None = None) -> str | None:
-        reason = super().unsupported(spec, layout)
-        if reason is None and layout is not None and layout.switch is None and spec.participants > 1:
+    def unsupported(self, spec: CollectiveSpec, placement: Placement | None = None) -> str | None:
+        reason = super().unsupported(spec, placement)
+        if reason is None and placement is not None and placement.switch is None and spec.participants > 1:
             reason = "in_switch needs every participant in one switch domain with in-switch reduction"
         return reason
 

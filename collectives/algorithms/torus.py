@@ -22,7 +22,7 @@ from dataclasses import replace
 from collectives.algorithms.base import Algorithm, ceil_div
 from collectives.cost import Levels
 from collectives.schedule import CollectiveSpec, Rounds, Schedule, make, split
-from collectives.topology import Layout, Topology
+from collectives.topology import Placement, Topology
 
 
 def channels(shape: tuple[int, ...]) -> list[tuple[list[int], int]]:
@@ -39,18 +39,18 @@ class Torus(Algorithm):
     ops = frozenset({"all_reduce"})
     latency_class = "ring"
 
-    def unsupported(self, spec: CollectiveSpec, layout: Layout | None = None) -> str | None:
-        reason = super().unsupported(spec, layout)
+    def unsupported(self, spec: CollectiveSpec, placement: Placement | None = None) -> str | None:
+        reason = super().unsupported(spec, placement)
         if reason is None and spec.participants > 1:
-            if layout is not None and layout.torus is None:
+            if placement is not None and placement.torus is None:
                 reason = "torus needs the participants to be exactly one torus domain, in slot order"
-            elif layout is None and spec.torus is None:
+            elif placement is None and spec.torus is None:
                 reason = "torus needs spec.torus (the torus shape)"
         return reason
 
-    def bind(self, spec: CollectiveSpec, topo: Topology, slots, layout: Layout, *, schedule: bool) -> CollectiveSpec:
-        """The torus shape the participants form (``layout.torus``), for the schedule and the closed form alike."""
-        return spec if layout.torus is None else replace(spec, torus=layout.torus)
+    def bind(self, spec: CollectiveSpec, topo: Topology, slots, placement: Placement, *, schedule: bool) -> CollectiveSpec:
+        """The torus shape the participants form (``placement.torus``), for the schedule and the closed form alike."""
+        return spec if placement.torus is None else replace(spec, torus=placement.torus)
 
     def _build(self, spec: CollectiveSpec) -> Schedule:
         shape = spec.torus

@@ -49,13 +49,12 @@ sizes) or a refusal on any rank raises on every rank instead of hanging or
 corrupting memory; sends carry a header the receiver checks before writing.
 
 Public names: :data:`BACKEND`, :data:`DEFAULT_TIMEOUT`, :class:`Options`, :func:`register`,
-:func:`create`, :func:`local_slot`, :class:`ProcessGroupHybrid`, :class:`Work`,
+:func:`create`, :func:`local_slot`, :class:`ProcessGroupHybrid`, :class:`WorkHybrid`,
 :class:`ArgumentError`.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING
@@ -78,7 +77,7 @@ TORCH_DEFAULT_TIMEOUT = timedelta(minutes=30)
 if TYPE_CHECKING:
     from collectives.distributed._group import ProcessGroupHybrid
 
-_LAZY = {"ProcessGroupHybrid": "_group", "Work": "_work", "ArgumentError": "_checks"}
+_LAZY = {"ProcessGroupHybrid": "_group", "WorkHybrid": "_work", "ArgumentError": "_checks"}
 
 
 def __getattr__(name: str):
@@ -145,10 +144,12 @@ def _resolve_slot(options: Options, rank: int, global_ranks) -> int:
     if choice == "rank":
         return _global_rank(rank, global_ranks)
     if choice == "local_rank":
-        value = os.environ.get("LOCAL_RANK")
+        from collectives.torchrun_env import torchrun_env
+
+        value = torchrun_env().local_rank
         if value is None:
             raise ValueError("Options(slot='local_rank'): LOCAL_RANK is not set (launch with torchrun, or pass an int)")
-        return int(value)
+        return value
     if isinstance(choice, int) and not isinstance(choice, bool):
         return choice
     raise ValueError(f"Options.slot: expected an int, 'rank', 'local_rank' or None, got {choice!r}")
@@ -229,5 +230,5 @@ def register() -> bool:
     return True
 
 
-__all__ = ["BACKEND", "DEFAULT_TIMEOUT", "ArgumentError", "Options", "ProcessGroupHybrid", "Work", "create",
+__all__ = ["BACKEND", "DEFAULT_TIMEOUT", "ArgumentError", "Options", "ProcessGroupHybrid", "WorkHybrid", "create",
            "group_timeout", "local_slot", "register"]

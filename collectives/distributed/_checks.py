@@ -22,6 +22,7 @@ from torch.distributed import ReduceOp
 
 from collectives import ops
 from collectives.distributed import DEVICE
+from devices.dtypes import dtype_label
 
 # Element types Gloo moves and reduces natively (probed on torch 2.13: int16,
 # the unsigned 16/32/64-bit types and the float8 types are refused with
@@ -94,10 +95,6 @@ def op_timeout(opts):
     return t if t is not None and t.total_seconds() > 0 else None
 
 
-def dtype_name(dtype) -> str:
-    return str(dtype).replace("torch.", "")
-
-
 def reduce_spec(op) -> tuple[str, object]:
     """(name, premul factor or None) of a ``ReduceOp`` / ``RedOpType`` / name (``collectives.ops``)."""
     try:
@@ -115,8 +112,8 @@ def check_reduce(label: str, name: str, dtype: torch.dtype, factor=None):
     ops.check_reduce(name, dtype, where=f"{label}: op")
     if dtype not in GLOO_DTYPES:
         raise ArgumentError(
-            f"{label}: cannot reduce {dtype_name(dtype)} tensors (Gloo has no {dtype_name(dtype)} arithmetic); "
-            f"reducible dtypes: {', '.join(sorted(dtype_name(d) for d in GLOO_DTYPES))}")
+            f"{label}: cannot reduce {dtype_label(dtype)} tensors (Gloo has no {dtype_label(dtype)} arithmetic); "
+            f"reducible dtypes: {', '.join(sorted(dtype_label(d) for d in GLOO_DTYPES))}")
     if name == "premul_sum":
         if factor is None:
             raise ArgumentError(f"{label}: premul_sum without a factor (build it with "
@@ -222,7 +219,7 @@ def send_matrix(rows, world: int) -> tuple[tuple[int, ...], ...]:
 def _dtype_label(code: int) -> str:
     if code == -2:
         return "none"
-    return dtype_name(_DTYPES[code]) if 0 <= code < len(_DTYPES) else f"dtype #{code}"
+    return dtype_label(_DTYPES[code]) if 0 <= code < len(_DTYPES) else f"dtype #{code}"
 
 
 def _reduce_label(code: int) -> str:
@@ -251,5 +248,5 @@ def p2p_mismatch(header: torch.Tensor, t: torch.Tensor, src: int, rank: int) -> 
         return f"recv on rank {rank}: the message from rank {src} has no hybrid-backend header"
     if dtype != _DTYPE_INDEX.get(t.dtype, -1) or nbytes != t.numel() * t.element_size():
         return (f"recv on rank {rank}: rank {src} sent {_dtype_label(dtype)}[{numel}] "
-                f"but the receive buffer is {dtype_name(t.dtype)}[{t.numel()}]; the buffer was left untouched")
+                f"but the receive buffer is {dtype_label(t.dtype)}[{t.numel()}]; the buffer was left untouched")
     return None

@@ -21,7 +21,7 @@ from collectives.distributed._model import Modeller, hooks_or_none
 from collectives.distributed._ops import Collectives
 from collectives.distributed._ops_rooted import RootedCollectives
 from collectives.distributed._peers import PeerMonitor
-from collectives.distributed._work import Work, combined, finished, launched
+from collectives.distributed._work import WorkHybrid, combined, finished, launched
 
 
 class ProcessGroupHybrid(Collectives, RootedCollectives, dist.ProcessGroup):
@@ -63,7 +63,7 @@ class ProcessGroupHybrid(Collectives, RootedCollectives, dist.ProcessGroup):
         self.engine = engine
         """``gloo`` or ``nccl``: the engine hybrid tensors ride on."""
         self._model = Modeller(self.slots if slot >= 0 else ())
-        self._coalescing: list[Work] | None = None
+        self._coalescing: list[WorkHybrid] | None = None
         self._recv_chains: dict = {}
         self._p2p_lock = threading.Lock()
         self._peers = PeerMonitor(store, rank, size, self.slots if slot >= 0 else (), list(hosts or [""] * size),
@@ -187,7 +187,7 @@ class ProcessGroupHybrid(Collectives, RootedCollectives, dist.ProcessGroup):
             return nccl
         return self._engines["gloo"]
 
-    def _issue(self, label: str, build, opts=None) -> Work:
+    def _issue(self, label: str, build, opts=None) -> WorkHybrid:
         """Check (locally, then across peers), launch on the engine, place on the timeline, wrap.
 
         ``build()`` checks the arguments and returns ``(call, launch, aliases)``
@@ -257,7 +257,7 @@ class ProcessGroupHybrid(Collectives, RootedCollectives, dist.ProcessGroup):
         """Start collecting the works issued until :meth:`_end_coalescing`."""
         self._coalescing = []
 
-    def _end_coalescing(self, device=None) -> Work:
+    def _end_coalescing(self, device=None) -> WorkHybrid:
         """One work over every collective issued since :meth:`_start_coalescing`."""
         works, self._coalescing = self._coalescing or [], None
         return combined("coalesced", self._rank, works, self._timeout_s)
@@ -290,7 +290,7 @@ class ProcessGroupHybrid(Collectives, RootedCollectives, dist.ProcessGroup):
             return -1
         return -1 if record is None else record.start_ps
 
-    def _arrival(self, work: Work, t: torch.Tensor, hybrid: bool):
+    def _arrival(self, work: WorkHybrid, t: torch.Tensor, hybrid: bool):
         """``on_wait()`` for a receive: once the payload is in, place the transfer at the start the sender's
         header carried (or later, if the link was still busy) and make this rank's current stream wait for its
         arrival."""
@@ -310,7 +310,7 @@ class ProcessGroupHybrid(Collectives, RootedCollectives, dist.ProcessGroup):
                 warnings.warn(f"hybrid backend: send_recv not placed on the timeline: {e}", stacklevel=3)
         return arrived
 
-    def send(self, tensors, dstRank: int, tag: int = 0) -> Work:
+    def send(self, tensors, dstRank: int, tag: int = 0) -> WorkHybrid:
         """Send one tensor to group rank ``dstRank``; a small header (dtype, size, modelled start) goes first
         when peers are checked or the timeline is kept."""
         t, alias, hybrid = self._p2p_view("send", tensors, dstRank)
@@ -327,11 +327,11 @@ class ProcessGroupHybrid(Collectives, RootedCollectives, dist.ProcessGroup):
             self._coalescing.append(work)
         return work
 
-    def recv(self, tensors, srcRank: int, tag: int = 0) -> Work:
+    def recv(self, tensors, srcRank: int, tag: int = 0) -> WorkHybrid:
         """Receive one tensor from group rank ``srcRank`` (checked against the sender's header first)."""
         return self._recv("recv", tensors, srcRank, tag)
 
-    def recv_anysource(self, tensors, tag: int = 0) -> Work:
+    def recv_anysource(self, tensors, tag: int = 0) -> WorkHybrid:
         """Receive one tensor from whichever rank sends first (``work.source_rank()`` tells which).
 
         Only the sender places this transfer on its timeline: the receiver does
@@ -340,7 +340,7 @@ class ProcessGroupHybrid(Collectives, RootedCollectives, dist.ProcessGroup):
         pending on the same tag at once: one could take the other's message."""
         return self._recv("recv_anysource", tensors, None, tag)
 
-    def _recv(self, label: str, tensors, src, tag: int) -> Work:
+    def _recv(self, label: str, tensors, src, tag: int) -> WorkHybrid:
         t, alias, hybrid = self._p2p_view(label, tensors, src)
         run = Run(self._engine_for([alias]), self._size)
         buf = C.as_transport(run.buf(alias, out=True), reducing=False)
@@ -356,7 +356,7 @@ class ProcessGroupHybrid(Collectives, RootedCollectives, dist.ProcessGroup):
             self._coalescing.append(work)
         return work
 
-    def _checked_recv(self, label, t, buf, run, src, tag, hybrid, failure) -> Work:
+    def _checked_recv(self, label, t, buf, run, src, tag, hybrid, failure) -> WorkHybrid:
         """Receive the header, check it, then the payload into ``buf`` (or into scratch, and fail).
 
         Runs on a helper thread, since Gloo's receive works have no future to
@@ -366,7 +366,7 @@ class ProcessGroupHybrid(Collectives, RootedCollectives, dist.ProcessGroup):
         """
         result = torch.futures.Future()
         done = threading.Event()
-        work = Work(label, self._rank, result, (), [t], self._timeout_s, done=done, on_failure=failure)
+        work = WorkHybrid(label, self._rank, result, (), [t], self._timeout_s, done=done, on_failure=failure)
         with self._p2p_lock:
             previous = self._recv_chains.get((src, tag))
             posted = threading.Event()

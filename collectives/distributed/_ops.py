@@ -17,7 +17,7 @@ from torch._C._distributed_c10d import (
 )
 
 from collectives.distributed._checks import COALESCED, ArgumentError, Call, as_transport, check_reduce, reduce_spec
-from collectives.distributed._work import Work
+from collectives.distributed._work import WorkHybrid
 
 
 def _opts(opts, cls):
@@ -43,17 +43,17 @@ class Collectives:
 
     # -- all_reduce ---------------------------------------------------------------------------
 
-    def allreduce(self, tensors, opts=None) -> Work:
+    def allreduce(self, tensors, opts=None) -> WorkHybrid:
         """All-reduce one tensor per rank, in place (SUM, AVG, PRODUCT, MIN, MAX, PREMUL_SUM, BAND/BOR/BXOR)."""
         opts = _opts(opts, AllreduceOptions)
         return self._reduce_all("all_reduce", [self._single("all_reduce", tensors)], opts, False)
 
-    def allreduce_coalesced(self, tensors, opts=None) -> Work:
+    def allreduce_coalesced(self, tensors, opts=None) -> WorkHybrid:
         """All-reduce several tensors as one collective (one modelled launch)."""
         opts = _opts(opts, AllreduceCoalescedOptions)
         return self._reduce_all(COALESCED.format("all_reduce"), list(tensors), opts, True)
 
-    def _reduce_all(self, label: str, tensors: list, opts, coalesced: bool) -> Work:
+    def _reduce_all(self, label: str, tensors: list, opts, coalesced: bool) -> WorkHybrid:
         if not coalesced and any(isinstance(t, torch.Tensor) and t.is_sparse for t in tensors):
             return self._sparse_allreduce(label, tensors, opts)
         op = opts.reduceOp
@@ -86,7 +86,7 @@ class Collectives:
             return call, launch, views
         return self._issue(label, build, opts)
 
-    def _sparse_allreduce(self, label: str, tensors: list, opts) -> Work:
+    def _sparse_allreduce(self, label: str, tensors: list, opts) -> WorkHybrid:
         """CPU sparse COO tensors (SUM) go to Gloo as they are: host data, nothing to alias or place."""
         def build():
             name, _ = reduce_spec(opts.reduceOp)
@@ -106,7 +106,7 @@ class Collectives:
 
     # -- all_gather -----------------------------------------------------------------------------
 
-    def allgather(self, output_tensors, input_tensors, opts=None) -> Work:
+    def allgather(self, output_tensors, input_tensors, opts=None) -> WorkHybrid:
         """Every rank's input into every rank's list of ``size`` outputs."""
         label = "all_gather"
 
@@ -132,19 +132,19 @@ class Collectives:
             return call, launch, [vin, *vouts]
         return self._issue(label, build, opts)
 
-    def all_gather_single(self, output_tensor, input_tensor, opts=None) -> Work:
+    def all_gather_single(self, output_tensor, input_tensor, opts=None) -> WorkHybrid:
         """Every rank's input concatenated into one output of ``size`` times its elements."""
         return self._gather_flat("all_gather", [output_tensor], [input_tensor], opts)
 
     _allgather_base = all_gather_single
 
-    def all_gather_single_coalesced(self, output_tensors, input_tensors, opts=None) -> Work:
+    def all_gather_single_coalesced(self, output_tensors, input_tensors, opts=None) -> WorkHybrid:
         """Several :meth:`all_gather_single` as one collective (one modelled launch)."""
         return self._gather_flat(COALESCED.format("all_gather"), list(output_tensors), list(input_tensors), opts)
 
     allgather_into_tensor_coalesced = all_gather_single_coalesced
 
-    def allgather_coalesced(self, output_lists, input_tensors, opts=None) -> Work:
+    def allgather_coalesced(self, output_lists, input_tensors, opts=None) -> WorkHybrid:
         """Several :meth:`allgather` as one collective: ``output_lists[r][j]`` receives rank r's input j."""
         label = COALESCED.format("all_gather")
         inputs = list(input_tensors)
@@ -161,12 +161,12 @@ class Collectives:
             raise ArgumentError(f"{label}: {what} must be a list holding one list of {self._size} tensors")
         return lists[0]
 
-    def _refuse(self, label: str, error: Exception) -> Work:
+    def _refuse(self, label: str, error: Exception) -> WorkHybrid:
         def build():
             raise error
         return self._issue(label, build)
 
-    def _gather_flat(self, label: str, outputs: list, inputs: list, opts=None) -> Work:
+    def _gather_flat(self, label: str, outputs: list, inputs: list, opts=None) -> WorkHybrid:
         def build():
             if len(outputs) != len(inputs) or not inputs:
                 raise ArgumentError(f"{label}: {len(outputs)} outputs for {len(inputs)} inputs")
@@ -198,7 +198,7 @@ class Collectives:
             return call, launch, vins + vouts
         return self._issue(label, build, opts)
 
-    def _gather_lists(self, label: str, output_lists: list, inputs: list, result: list, opts=None) -> Work:
+    def _gather_lists(self, label: str, output_lists: list, inputs: list, result: list, opts=None) -> WorkHybrid:
         """``output_lists[j]``: the ``size`` outputs (rank order) of input j."""
         def build():
             if len(output_lists) != len(inputs) or not inputs:
@@ -230,7 +230,7 @@ class Collectives:
 
     # -- reduce_scatter -------------------------------------------------------------------------
 
-    def reduce_scatter(self, output_tensors, input_tensors, opts=None) -> Work:
+    def reduce_scatter(self, output_tensors, input_tensors, opts=None) -> WorkHybrid:
         """Reduce ``size`` inputs per rank across ranks; rank i keeps the reduction of everyone's input i."""
         label = "reduce_scatter"
         opts = _opts(opts, ReduceScatterOptions)
@@ -262,19 +262,19 @@ class Collectives:
             return call, launch, [vout, *vins]
         return self._issue(label, build, opts)
 
-    def reduce_scatter_single(self, output, input, opts=None) -> Work:
+    def reduce_scatter_single(self, output, input, opts=None) -> WorkHybrid:
         """Reduce one input of ``size`` blocks across ranks; rank i keeps block i in ``output``."""
         return self._scatter_flat("reduce_scatter", [output], [input], opts)
 
     _reduce_scatter_base = reduce_scatter_single
 
-    def reduce_scatter_single_coalesced(self, outputs, inputs, opts=None) -> Work:
+    def reduce_scatter_single_coalesced(self, outputs, inputs, opts=None) -> WorkHybrid:
         """Several :meth:`reduce_scatter_single` as one collective (one modelled launch)."""
         return self._scatter_flat(COALESCED.format("reduce_scatter"), list(outputs), list(inputs), opts)
 
     reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
 
-    def _scatter_flat(self, label: str, outputs: list, inputs: list, opts) -> Work:
+    def _scatter_flat(self, label: str, outputs: list, inputs: list, opts) -> WorkHybrid:
         opts = _opts(opts, ReduceScatterOptions)
 
         def build():

@@ -12,7 +12,7 @@ from collectives.distributed._checks import (
     ArgumentError, Call, as_transport, check_reduce, reduce_spec, rows_view, send_matrix,
 )
 from collectives.distributed._ops import _opts, _same
-from collectives.distributed._work import Work
+from collectives.distributed._work import WorkHybrid
 
 
 class RootedCollectives:
@@ -20,7 +20,7 @@ class RootedCollectives:
 
     # -- rooted ---------------------------------------------------------------------------------
 
-    def broadcast(self, tensors, opts=None) -> Work:
+    def broadcast(self, tensors, opts=None) -> WorkHybrid:
         """Copy the root's tensor into every rank's (``opts.rootRank``)."""
         label = "broadcast"
         opts = _opts(opts, BroadcastOptions)
@@ -42,7 +42,7 @@ class RootedCollectives:
             return call, launch, [v]
         return self._issue(label, build, opts)
 
-    def reduce(self, tensors, opts=None) -> Work:
+    def reduce(self, tensors, opts=None) -> WorkHybrid:
         """Reduce every rank's tensor into the root's (``opts.rootRank``); the others are left as they were."""
         label = "reduce"
         opts = _opts(opts, ReduceOptions)
@@ -71,7 +71,7 @@ class RootedCollectives:
             return call, launch, [v]
         return self._issue(label, build, opts)
 
-    def gather(self, output_tensors, input_tensors, opts=None) -> Work:
+    def gather(self, output_tensors, input_tensors, opts=None) -> WorkHybrid:
         """The root receives every rank's input in its list of ``size`` outputs (others pass ``[]``)."""
         label = "gather"
         opts = _opts(opts, GatherOptions)
@@ -104,7 +104,7 @@ class RootedCollectives:
             return call, launch, [vin, *vouts]
         return self._issue(label, build, opts)
 
-    def scatter(self, output_tensors, input_tensors, opts=None) -> Work:
+    def scatter(self, output_tensors, input_tensors, opts=None) -> WorkHybrid:
         """The root's list of ``size`` inputs is split: input i lands in rank i's output (others pass ``[]``)."""
         label = "scatter"
         opts = _opts(opts, ScatterOptions)
@@ -139,7 +139,7 @@ class RootedCollectives:
 
     # -- all_to_all -----------------------------------------------------------------------------
 
-    def all_to_all_single(self, output, input, output_split_sizes, input_split_sizes, opts=None) -> Work:
+    def all_to_all_single(self, output, input, output_split_sizes, input_split_sizes, opts=None) -> WorkHybrid:
         """Rank i's input block j goes to rank j's output block i; split sizes count dim-0 rows (uneven allowed)."""
         label = "all_to_all"
 
@@ -173,7 +173,7 @@ class RootedCollectives:
 
     alltoall_base = all_to_all_single
 
-    def alltoall(self, output_tensors, input_tensors, opts=None) -> Work:
+    def alltoall(self, output_tensors, input_tensors, opts=None) -> WorkHybrid:
         """Rank i's ``input_tensors[j]`` lands in rank j's ``output_tensors[i]`` (sizes may differ per pair)."""
         label = "all_to_all"
 
@@ -242,7 +242,7 @@ class RootedCollectives:
 
     # -- barrier --------------------------------------------------------------------------------
 
-    def barrier(self, opts=None) -> Work:
+    def barrier(self, opts=None) -> WorkHybrid:
         """Every rank waits for all (Gloo barrier); placed on the timeline as a barrier of the group's slots."""
         label = "barrier"
 

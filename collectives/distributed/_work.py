@@ -1,4 +1,5 @@
-"""Work objects of the ``hybrid`` backend: a torch.distributed ``Work`` over the engine's works.
+"""The ``hybrid`` backend's work objects: :class:`WorkHybrid` (as torch names NCCL's ``WorkNCCL``), a
+torch.distributed ``Work`` over the engine's works.
 
 DDP requires ``get_future()`` (its value is the list of output tensors, the
 caller's own tensors, not the engine's aliases); ``wait(timeout)``,
@@ -23,7 +24,7 @@ def _seconds(timeout) -> float:
     return float(timeout)
 
 
-class Work(dist._Work):
+class WorkHybrid(dist._Work):
     """A collective in flight on the hybrid backend.
 
     ``future`` completes (with ``result``) after the engine's ``inner`` works
@@ -184,22 +185,22 @@ class Work(dist._Work):
         self.wait()
 
 
-def finished(op: str, rank: int, result) -> Work:
+def finished(op: str, rank: int, result) -> WorkHybrid:
     """A work that is already complete (a group of one, nothing to move)."""
     fut = torch.futures.Future()
     fut.set_result(result)
-    return Work(op, rank, fut, (), result)
+    return WorkHybrid(op, rank, fut, (), result)
 
 
 def launched(op: str, rank: int, inner: list, result, finish=None, default_timeout: float = 0.0,
-             on_failure=None) -> Work:
+             on_failure=None) -> WorkHybrid:
     """Wrap the engine's ``inner`` works; ``finish()`` runs once they all succeeded, before completion.
 
     ``on_failure(error)``: the error to raise instead of an engine failure (one naming the peer)."""
     try:
         futures = [w.get_future() for w in inner]
     except RuntimeError:  # "Work::getFuture not implemented": Gloo reduce_scatter, send, recv
-        return Work(op, rank, None, inner, result, default_timeout, finish, on_failure=on_failure)
+        return WorkHybrid(op, rank, None, inner, result, default_timeout, finish, on_failure=on_failure)
     base = futures[0] if len(futures) == 1 else torch.futures.collect_all(futures)
 
     def done(f):
@@ -212,16 +213,16 @@ def launched(op: str, rank: int, inner: list, result, finish=None, default_timeo
             finish()
         return result
 
-    return Work(op, rank, base.then(done), inner, result, default_timeout, on_failure=on_failure)
+    return WorkHybrid(op, rank, base.then(done), inner, result, default_timeout, on_failure=on_failure)
 
 
-def combined(op: str, rank: int, works: list, default_timeout: float = 0.0) -> Work:
+def combined(op: str, rank: int, works: list, default_timeout: float = 0.0) -> WorkHybrid:
     """One work over several (a coalescing block): done when all are, failed when any is."""
     if not works:
         return finished(op, rank, [])
     results = [w._result for w in works]
     if any(w._lazy for w in works):
-        return Work(op, rank, None, works, results, default_timeout)
+        return WorkHybrid(op, rank, None, works, results, default_timeout)
     futures = [w.get_future() for w in works]
 
     def done(f):
@@ -229,6 +230,6 @@ def combined(op: str, rank: int, works: list, default_timeout: float = 0.0) -> W
             child.wait()
         return results
 
-    work = Work(op, rank, torch.futures.collect_all(futures).then(done), (), results, default_timeout)
+    work = WorkHybrid(op, rank, torch.futures.collect_all(futures).then(done), (), results, default_timeout)
     work._on_wait = lambda: [w._waited() for w in works]
     return work

@@ -8,7 +8,7 @@
 - :func:`estimate` -> :class:`Estimate`: one op (roofline with size-dependent
   efficiencies, plus launch overhead; every figure used in ``sources``).
 - :func:`trace_ops` -> ``list[OpRecord]``: the aten ops a function runs, gathered on
-  the meta device (torch imported lazily).
+  the meta device (torch imported lazily); an :class:`OpObserver` sees the same ops.
 - :func:`estimate_ops` -> :class:`Summary`: totals, MFU and a per-op breakdown.
 - :func:`estimate_kernel` -> :class:`Estimate`: one kernel that is not an ATen op (a compiled
   graph's fused kernel, a Triton launch), from its own bytes and FLOPs (:mod:`.kernel`).
@@ -27,9 +27,9 @@ from devices.cost.kernel import estimate_kernel
 from devices.cost.model import BOUNDS, Estimate, estimate
 from devices.cost.op_families import classify
 from devices.cost.summary import OpTotal, Summary, estimate_ops
-from devices.cost.meta_trace import OpRecord, trace_ops
+from devices.cost.meta_trace import OpObserver, OpRecord, trace_ops
 
-__all__ = ["BOUNDS", "Estimate", "OpRecord", "OpTotal", "Summary", "cache_clear", "classify", "estimate",
+__all__ = ["BOUNDS", "Estimate", "OpObserver", "OpRecord", "OpTotal", "Summary", "cache_clear", "classify", "estimate",
            "estimate_kernel", "estimate_ops", "trace_ops"]
 
 

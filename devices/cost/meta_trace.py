@@ -10,6 +10,10 @@ Lowering: a few composite ops decompose differently by device.  On meta,
 kernel each.  With ``lower=True`` (the default) the trace records what a GPU
 runs: the flash (or memory-efficient) SDPA kernels with their backward, and
 ``_fused_rms_norm`` with ``_fused_rms_norm_backward``.
+
+One dispatch mode: a caller that wants more from the same trace than the op
+records (which storages an op reads, the bytes alive at once) passes an
+:class:`OpObserver`, which sees every dispatched op inside the recorder.
 """
 
 from __future__ import annotations
@@ -39,14 +43,28 @@ class OpRecord:
     """Non-tensor arguments by schema name, as plain values (dtypes by name)."""
 
 
-def trace_ops(fn: Callable[..., Any], *args: Any, lower: bool = True, **kwargs: Any) -> list[OpRecord]:
+class OpObserver:
+    """Sees every op a :func:`trace_ops` trace dispatches, right after it ran, in the trace's own dispatch
+    mode: recorded ops and the helper ops a lowering runs unrecorded alike. Subclasses override :meth:`op`."""
+
+    records: list[OpRecord]
+    """The trace's records so far (set by :func:`trace_ops` before ``fn`` runs): ``len(records)`` splits a
+    trace into phases."""
+
+    def op(self, func: Any, args: tuple, kwargs: Mapping[str, Any], out: Any) -> None:
+        """Called with each dispatched ``OpOverload``, its arguments and its output."""
+
+
+def trace_ops(fn: Callable[..., Any], *args: Any, lower: bool = True, observer: OpObserver | None = None,
+              **kwargs: Any) -> list[OpRecord]:
     """Run ``fn(*args, **kwargs)`` on the meta device and return the aten ops it dispatched.
 
     Tensor arguments are moved to meta first (leaf copies keeping
     ``requires_grad``), so nothing heavy runs.  Build modules under
     ``with torch.device("meta"):`` so their parameters are meta as well; a
     module with real parameters would run real kernels.  ``fn`` may call
-    ``.backward()``: the backward ops are recorded too.
+    ``.backward()``: the backward ops are recorded too.  ``observer``: an
+    :class:`OpObserver` that sees the same ops (see the module doc).
     """
     import torch
     from torch.utils._pytree import tree_map
@@ -57,7 +75,9 @@ def trace_ops(fn: Callable[..., Any], *args: Any, lower: bool = True, **kwargs: 
         return x
 
     args, kwargs = tree_map(to_meta, (args, kwargs))
-    recorder = _recorder_class()()
+    recorder = _recorder_class()(observer)
+    if observer is not None:
+        observer.records = recorder.records
     if lower:
         with _lowering_class()(recorder), recorder:
             fn(*args, **kwargs)
@@ -128,16 +148,19 @@ def _recorder_class() -> type:
     class Recorder(TorchDispatchMode):
         """Records every op that reaches the dispatcher, then runs it (on meta: shapes only)."""
 
-        def __init__(self) -> None:
+        def __init__(self, observer: OpObserver | None = None) -> None:
             super().__init__()
             self.records: list[OpRecord] = []
             self.paused = 0
+            self.observer = observer
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
             out = func(*args, **kwargs)
             if not self.paused:
                 self.records.append(make_record(func, args, kwargs, out))
+            if self.observer is not None:
+                self.observer.op(func, args, kwargs, out)
             return out
 
     return Recorder

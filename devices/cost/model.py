@@ -17,7 +17,7 @@ from typing import Mapping, Sequence
 from devices.cost import efficiency as eff
 from devices.cost.flops import count
 from devices.cost.work import Work
-from devices.dtypes import dtype_name, itemsize
+from devices.dtypes import dtype_label, dtype_name, itemsize
 from devices.figure import Figure
 
 BOUNDS = ("compute", "memory", "overhead", "none")
@@ -102,7 +102,7 @@ def _freeze(value: object) -> object:
         return tuple(_freeze(v) for v in value)
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
-    return str(value).removeprefix("torch.")  # torch.dtype and friends, by name
+    return dtype_label(value)  # torch.dtype and friends, by name
 
 
 def _freeze_args(args: Mapping[str, object]) -> tuple[tuple[str, object], ...]:

@@ -12,8 +12,7 @@ def cuda_backing(index: int) -> int | None:
     rack = current_rack()
     if rack is None or not 0 <= index < len(rack.devices):
         raise ValueError(f"hybrid:{index} is not a slot of the current rack")
-    backing = rack.devices[index].backing
-    return int(backing.split(":", 1)[1]) if backing.startswith("cuda:") else None
+    return rack.devices[index].backing.cuda_index  # the parsed backing (devices.Backing) carries it
 
 
 def raw_stream(index: int) -> int:

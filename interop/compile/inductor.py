@@ -39,6 +39,7 @@ from torch._inductor.custom_graph_pass import CustomGraphPass
 from torch._inductor.utils import free_unbacked_symbols
 from torch._inductor.virtualized import V
 
+from devices.dtypes import dtype_label
 from interop.compile.backing import cuda_backing
 from interop.compile.kernel_work import kernel_work
 from interop.compile.records import INDUCTOR_PREFIX
@@ -107,7 +108,7 @@ class _KernelRecords:
             for sym in expr.free_symbols:
                 self.ensure_size_computed(sym)
             exprs.append(self.codegen_python_sizevar(expr))
-        dtype = str(work.dtype).removeprefix("torch.")
+        dtype = dtype_label(work.dtype)
         self.writeline(f"{_RECORD}({self.plan.slot}, '{INDUCTOR_PREFIX}{kernel_name}', '{dtype}', "
                        f"{', '.join(exprs)})")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from devices.dtypes import dtype_label
 from interop.session import record_kernel
 from interop.timelines import KernelLaunch
 
@@ -40,7 +41,7 @@ def _shapes_and_dtype(values) -> tuple[tuple, str | None]:
     if dtype is not None:
         name = _DTYPE_NAMES.get(dtype)
         if name is None:
-            name = _DTYPE_NAMES[dtype] = str(dtype).removeprefix("torch.")
+            name = _DTYPE_NAMES[dtype] = dtype_label(dtype)
     return tuple(shapes), name
 
 

@@ -15,7 +15,7 @@ launch is. On a GPU-backed slot Triton times configurations on the GPU as usual.
 from __future__ import annotations
 
 from interop.compile.backing import cuda_backing
-from interop.compile.triton_launch import modelled_launches, slot_of
+from interop.compile.triton_launch import launch_slot, modelled_launches
 
 
 def modelled_seconds(launches) -> float:
@@ -42,7 +42,7 @@ def _modelled_bench(kernel_call, quantiles=None, **_ignored):
 
 def _wrap_bench(original_bench):
     def _bench(self, *args, config, **meta):
-        slot = slot_of(args, meta)
+        slot = launch_slot(args, meta)
         if slot is None or cuda_backing(slot) is not None:
             return original_bench(self, *args, config=config, **meta)
         had, previous = "do_bench" in self.__dict__, self.__dict__.get("do_bench")

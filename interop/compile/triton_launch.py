@@ -26,6 +26,7 @@ from __future__ import annotations
 import threading
 import torch
 
+from devices.dtypes import dtype_label
 from interop.compile.backing import cuda_backing
 from interop.compile.records import TRITON_PREFIX
 from interop.compile.triton_counting import COUNTED_METHOD, Counting, LaunchCounter
@@ -48,7 +49,7 @@ def _tensors(value):
             yield base
 
 
-def slot_of(args, kwargs) -> int | None:
+def launch_slot(args, kwargs) -> int | None:
     """The hybrid slot a launch's tensors are on; None when none is a hybrid tensor."""
     slot = None
     for value in (*args, *kwargs.values()):
@@ -267,7 +268,7 @@ def _launch_backed(fn, slot, ordinal, args, kwargs, cuda_args, cuda_kwargs, grid
                 if key not in seen:
                     seen.add(key)
                     footprint += t.numel() * t.element_size()
-                    dtype = str(t.dtype).removeprefix("torch.")
+                    dtype = dtype_label(t.dtype)
         shown = tuple(grid) if isinstance(grid, tuple) else ()
         record_kernel(slot, KernelLaunch(kernel_name(fn), dtype, float(footprint), 0.0, 0.0, 0.0, shown,
                                          FOOTPRINT_METHOD))
@@ -290,7 +291,7 @@ class modelled_launches:
 
 def _wrap_run(original_run):
     def run(self, *args, grid, warmup, **kwargs):
-        slot = slot_of(args, kwargs)
+        slot = launch_slot(args, kwargs)
         if slot is None:
             return original_run(self, *args, grid=grid, warmup=warmup, **kwargs)
         return launch(self, slot, args, kwargs, grid, warmup, original_run)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import torch
 
 import interop
-from interop.cuda_layer import mapping, patches
+from interop.cuda_layer import install, mapping
 from interop.cuda_layer.refusals import UnsupportedCudaAPI
 from interop.cuda_layer.mapping import DeviceMap, MapError, parse_map
 from interop.cuda_layer.usage import LOG
@@ -53,7 +53,7 @@ def configure(*, map: str | None = None, rack=None, strict: bool | None = None) 
     if strict is not None:
         interop.set_strict(strict)
     if not _installed:
-        patches.install_patches()
+        install.install_patches()
         _installed = True
     return device_map
 
@@ -71,7 +71,7 @@ def installed() -> bool:
 def uninstall() -> None:
     """Undo every patch (torch behaves as before the import); the usage log is kept."""
     global _installed
-    patches.uninstall_patches()
+    install.uninstall_patches()
     mapping._current = None
     mapping._renew_cache()
     _installed = False

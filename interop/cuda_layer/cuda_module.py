@@ -10,8 +10,9 @@ import types
 import torch
 
 from interop.cuda_layer import api, mapping, refusals
-from interop.cuda_layer.patching import ORIGINAL, PATCHES, keep, when_imported
+from interop.cuda_layer.patch_ledger import ORIGINAL, PATCHES, keep, when_imported
 from interop.cuda_layer.usage import touch
+from interop.device_arg import parse_device
 
 
 _KEEP = {"amp", "nvtx", "memory", "random", "streams", "graphs", "jiterator", "comm", "sparse", "tunable", "gds",
@@ -60,21 +61,21 @@ def _patch_torch_cuda() -> None:
 
 
 def _get_device_index(device, optional: bool = False, allow_cpu: bool = False) -> int:
-    if device is None:
+    """torch.cuda's own helper, answered in CUDA indices (a hybrid device: the CUDA index its slot answers to)."""
+    arg = parse_device(device)
+    if arg.current:
         if optional:
             return api.current_device.__wrapped__()
         raise ValueError("Expected a torch.device with a specified index or an integer, but got: None")
-    if isinstance(device, str):
-        device = torch.device(device)
-    if isinstance(device, torch.device):
-        if device.type == "cpu":
-            if allow_cpu:
-                return -1
-            raise ValueError(f"Expected a cuda device, but got: {device}")
-        if device.index is None:
-            return api.current_device.__wrapped__() if optional else -1
-        return device.index if device.type == "cuda" else mapping.cuda_index_of_slot(device.index)
-    return int(device)
+    if arg.bare:
+        return arg.index
+    if arg.type == "cpu":
+        if allow_cpu:
+            return -1
+        raise ValueError(f"Expected a cuda device, but got: {device}")
+    if arg.index is None:
+        return api.current_device.__wrapped__() if optional else -1
+    return arg.index if arg.type == "cuda" else mapping.cuda_index_of_slot(arg.index)
 
 
 def _patch_nvtx() -> None:

@@ -12,7 +12,7 @@ import sys
 import torch
 
 from interop.cuda_layer import api, mapping
-from interop.cuda_layer.patching import (
+from interop.cuda_layer.patch_ledger import (
     ORIGINAL, PATCHES, device_kwarg, device_kwarg_positional, first_positional_device, keep, names_cuda,
 )
 from interop.cuda_layer.usage import touch

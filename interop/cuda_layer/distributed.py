@@ -11,7 +11,7 @@ import functools
 import torch
 
 from interop.cuda_layer import mapping
-from interop.cuda_layer.patching import PATCHES, device_kwarg, when_imported
+from interop.cuda_layer.patch_ledger import PATCHES, device_kwarg, when_imported
 from interop.cuda_layer.usage import touch
 
 
@@ -38,13 +38,12 @@ def _backend_for(backend):
 
 
 def _rank_slot_options():
-    import os
-
     import collectives.distributed as cd
+    from collectives.torchrun_env import torchrun_env
 
-    local = os.environ.get("LOCAL_RANK")
+    local = torchrun_env().local_rank
     if local is not None:
-        return cd.Options(slot=mapping.current().slot(int(local)))
+        return cd.Options(slot=mapping.current().slot(local))
     from interop import _C
 
     return cd.Options(slot=_C._current_slot())

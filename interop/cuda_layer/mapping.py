@@ -20,13 +20,13 @@ again once their rack is current.
 
 from __future__ import annotations
 
-import os
 import weakref
 from dataclasses import dataclass, field
 
 import torch
 
 from interop import session
+from interop.device_arg import parse_device
 
 DEVICE_TYPE = "hybrid"
 CUDA = "cuda"
@@ -88,18 +88,16 @@ def rack_slots_text(rack) -> str:
     return ", ".join(f"hybrid:{d.index} ({d.kind})" for d in rack.devices)
 
 
-def _node_offset(env=os.environ) -> int:
-    group, local_world = env.get("GROUP_RANK"), env.get("LOCAL_WORLD_SIZE")
-    if group is None or local_world is None:
-        return 0
-    try:
-        return int(group) * int(local_world)
-    except ValueError:
-        return 0
+def _node_offset(env) -> int:
+    from collectives.torchrun_env import torchrun_env
+
+    return torchrun_env(env).node_offset
 
 
-def parse_map(spec: str | None, rack, env=os.environ) -> DeviceMap:
-    """The device map ``spec`` asks for on ``rack``; :class:`MapError` listing the rack's slots otherwise."""
+def parse_map(spec: str | None, rack, env=None) -> DeviceMap:
+    """The device map ``spec`` asks for on ``rack``; :class:`MapError` listing the rack's slots otherwise.
+    ``env``: the launcher's variables (default ``os.environ``; :func:`collectives.torchrun_env.torchrun_env`
+    reads them, ValueError naming a malformed one)."""
     device_map = _parse_map(spec, rack, env)
     table = getattr(rack, "_table", None)
     if table is None:
@@ -107,7 +105,7 @@ def parse_map(spec: str | None, rack, env=os.environ) -> DeviceMap:
     return DeviceMap(device_map.slots, device_map.spec, device_map.note, table.generation)
 
 
-def _parse_map(spec: str | None, rack, env=os.environ) -> DeviceMap:
+def _parse_map(spec: str | None, rack, env=None) -> DeviceMap:
     import devices
 
     text = (spec or "").strip()
@@ -285,16 +283,9 @@ def to_hybrid(device, *, ints: bool = True):
         if not ints:
             return device
         mapped = torch.device(DEVICE_TYPE, current().slot(device))
-    elif isinstance(device, torch.device):
-        if device.type != CUDA:
-            return device
-        mapped = _current_cuda_device() if device.index is None else torch.device(DEVICE_TYPE,
-                                                                                  current().slot(device.index))
-    elif isinstance(device, str):
-        if not is_cuda_like(device):
-            return device
-        index = device[len(CUDA) + 1:]
-        mapped = _current_cuda_device() if not index else torch.device(DEVICE_TYPE, current().slot(int(index)))
+    elif is_cuda_like(device):
+        index = parse_device(device).index
+        mapped = _current_cuda_device() if index is None else torch.device(DEVICE_TYPE, current().slot(index))
     else:
         return device
     _cache[device] = mapped
@@ -311,19 +302,15 @@ def slot_of(device=None) -> int:
     device or string, or a hybrid device."""
     from interop import _C
 
-    if device is None:
+    arg = parse_device(device)
+    if arg.current:
         return _C._current_slot()
-    if isinstance(device, bool):
-        raise ValueError(f"expected a device, got {device!r}")
-    if isinstance(device, int):
-        return current().slot(device)
-    if isinstance(device, str):
-        device = torch.device(device)
-    if isinstance(device, torch.device):
-        if device.type == CUDA:
-            return _C._current_slot() if device.index is None else current().slot(device.index)
-        if device.type == DEVICE_TYPE:
-            return _C._current_slot() if device.index is None else device.index
+    if arg.bare:
+        return current().slot(arg.index)
+    if arg.type == CUDA:
+        return _C._current_slot() if arg.index is None else current().slot(arg.index)
+    if arg.type == DEVICE_TYPE:
+        return _C._current_slot() if arg.index is None else arg.index
     raise ValueError(f"expected a CUDA device (an int, 'cuda:N' or torch.device('cuda', N)), got {device!r}")
 
 

@@ -172,12 +172,9 @@ def build(script: str = "<interactive>", exit_code: int | None = None) -> CudaRe
         current = mapping._current
     rack = interop.current_rack()
     led = interop.ledger()
-    rank = None
-    if "RANK" in os.environ:
-        try:
-            rank = int(os.environ["RANK"])
-        except ValueError:
-            rank = None
+    from collectives.torchrun_env import torchrun_env
+
+    rank = torchrun_env().rank
     return CudaReport(
         script=script,
         rack=rack.name if rack is not None else "-",

@@ -79,9 +79,23 @@ def _install(args):
     return device_map
 
 
+def _check_launch() -> None:
+    """The launcher's variables are read before the script runs, so that a malformed one stops the run at once
+    (the report, written after the script, names each rank's file by its RANK)."""
+    from collectives.torchrun_env import torchrun_env
+
+    try:
+        torchrun_env()
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
 def _report_path(path: str) -> str:
-    rank, world = os.environ.get("RANK"), os.environ.get("WORLD_SIZE")
-    if rank is None or world in (None, "1") or rank == "0":
+    from collectives.torchrun_env import torchrun_env
+
+    launch = torchrun_env()
+    rank = launch.rank
+    if rank is None or not launch.launched or rank == 0:
         return path
     stem, ext = os.path.splitext(path)
     return f"{stem}.rank{rank}{ext}" if ext in (".json", ".md") else f"{path}.rank{rank}"
@@ -101,6 +115,7 @@ def run(args) -> int:
     """Install the layer as ``args`` ask, run the target, report; returns the exit status."""
     try:
         kind, name, argv = _target(args)
+        _check_launch()
         _install(args)
     except UsageError as e:
         print(f"hybrid run: error: {e}", file=sys.stderr)

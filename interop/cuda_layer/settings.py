@@ -8,7 +8,7 @@ import functools
 
 import torch
 
-from interop.cuda_layer.patching import ORIGINAL, PATCHES, keep
+from interop.cuda_layer.patch_ledger import ORIGINAL, PATCHES, keep
 from interop.cuda_layer.usage import LOG, touch
 
 

@@ -1,8 +1,8 @@
-"""Device-argument handling shared by the torch.hybrid functions."""
+"""The torch.hybrid functions' policy for device arguments: which slot one names."""
 
 from __future__ import annotations
 
-import torch
+from interop.device_arg import parse_device
 
 DEVICE_TYPE = "hybrid"
 
@@ -11,25 +11,19 @@ def slot_index(device=None, *, optional: bool = True) -> int:
     """The slot a torch.cuda-style ``device`` argument names.
 
     Accepts None (the current slot), an int, ``"hybrid:i"``, ``"hybrid"`` or a
-    torch.device of type hybrid. Anything else, or an index outside the rack,
-    raises ValueError.
+    torch.device of type hybrid (read by :func:`interop.device_arg.parse_device`).
+    Anything else, or an index outside the rack, raises ValueError.
     """
     from interop import _C
 
-    if device is None:
+    arg = parse_device(device)
+    if arg.current:
         if not optional:
             raise ValueError("a hybrid device is required here")
         return _C._current_slot()
-    if isinstance(device, str):
-        device = torch.device(device)
-    if isinstance(device, torch.device):
-        if device.type != DEVICE_TYPE:
-            raise ValueError(f"expected a hybrid device, got {device}")
-        index = _C._current_slot() if device.index is None else device.index
-    elif isinstance(device, int) and not isinstance(device, bool):
-        index = device
-    else:
-        raise ValueError(f"expected a hybrid device (int, 'hybrid:i' or torch.device), got {device!r}")
+    if arg.type not in (None, DEVICE_TYPE):
+        raise ValueError(f"expected a hybrid device (an int, 'hybrid:i' or torch.device('hybrid', i)), got {device!r}")
+    index = _C._current_slot() if arg.index is None else arg.index
     count = _C._slot_count()
     if not 0 <= index < count:
         raise ValueError(

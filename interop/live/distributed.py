@@ -50,7 +50,9 @@ import torch.distributed as dist
 import torch.nn as nn
 from torch.utils import _pytree as pytree
 
-from interop.live.export_blocks import ExportedBlocks, _eval, bind
+from interop.live.bind import bind, eval_size
+from interop.live.exported_blocks import ExportedBlocks
+from interop.live.record import step_record
 
 
 class TensorStage(nn.Module):
@@ -78,7 +80,7 @@ class TensorStage(nn.Module):
             if spec.kind == "tensor":
                 args.append(given[n])
             elif spec.kind == "int":
-                args.append(_eval(spec.expr, rows, self.symbol))
+                args.append(eval_size(spec.expr, rows, self.symbol))
             else:
                 args.append(spec.expr)
         out = self.stage(*args)
@@ -90,50 +92,6 @@ class TensorStage(nn.Module):
 
 
 SCHEDULES = {"gpipe": "ScheduleGPipe", "1f1b": "Schedule1F1B", "interleaved": "ScheduleInterleaved1F1B"}
-
-
-class _SumInPlace(torch.autograd.Function):
-    """All-reduce (sum) a tensor-parallel group's partial outputs in place; backward: the gradient as it is
-    (every rank's partial output contributed to the sum with weight one)."""
-
-    @staticmethod
-    def forward(ctx, partial, group):
-        # `partial` is the row-parallel matmul's own output (a view of it: to_local), which nothing saves for
-        # backward: summing into it adds no buffer. A later in-place use of a saved alias would still be caught
-        # by autograd's version counter.
-        dist.all_reduce(partial, group=group)
-        return partial.view_as(partial)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return grad, None
-
-
-def _row_style():
-    """``RowwiseParallel`` for a :class:`~interop.live.tensor_parallel.RowParallelLinear`: the weight sharded
-    by input features, the partial outputs summed (all_reduce), then the bias added whole. (DTensor's own
-    ``RowwiseParallel`` adds a replicated bias to the partial sums by dividing it by the degree first: one more
-    kernel per layer and rank, which the plan's model of tensor parallelism does not have.)"""
-    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
-    from torch.distributed.tensor.parallel import RowwiseParallel
-
-    class RowwiseBiasAfter(RowwiseParallel):
-        def _partition_linear_fn(self, name, module, device_mesh):
-            module.register_parameter("weight", nn.Parameter(
-                distribute_tensor(module.weight, device_mesh, [Shard(1)], src_data_rank=self.src_data_rank),
-                requires_grad=module.weight.requires_grad))
-
-        @staticmethod
-        def _prepare_output_fn(output_layouts, use_local_output, mod, outputs, device_mesh):
-            # The partial sums all-reduced in place, as the plan's model of tensor parallelism (and Megatron)
-            # does: DTensor's Partial -> Replicate goes through the functional all_reduce, which copies its
-            # input first (measured +4.4 % on the step). The gradient of a sum is replicated.
-            partial = outputs.to_local(grad_placements=[Replicate()])
-            out = _SumInPlace.apply(partial, device_mesh.get_group())
-            # (distribute_module makes the bias a replicated DTensor: its local tensor is the whole bias)
-            return out if mod.bias is None else out + mod.bias.to_local()
-
-    return RowwiseBiasAfter()
 
 
 def _fused_sgd_on_dtensor() -> None:
@@ -181,8 +139,6 @@ class DistributedPlanRunner:
                  optimizer: Callable[[list[nn.Parameter]], torch.optim.Optimizer] | None = None,
                  loss_fn: Callable | None = None):
         import torch.distributed.pipelining as pipelining
-        from torch.distributed.device_mesh import DeviceMesh
-        from torch.distributed.fsdp import fully_shard
 
         self.dp, self.tp = exportable(layout)
         if not dist.is_initialized():
@@ -194,10 +150,36 @@ class DistributedPlanRunner:
         if max(used) >= self.world:
             raise ValueError(f"distribute: the plan uses slots {list(used)} but the job has {self.world} ranks "
                              "(rank r owns hybrid:r: launch one rank per slot of the rack)")
-        p = len(layout.stages)
         self.virtual = layout.virtual_stages()
-        # Lane (d, t) of the pipeline: tensor rank t of replica d of every stage. Every rank takes part in creating
-        # every group.
+        self._make_groups()
+        self.device = torch.device("hybrid", self.rank)
+        self.stages, self.modules = [], []
+        self.active = self.pp_group is not None
+        self.loss_fn = loss_fn
+        self._losses: list[torch.Tensor] = []
+        self.last_step = None
+        """The last step's :class:`~interop.live.record.StepRecord` (modelled seconds on the one clock all
+        ranks share; peak bytes and busy seconds of this rank's slot), on every rank."""
+        self.shards: dict[str, object] = {}
+        """Canonical name -> :class:`~interop.live.tensor_parallel.ParamShard` of a parameter tensor
+        parallelism splits (its DTensor holds the shards in the arranged order)."""
+        self._pipelining = pipelining
+        self.schedule = None
+        self.optimizers = []
+        if not self.active:
+            return
+        self._make_stages(model)
+        self.params = [p for m in self.modules for p in m.parameters()]
+        self._make_optimizers(optimizer)
+
+    def _make_groups(self) -> None:
+        """This rank's process groups: its pipeline lane, its stage's tensor-parallel and data-parallel meshes,
+        and one group per parameter tied across stages. Every rank takes part in creating every group, in the
+        same order."""
+        from torch.distributed.device_mesh import DeviceMesh
+
+        layout = self.layout
+        # Lane (d, t) of the pipeline: tensor rank t of replica d of every stage.
         lanes = [[st.slots[k] for st in layout.stages] for k in range(self.dp * self.tp)]
         self.pp_group, self.lane, self.pp_rank, self.tensor_rank = None, None, None, 0
         for k, ranks in enumerate(lanes):
@@ -215,14 +197,14 @@ class DistributedPlanRunner:
                         self.tp_mesh = DeviceMesh.from_group(group, "hybrid", mesh=members, mesh_dim_names=("tp",))
         self.dp_mesh = None
         if self.dp > 1:
-            for st in layout.stages:  # every rank creates every group, in the same order
+            for st in layout.stages:
                 group = dist.new_group(list(st.slots))
                 if self.rank in st.slots:
                     self.dp_mesh = DeviceMesh.from_group(group, "hybrid", mesh=list(st.slots), mesh_dim_names=("dp",))
         # A parameter tied across stages: after each stage's data-parallel reduction, lane d's copies (one per
         # holding stage) are summed.
         self.tied_groups = []
-        for name, holders in blocks.tied.items():
+        for name, holders in self.blocks.tied.items():
             stages_holding = sorted({vs.rank for vs in self.virtual if any(vs.start <= b < vs.stop for b in holders)})
             if len(stages_holding) < 2:
                 continue
@@ -231,35 +213,27 @@ class DistributedPlanRunner:
                 group = dist.new_group(ranks)
                 if self.rank in ranks:
                     self.tied_groups.append((name, group))
-        self.device = torch.device("hybrid", self.rank)
-        self.stages, self.modules = [], []
-        self.active = self.pp_group is not None
-        self.loss_fn = loss_fn
-        self._losses: list[torch.Tensor] = []
-        self.last_step = None
-        """The last step's :class:`~interop.live.runner.StepRecord` (modelled seconds on the one clock all
-        ranks share; peak bytes and busy seconds of this rank's slot), on every rank."""
-        if not self.active:
-            self.schedule = None
-            return
-        mine = [vs for vs in self.virtual if vs.rank == self.pp_rank]
-        self.shards: dict[str, object] = {}
-        """Canonical name -> :class:`~interop.live.tensor_parallel.ParamShard` of a parameter tensor
-        parallelism splits (its DTensor holds the shards in the arranged order)."""
-        for vs in mine:
+
+    def _make_stages(self, model: nn.Module) -> None:
+        """This rank's pipeline stages: each of its virtual stages bound on its slot, tensor-parallel through
+        ``parallelize_module``, sharded with FSDP2 over its replicas."""
+        from torch.distributed.fsdp import fully_shard
+
+        for vs in (vs for vs in self.virtual if vs.rank == self.pp_rank):
             last = vs.index == len(self.virtual) - 1
-            stage = bind(blocks.stage_module(vs.start, vs.stop), model, self.device)
+            stage = bind(self.blocks.stage_module(vs.start, vs.stop), model, self.device)
             if self.tp > 1:
                 self._parallelize(stage, vs.start)
-            module = TensorStage(blocks, stage, vs.start, vs.stop, last)
+            module = TensorStage(self.blocks, stage, vs.start, vs.stop, last)
             if self.dp > 1:
                 # FSDP2 (ZeRO-2 here: parameters stay gathered between forward and backward), which pipelining
                 # drives across microbatches; DDP's reducer assumes one backward per forward.
                 fully_shard(module, mesh=self.dp_mesh, reshard_after_forward=False)
             self.modules.append(module)
-            self.stages.append(pipelining.PipelineStage(module, vs.index, len(self.virtual), self.device,
-                                                        group=self.pp_group))
-        self.params = [p for m in self.modules for p in m.parameters()]
+            self.stages.append(self._pipelining.PipelineStage(module, vs.index, len(self.virtual), self.device,
+                                                              group=self.pp_group))
+
+    def _make_optimizers(self, optimizer) -> None:
         if self.tp > 1 or self.dp > 1:
             _fused_sgd_on_dtensor()
         if self.dp == 1:
@@ -272,16 +246,14 @@ class DistributedPlanRunner:
         kinds = ([p for p in self.params if not isinstance(p, DTensor)],
                  [p for p in self.params if isinstance(p, DTensor)])
         self.optimizers = [optimizer(group) for group in kinds if group] if optimizer is not None else []
-        self._pipelining = pipelining
-        self.schedule = None
 
     def _parallelize(self, stage, start: int) -> None:
         """Tensor parallelism of one stage module with PyTorch's engine: each block as its tensor rank's graph
         (split sizes divided, the pairs' linears as nn.Linear holding the arranged weights), then
         ``parallelize_module`` with ColwiseParallel / RowwiseParallel over the stage's tensor-parallel mesh."""
-        from torch.distributed.tensor.parallel import ColwiseParallel, parallelize_module
+        from torch.distributed.tensor.parallel import parallelize_module
 
-        from interop.live.tensor_parallel import export_styles, flatten, shard_block
+        from interop.live.tensor_parallel import flatten, parallel_styles, shard_block
 
         graphs, styles = [], {}
         for k, blk in enumerate(stage.blocks):
@@ -291,8 +263,7 @@ class DistributedPlanRunner:
                 graphs.append(flat)
                 continue
             graphs.append(shard_block(flat, plan, self.tp, self.tensor_rank, "export"))
-            for path, style in export_styles(plan).items():
-                styles[f"blocks.{k}.{path}"] = ColwiseParallel() if style == "colwise" else _row_style()
+            styles.update(parallel_styles(plan, prefix=f"blocks.{k}."))
             for target, spec in plan.params.items():
                 self.shards[self.blocks.canonical.get(target, target)] = spec
         stage.blocks = nn.ModuleList(graphs)
@@ -380,23 +351,17 @@ class DistributedPlanRunner:
         torch.hybrid.reset_peak_memory_stats(self.rank)
 
     def _step_end(self, losses) -> None:
-        from interop.live.runner import StepRecord
         from interop.session import current_timeline
-        from interop.timelines import PS
 
         timeline = current_timeline()
         mine = timeline.now_ps(self.rank)
         t1 = self._clock_max(mine)
-        t0 = self._t0
-        busy = sum(r.duration_ps for r in timeline.records
-                   if r.start_ps >= t0 and r.end_ps <= mine and r.involves(self.rank))
+        record = step_record(timeline, (self.rank,), self._t0, t1, self.layout.microbatches, busy_until_ps=mine)
         total = torch.tensor([sum(float(x.detach().cpu()) for x in losses), float(len(losses))],
                              dtype=torch.float64)
         dist.all_reduce(total)
-        loss = float(total[0] / total[1]) if total[1] else float("nan")
-        self.last_step = StepRecord((t1 - t0) / PS, t0 / PS, t1 / PS, loss, self.layout.microbatches,
-                                    {self.rank: torch.hybrid.max_memory_allocated(self.rank)},
-                                    {self.rank: busy / PS})
+        record.loss = float(total[0] / total[1]) if total[1] else float("nan")
+        self.last_step = record
 
     def _reduce_tied(self) -> None:
         canonical = self.blocks.canonical

@@ -1,27 +1,28 @@
 """``interop.plan``: partition one model across a heterogeneous rack, and the :class:`Plan` it returns.
 
-The model is cut into blocks from its own structure (:mod:`~interop.live.export_blocks`),
+The model is cut into blocks from its own structure (:mod:`~interop.live.cut`),
 the plan search (:mod:`~planner.plan_search`) places the blocks on the rack's
 slots, and the step model (:func:`~planner.step_model`) predicts the step.
 :meth:`Plan.apply` runs the plan in this process (:mod:`~interop.live.runner`);
 :meth:`Plan.baselines` compares it with every homogeneous sub-rack, the uniform split
-and an ideal homogeneous rack of equal peak FLOPs. Every time is modelled.
+and an ideal homogeneous rack of equal peak FLOPs (:mod:`~interop.live.baselines`);
+:meth:`Plan.table`, :meth:`Plan.to_json` and :meth:`Plan.gantt` show it
+(:mod:`~interop.live.plan_presentation`). Every time is modelled. This module holds
+the entry point, its validation and the :class:`Plan` itself.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import devices
 from devices.chip_set import DEFAULT_BASIS, ChipSet, Economics
-from devices.units import format_bytes
-from devices.text_table import table
+from interop.live.baselines import Baselines, baselines
+from interop.live.plan_presentation import plan_gantt, plan_json, plan_table
 from planner.layout import Layout
 from planner.plan_search import OBJECTIVES, Problem, SearchStats, search
-from planner.stage import Stage
 from planner.step import OPTIMIZERS, StepResult
 
 SCHEDULE_CHOICES = ("auto", "gpipe", "1f1b", "interleaved")
@@ -57,49 +58,6 @@ class Prediction:
                 idle[s] = st.idle
                 peak[s] = st.memory.total
         return cls(result.seconds, busy, idle, dict(result.exposed), peak, result.breakdown, result)
-
-
-@dataclass(frozen=True, slots=True)
-class Baseline:
-    """One modelled comparison point."""
-
-    name: str
-    seconds: float | None
-    """Modelled step seconds; None when it does not fit."""
-    slots: int
-    note: str = ""
-
-
-@dataclass(slots=True)
-class Baselines:
-    """The plan against the alternatives (all modelled)."""
-
-    plan_seconds: float
-    rows: list[Baseline]
-    ideal_seconds: float | None
-    """An ideal homogeneous rack of the rack's peak FLOPs at the best homogeneous sub-rack's utilisation."""
-    ideal_note: str = ""
-
-    @property
-    def gap_to_ideal(self) -> float | None:
-        """plan seconds / ideal seconds - 1 (the heterogeneity overhead; HexiScale's MFU gap)."""
-        return None if not self.ideal_seconds else self.plan_seconds / self.ideal_seconds - 1.0
-
-    def table(self) -> str:
-        rows = [["this plan", "-", f"{self.plan_seconds * 1e3:.3f}", "1.00x", ""]]
-        for b in self.rows:
-            speed = f"{b.seconds / self.plan_seconds:.2f}x" if b.seconds else "-"
-            rows.append([b.name, b.slots, "does not fit" if b.seconds is None else f"{b.seconds * 1e3:.3f}",
-                         speed, b.note])
-        if self.ideal_seconds:
-            rows.append(["ideal homogeneous rack, equal peak FLOPs", "-", f"{self.ideal_seconds * 1e3:.3f}",
-                         f"{self.ideal_seconds / self.plan_seconds:.2f}x", self.ideal_note])
-        out = table(["alternative (modelled)", "slots", "ms/step", "its time / plan's", "note"], rows,
-                    align="lrrrl")
-        if self.gap_to_ideal is not None:
-            out += (f"\ngap to the ideal homogeneous rack of equal peak FLOPs: {100 * self.gap_to_ideal:+.1f} % "
-                    "(modelled)")
-        return out
 
 
 @dataclass(slots=True)
@@ -142,36 +100,9 @@ class Plan:
 
     # -- reports ----------------------------------------------------------------------------
 
-    def _block_span(self, chunks) -> str:
-        names = self.blocks.names
-        return " + ".join(f"{c.start}-{c.stop - 1} ({names[c.start]}..{names[c.stop - 1]})"
-                          if len(c) > 1 else f"{c.start} ({names[c.start]})" for c in chunks)
-
     def table(self) -> str:
         """The plan as a printed table (every time and byte modelled; * = projected chip)."""
-        p = self.predicted
-        rows = []
-        for st in self.stages:
-            projected = "*" if devices.chip(st.kind).projected else ""
-            rows.append([st.index, self._block_span(st.chunks), st.kind + projected,
-                         ",".join(map(str, st.slots)), st.tp, st.dp, st.microbatch,
-                         f"{st.forward[0] * 1e6:.1f}", f"{st.backward[0] * 1e6:.1f}",
-                         f"{st.busy * 1e3:.3f}", f"{st.idle * 1e3:.3f}",
-                         format_bytes(st.memory.total), f"{100 * st.memory.total / st.memory.capacity:.2f} %"])
-        head = (f"plan for {self.blocks.name} ({len(self.blocks)} blocks) on rack {self.rack.name}: "
-                f"{len(self.stages)} stage(s), {self.schedule}, {self.microbatches} microbatch(es) of "
-                f"{self.global_batch // self.microbatches} rows, objective {self.objective}")
-        body = table(["stage", "blocks", "kind", "slots", "tp", "dp", "rows/replica", "fwd us/mb", "bwd us/mb",
-                      "busy ms", "idle ms", "peak mem", "of HBM"], rows, align="rlllrrrrrrrrr")
-        bd = ", ".join(f"{k} {v * 1e3:.3f}" for k, v in p.breakdown.items() if v)
-        foot = (f"predicted step (modelled): {p.seconds * 1e3:.3f} ms  [{bd} ms on the critical stage]\n"
-                f"search: {self.stats.candidates} layouts bounded, {self.stats.evaluated} evaluated with the step "
-                f"model, {'exact' if self.stats.exact else 'bounded'}, {self.stats.seconds:.2f} s (measured)")
-        money = self.economics()
-        foot += (f"\ncost (modelled): {money.cost_text()}\nenergy (modelled): {money.energy_text()}")
-        if any(devices.chip(st.kind).projected for st in self.stages):
-            foot += "\n* projected chip: its figures are projections, not published specifications"
-        return "\n".join([head, body, foot])
+        return plan_table(self)
 
     def economics(self) -> Economics:
         """Cost (on the problem's price basis) and energy of the predicted step over every slot it uses."""
@@ -181,95 +112,21 @@ class Plan:
 
     def to_json(self) -> str:
         """The plan as JSON: stages, schedule, batch split, the modelled step and per-slot figures."""
-        p = self.predicted
-        doc = {
-            "model": self.blocks.name, "blocks": list(self.blocks.names), "rack": self.rack.name,
-            "objective": self.objective, "optimizer": self.optimizer, "schedule": self.schedule,
-            "microbatches": self.microbatches, "global_batch": self.global_batch,
-            "stages": [{"index": st.index, "chunks": [[c.start, c.stop] for c in st.chunks], "kind": st.kind,
-                        "slots": list(st.slots), "tp": st.tp, "dp": st.dp, "microbatch": st.microbatch,
-                        "forward_s": list(st.forward), "backward_s": list(st.backward), "busy_s": st.busy,
-                        "idle_s": st.idle, "memory": {"weights": st.memory.weights, "gradients": st.memory.gradients,
-                                                      "optimizer": st.memory.optimizer,
-                                                      "activations": st.memory.activations,
-                                                      "capacity": st.memory.capacity},
-                        "projected": st.projected} for st in self.stages],
-            "predicted": {"seconds": p.seconds, "breakdown": p.breakdown, "exposed": p.exposed,
-                          "busy_s": {str(k): v for k, v in p.busy.items()},
-                          "idle_s": {str(k): v for k, v in p.idle.items()},
-                          "peak_bytes": {str(k): v for k, v in p.peak_bytes.items()}, "modelled": True},
-            "search": {"candidates": self.stats.candidates, "evaluated": self.stats.evaluated,
-                       "exact": self.stats.exact, "seconds_measured": self.stats.seconds},
-        }
-        return json.dumps(doc, indent=2)
+        return plan_json(self)
 
     def gantt(self, path: str | os.PathLike) -> str:
         """A one-page PNG of the modelled step: stages x microbatches (forward, backward), the data-parallel
         reduction and optimizer after them, idle time as bubble."""
-        from interop.charts import pipeline_gantt
-
-        result = self.problem.evaluate(self.layout, record=True)
-        labels = [f"stage {st.index}: {st.kind} x{len(st.slots)} [{','.join(map(str, st.slots))}] "
-                  f"blocks {', '.join(f'{c.start}-{c.stop - 1}' for c in st.chunks)}" for st in result.stages]
-        finish = {}
-        for s, _, _, _, _, end in result.events:
-            finish[s] = max(finish.get(s, 0.0), end)
-        tails = []
-        for st in result.stages:
-            t = finish.get(st.index, 0.0)
-            dp_tail = st.exposed.get("dp", 0.0)
-            if dp_tail > 0:
-                tails.append((st.index, "reduce", t, t + dp_tail))
-                t += dp_tail
-            tails.append((st.index, "optimizer", t, t + st.optimizer))
-        title = (f"plan for {self.blocks.name} on {self.rack.name}: {self.schedule}, {self.microbatches} "
-                 f"microbatches, step {result.seconds * 1e3:.3f} ms (modelled)")
-        return pipeline_gantt(labels, result.events, path, title=title, tails=tails, total=result.seconds,
-                              note="every time is modelled by the step model (per-op cost model, collectives "
-                                   "on the rack topology); hatched: idle (pipeline bubble)")
+        return plan_gantt(self, path)
 
     # -- alternatives -------------------------------------------------------------------------
 
     def baselines(self) -> Baselines:
         """Modelled: every homogeneous sub-rack (the best plan on one kind's slots), the uniform split (this
-        plan's stages with the blocks divided evenly), and an ideal homogeneous rack of equal peak FLOPs."""
-        if self._baselines is not None:
-            return self._baselines
-        from planner.plan_search import DoesNotFit
-
-        rows = []
-        best_homog = None
-        pb = self.problem
-        for kind, slots in pb.kinds.items():
-            sub = Problem(pb.blocks, pb.spec, tuple(slots), pb.global_batch, pb.seq_len, objective=pb.objective,
-                          price_basis=pb.price_basis, schedules=pb.schedules, microbatches=pb.microbatches, optimizer=pb.optimizer,
-                          recompute=pb.recompute, calibrated=pb.calibrated, master_weights=pb.master_weights,
-                          pricer=pb.pricer)
-            try:
-                layout, result, _ = search(sub)
-            except DoesNotFit as e:
-                rows.append(Baseline(f"homogeneous: {kind} only", None, len(slots), str(e).split(";")[0]))
-                continue
-            note = f"{len(layout.stages)} stage(s), {layout.microbatches} mb"
-            rows.append(Baseline(f"homogeneous: {kind} only", result.seconds, len(slots), note))
-            peak = sum(_peak(self, kind) for _ in slots)
-            utilisation = result.model_flops / result.seconds / peak if result.seconds else 0.0
-            if best_homog is None or utilisation > best_homog[0]:
-                best_homog = (utilisation, kind, result)
-        uniform = _uniform(self)
-        if uniform is not None:
-            result = pb.evaluate(uniform)
-            fits = all(s.memory.fits for s in result.stages)
-            rows.append(Baseline("uniform split (this plan's stages, equal block counts)",
-                                 result.seconds if fits else None, len(uniform.slots)))
-        ideal = None
-        note = ""
-        if best_homog is not None and best_homog[0] > 0:
-            rack_peak = sum(_peak(self, self.rack.slot(s).kind) for s in pb.slots)
-            ideal = self.predicted.result.model_flops / (best_homog[0] * rack_peak)
-            note = (f"{format_flops(rack_peak)} peak at {best_homog[1]}'s modelled utilisation "
-                    f"{100 * best_homog[0]:.2f} %")
-        self._baselines = Baselines(self.predicted.seconds, rows, ideal, note)
+        plan's stages with the blocks divided evenly), and an ideal homogeneous rack of equal peak FLOPs
+        (:mod:`interop.live.baselines`; computed once)."""
+        if self._baselines is None:
+            self._baselines = baselines(self)
         return self._baselines
 
     def with_layout(self, layout: Layout) -> Plan:
@@ -326,31 +183,6 @@ def default_optimizer(name: str) -> Callable:
     return lambda params: torch.optim.AdamW(params, lr=1e-3, fused=True)
 
 
-def _peak(plan: Plan, kind: str) -> float:
-    return devices.chip(kind).peak_for(plan.problem.grad_dtype).value
-
-
-def format_flops(x: float) -> str:
-    return f"{x / 1e12:,.0f} TFLOP/s"
-
-
-def _uniform(plan: Plan) -> Layout | None:
-    n = len(plan.blocks)
-    stages = plan.layout.stages
-    virtual = len(stages) * plan.layout.chunks
-    if virtual > n:
-        return None
-    base, extra = divmod(n, virtual)
-    sizes = [base + (1 if k < extra else 0) for k in range(virtual)]
-    starts = [sum(sizes[:k]) for k in range(virtual)]
-    p = len(stages)
-    new = []
-    for s, st in enumerate(stages):
-        chunks = tuple(range(starts[c * p + s], starts[c * p + s] + sizes[c * p + s]) for c in range(plan.layout.chunks))
-        new.append(Stage(chunks=chunks, kind=st.kind, slots=st.slots, tp=st.tp))
-    return Layout(tuple(new), plan.layout.schedule, plan.layout.microbatches, plan.layout.global_batch)
-
-
 # -- the entry point --------------------------------------------------------------------------------
 
 
@@ -374,7 +206,7 @@ def plan(model, example_inputs, rack=None, *, slots=None, objective: str = "time
     dimension).
     """
     import interop
-    from interop.live.export_blocks import cut
+    from interop.live.cut import cut
 
     if objective not in OBJECTIVES:
         raise ValueError(f"objective: expected one of {', '.join(OBJECTIVES)}, got {objective!r}")
@@ -424,7 +256,7 @@ def plan(model, example_inputs, rack=None, *, slots=None, objective: str = "time
                       schedules=schedules,
                       microbatches=counts, optimizer=optimizer, recompute="none", calibrated=False,
                       master_weights=False, state_bytes=STATE_TENSORS[optimizer] * dtype.itemsize,
-                      grad_dtype=str(dtype).removeprefix("torch."), max_seconds=max_seconds, pricer=pricer)
+                      grad_dtype=devices.dtype_name(dtype), max_seconds=max_seconds, pricer=pricer)
     layout, result, stats = search(problem)
     return Plan(blocks, layout, Prediction.of(result), spec, objective, optimizer, problem, stats, live,
                 rack_object)
@@ -443,7 +275,7 @@ def _param_dtype(model):
         raise ValueError(f"model: its parameters mix dtypes {sorted(map(str, dtypes))}; the plan's runner keeps one "
                          "gradient buffer per replica (cast the model to one dtype)")
     dtype = dtypes.pop() if dtypes else torch.float32
-    if str(dtype).removeprefix("torch.") not in ("float32", "bfloat16"):
+    if devices.dtype_name(dtype) not in ("float32", "bfloat16"):
         raise ValueError(f"model: parameters in {dtype}; a plan trains float32 or bfloat16 parameters")
     return dtype
 
@@ -473,4 +305,4 @@ def _resolve_rack(rack):
     return interop.Rack(spec), spec, True
 
 
-__all__ = ["Baseline", "Baselines", "Plan", "Prediction", "default_optimizer", "plan"]
+__all__ = ["Plan", "Prediction", "default_optimizer", "plan"]

@@ -48,7 +48,7 @@ def run_and_check(plan, pm, steps: int, *, echo=print) -> RunCheck:
     import torch
 
     import interop
-    from interop.live.export_blocks import default_loss
+    from interop.live.exported_blocks import default_loss
     from interop.live.plan import default_optimizer
 
     optimizer = default_optimizer(plan.optimizer)

@@ -9,18 +9,23 @@
   parameter (:data:`SCALE_RULES`).
 - :data:`ELEMENTS`: the element formats as code (bit layouts, encode/decode).
 - A slot's numerics mode, ``exact`` (the default) or ``device``: :func:`set_numerics`,
-  :func:`numerics`, per rack file with ``numerics = "device"`` (:mod:`interop.numerics.mode`).
+  :func:`numerics`, per rack file with ``numerics = "device"`` (:mod:`interop.numerics.slots.mode`).
 - :func:`scaled_matmul` and block-scaled ``torch._scaled_mm`` on slots
-  (:mod:`interop.numerics.scaled_mm`).
+  (:mod:`interop.numerics.slots.scaled_mm`).
+
+Three parts, one folder each: :mod:`.maths` (format maths: elements, formats, scales,
+quantize; no slot), :mod:`.slots` (the device glue: modes, device ops, scaled matmul) and
+:mod:`.drift` (an experiment: low-precision training recipes against float32).
 """
 
 from __future__ import annotations
 
-from interop.numerics.elements import ELEMENTS, ROUNDINGS, ElementFormat
-from interop.numerics.formats import FORMATS, SCALE_RULES, Format, format_named
-from interop.numerics.mode import MODES, NumericsSettings, SlotNumerics, counters, numerics, set_numerics
-from interop.numerics.quantize import INPUT_DTYPES, QuantizedTensor, bits_per_element, quantize
-from interop.numerics.scaled_mm import scaled_matmul, swizzle, unswizzle
+from interop.numerics.maths.elements import ELEMENTS, ROUNDINGS, ElementFormat
+from interop.numerics.maths.formats import FORMATS, SCALE_RULES, Format, format_named
+from interop.numerics.maths.quantize import INPUT_DTYPES, QuantizedTensor, bits_per_element, quantize
+from interop.numerics.slots.mode import MODES, NumericsSettings, counters, numerics, set_numerics
+from interop.numerics.slots.scaled_mm import scaled_matmul, swizzle, unswizzle
+from interop.numerics.slots.settings import SlotNumerics
 
 __all__ = [
     "ELEMENTS", "FORMATS", "INPUT_DTYPES", "MODES", "ROUNDINGS", "SCALE_RULES", "ElementFormat", "Format",

@@ -167,7 +167,7 @@ def test_torus_uses_every_link_of_a_trn2_torus():
 
 
 def test_closed_form_path_agrees_with_step_path_on_a_real_rack():
-    # The same estimate priced both ways on a single-switch rack (no layout approximations).
+    # The same estimate priced both ways on a single-switch rack (no placement approximations).
     topo = from_rack("gb300-nvl72")
     for algo in ("ring", "rabenseifner", "direct"):
         e = collectives.estimate(topo, "all_reduce", 2**28, algorithm=algo)
@@ -177,7 +177,7 @@ def test_closed_form_path_agrees_with_step_path_on_a_real_rack():
         from collectives.cost import base_latency, levels
 
         proto = next(x for x in NCCL_PROTOCOLS if x.name == e.protocol)
-        closed = alg.closed_form(spec, levels(topo, topo.layout(), proto)) + base_latency(proto, alg.latency_class)
+        closed = alg.closed_form(spec, levels(topo, topo.placement(), proto)) + base_latency(proto, alg.latency_class)
         assert closed == pytest.approx(e.seconds, rel=1e-9)
 
 
@@ -353,8 +353,8 @@ def test_a_new_algorithm_is_planned_through_its_hooks(monkeypatch):
         def variants(self, op):
             return [{"outer": "ring"}, {"outer": "tree"}]
 
-        def bind(self, spec, topo, slots, layout, *, schedule):
-            bound.append((spec.outer, schedule, layout.participants))
+        def bind(self, spec, topo, slots, placement, *, schedule):
+            bound.append((spec.outer, schedule, placement.participants))
             return spec
 
         def label(self, spec):

@@ -428,18 +428,20 @@ def _errors_worker(rank, world):
     dist.all_reduce(t)
     _eq(t, _x(0) + _x(1), "all_reduce after errors")
     assert issubclass(ArgumentError, ValueError)
-    # A collective only one rank calls fails within the group's timeout instead of hanging.
+    # A collective only one rank calls fails after the group's timeout instead of hanging: the error names the
+    # operation and the peer that never called it, and the engine's wait was the group's 2 s.
     short = dist.new_group([0, 1], timeout=timedelta(seconds=2))
     patient = dist.new_group([0, 1], timeout=timedelta(seconds=120))
     if rank == 0:
-        start = time.monotonic()
-        with pytest.raises(Exception, match="[Tt]imed out"):
+        with pytest.raises(dist.DistBackendError) as err:
             dist.all_reduce(torch.ones(2, device=d), group=short)
-        assert time.monotonic() - start < 10
-        start = time.monotonic()  # a call's own timeout beats the group's
-        with pytest.raises(Exception, match="[Tt]imed out"):
+        for f in ("all_reduce (operation #", "rank 1 (hybrid:1)", "has not called this one", "Timed out waiting 2000ms"):
+            assert f in str(err.value), (f, str(err.value))
+        # A call's own timeout beats the group's: the engine waited the call's 1 s, not the group's 120 s.
+        with pytest.raises(dist.DistBackendError) as err:
             dist.barrier(group=patient, timeout=timedelta(seconds=1))
-        assert time.monotonic() - start < 10
+        for f in ("barrier (operation #", "rank 1 (hybrid:1)", "Timed out waiting 1000ms"):
+            assert f in str(err.value), (f, str(err.value))
     dist.barrier()
 
 
@@ -457,14 +459,13 @@ def _peer_failure_worker(rank, world):
     d = _dev(rank)
 
     def fails(group, *fragments):
-        start = time.monotonic()
+        # The failed operation, the peer it waited for and why: behaviour, not seconds (the engine's own report of
+        # its wait is the group's timeout where the peer is silent).
         with pytest.raises(dist.DistBackendError) as err:
             dist.all_reduce(torch.ones(2, device=d), group=group)
-        elapsed = time.monotonic() - start
         msg = str(err.value)
-        for f in fragments:
+        for f in ("all_reduce (operation #", "on rank 0 (hybrid:0) failed") + fragments:
             assert f in msg, f"{f!r} not in {msg!r}"
-        assert elapsed < 8, f"took {elapsed:.1f} s to fail"
         return msg
 
     # Alive, but never calls: named as such (its heartbeat moves, its operation count does not).
@@ -473,15 +474,16 @@ def _peer_failure_worker(rank, world):
     quiet = dist.new_group([0, 1], timeout=short)
     unchecked = dist.new_group([0, 1], timeout=short, pg_options=Options(check_peers=False))  # the engine's wait
     if rank == 0:
-        fails(quiet, "rank 1 (hybrid:1) is alive but has issued 0 operations, not #1", "has not called")
-        fails(unchecked, "rank 1 (hybrid:1) is alive but has issued 0 operations, not #1", "imed out")
+        fails(quiet, "rank 1 (hybrid:1) is alive but has issued 0 operations, not #1", "has not called",
+              "waiting 1500ms")
+        fails(unchecked, "rank 1 (hybrid:1) is alive but has issued 0 operations, not #1", "Timed out waiting 1500ms")
     dist.barrier()
     # Frozen (SIGSTOP): no heartbeat; on this host its process is seen stopped.
     frozen = dist.new_group([0, 1], timeout=short)
     if rank == 1:
         os.kill(os.getpid(), signal.SIGSTOP)  # rank 0 resumes us once it has named us
     else:
-        msg = fails(frozen, "rank 1 (hybrid:1) stopped responding", "is stopped", "all_reduce", "imed out")
+        msg = fails(frozen, "rank 1 (hybrid:1) stopped responding", "is stopped", "Timed out waiting 1500ms")
         assert "rank 0 (hybrid:0)" in msg  # and where it was seen
         os.kill(frozen._peers.pids[1], signal.SIGCONT)
     dist.barrier()
@@ -516,12 +518,12 @@ def _raw_creation_worker(rank, world, path):
     # Two ranks claiming one slot: both refuse, naming the clash.
     _raises(lambda: create(dist.PrefixStore("a/", store), rank, world, TIMEOUT, Options(slot=5, set_device=False)),
             "share a slot", "rank 0 -> hybrid:5", "rank 1 -> hybrid:5")
-    # One rank's slot is not in the rack: the other learns it at once instead of waiting out the timeout.
-    start = time.monotonic()
+    # One rank's slot is not in the rack: the other learns it from the exchange (rank 0's reason, not a timeout
+    # of its own wait).
     bad = Options(slot=40 if rank == 0 else 1, set_device=False)
-    _raises(lambda: create(dist.PrefixStore("b/", store), rank, world, TIMEOUT, bad),
-            "has 8 slots" if rank == 0 else "rank 0 refused")
-    assert time.monotonic() - start < 5
+    msg = _raises(lambda: create(dist.PrefixStore("b/", store), rank, world, TIMEOUT, bad),
+                  *(("has 8 slots",) if rank == 0 else ("rank 0 refused to create the group", "has 8 slots")))
+    assert "imed out" not in msg
 
 
 def test_group_creation_refusals_reach_every_rank():

@@ -100,12 +100,12 @@ def test_in_switch_domains():
 def test_million_chip_rack_is_symbolic():
     tracemalloc.start()
     topo = from_rack("trn3-ultraserver*7282")
-    layout = topo.layout()
+    placement = topo.placement()
     route = topo.route(5, 1_048_000)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     assert len(topo) == 1_048_608
-    assert layout.groups == 7282 and layout.group_size == 144
+    assert placement.groups == 7282 and placement.group_size == 144
     assert route.hw == "net"
     assert peak < 5_000_000  # bytes: far below one object per chip
     assert len(topo.domains) == 1
@@ -152,11 +152,11 @@ def test_reduce_overlaps_the_transfer_on_real_racks():
 
 def test_protocols_scale_latency_and_bandwidth():
     topo = from_rack("h100-node")
-    layout = topo.layout()
-    simple, ll = levels(topo, layout, SIMPLE), levels(topo, layout, cal.LL)
+    placement = topo.placement()
+    simple, ll = levels(topo, placement, SIMPLE), levels(topo, placement, cal.LL)
     assert simple.flat.a == pytest.approx(3.4e-6) and ll.flat.a == pytest.approx(0.6e-6)
     assert ll.flat.b == pytest.approx(2 * simple.flat.b)
-    assert levels(topo, layout, cal.LL128).flat.b == pytest.approx(simple.flat.b / 0.92)
+    assert levels(topo, placement, cal.LL128).flat.b == pytest.approx(simple.flat.b / 0.92)
 
 
 def test_sources_cite_every_figure():

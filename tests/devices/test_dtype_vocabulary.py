@@ -67,3 +67,13 @@ def test_cost_model_takes_any_spelling():
     a = devices.estimate("h100", "aten::mm", [(256, 256), (256, 256)], torch.half)
     b = devices.estimate("h100", "aten::mm", [(256, 256), (256, 256)], "float16")
     assert a.dtype == b.dtype == "float16" and a.seconds == b.seconds
+
+
+def test_dtype_label_names_any_dtype_for_a_message():
+    # The vocabulary's name where it has one (aliases resolved), torch's own spelling for the rest: a message about
+    # an uncosted dtype prints it instead of failing on it.
+    assert devices.dtype_label(torch.half) == devices.dtype_label("torch.float16") == "float16"
+    assert devices.dtype_label(torch.bits8) == "bits8" and devices.dtype_label(torch.uint3) == "uint3"
+    assert devices.dtype_label("mxfp8_e4m3") == "mxfp8_e4m3"
+    with pytest.raises(ValueError, match="dtype: unknown dtype"):
+        devices.dtype_name(torch.bits8)

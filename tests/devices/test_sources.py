@@ -12,7 +12,7 @@ import pytest
 
 import collectives.tuning
 import devices
-from devices import bibliography, fabrics, neuron, sources
+from devices import fabrics, neuron, sources, sources_md
 from devices.cost import calibration, multi_tensor
 from devices.cost.efficiency import params_for
 from devices.figure import Figure
@@ -104,21 +104,21 @@ def test_a_figure_read_through_a_reproduction_is_not_published():
             pytest.fail(f"{where}: read only through {docs[0].via}, so its status is secondary, not published")
 
 
-def test_sources_md_is_the_generated_bibliography():
-    assert bibliography.SOURCES_MD.read_text(encoding="utf-8") == bibliography.bibliography(), (
-        "devices/SOURCES.md is out of date: run python -m devices.bibliography --write")
+def test_sources_md_is_generated_from_the_documents():
+    assert sources_md.SOURCES_MD.read_text(encoding="utf-8") == sources_md.render(), (
+        "devices/SOURCES.md is out of date: run python -m devices.sources_md --write")
     for d in sources.DOCUMENTS:
-        assert d.title in bibliography.bibliography() and d.url in bibliography.bibliography()
+        assert d.title in sources_md.render() and d.url in sources_md.render()
 
 
-def test_bibliography_check_command_fails_on_drift(tmp_path, monkeypatch):
+def test_sources_md_check_command_fails_on_drift(tmp_path, monkeypatch):
     stale = tmp_path / "SOURCES.md"
     stale.write_text("# stale\n")
-    monkeypatch.setattr(bibliography, "SOURCES_MD", stale)
-    assert bibliography.main(["--check"]) == 1
-    assert bibliography.main(["--write"]) == 0
-    assert bibliography.main(["--check"]) == 0 and stale.read_text() == bibliography.bibliography()
-    assert bibliography.main(["--bogus"]) == 2
+    monkeypatch.setattr(sources_md, "SOURCES_MD", stale)
+    assert sources_md.main(["--check"]) == 1
+    assert sources_md.main(["--write"]) == 0
+    assert sources_md.main(["--check"]) == 0 and stale.read_text() == sources_md.render()
+    assert sources_md.main(["--bogus"]) == 2
 
 
 def test_document_fields_are_checked():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -80,3 +81,37 @@ def test_check_collectives_runs_and_notes_what_it_skipped():
               "--sizes", "3", "--dtypes", "int32", "--no-algorithms", "--no-progress")
     assert out.returncode == 0, out.stdout + out.stderr
     assert "skipped participants 9" in out.stdout and "0 wrong elements" in out.stdout and "OK" in out.stdout
+
+
+_WITHOUT_TORCH = ("import contextlib, io, json, sys\nfrom hybrid_cli import main\nout = io.StringIO()\n"
+                  "with contextlib.redirect_stdout(out):\n    try:\n        code = main(sys.argv[1:])\n"
+                  "    except SystemExit as e:\n        code = e.code\n"
+                  "print(json.dumps({'code': code or 0, 'printed': len(out.getvalue()),\n"
+                  "                  'imported': sorted(m for m in ('torch', 'interop') if m in sys.modules)}))\n")
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["racks"], ["racks", "--kind", "trn2"],
+                                  ["whatif", "--model", "llama3-8b", "--rack", "h100:64", "--tp", "8"]])
+def test_paper_commands_run_without_importing_torch_or_the_device(argv, tmp_path):
+    env = dict(os.environ, HYBRID_INTEROP_CACHE=str(tmp_path))
+    # A first run may trace the model's blocks (that needs torch, on the meta device); the second is warm.
+    for attempt in range(2):
+        result = subprocess.run([sys.executable, "-c", _WITHOUT_TORCH, *argv], capture_output=True, text=True,
+                                timeout=600, cwd=ROOT, env=env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    outcome = json.loads(result.stdout.strip().splitlines()[-1])
+    assert outcome["code"] == 0, result.stderr[-2000:]
+    assert outcome["imported"] == [], f"hybrid {' '.join(argv)} imported {outcome['imported']}"
+    assert outcome["printed"] > 200  # it printed its help, listing or estimate
+
+
+def test_a_command_that_lacks_a_module_says_which_and_how_before_it_starts(monkeypatch, capsys):
+    import hybrid_cli
+    import hybrid_cli.cmd_numerics as numerics
+
+    monkeypatch.setattr(numerics, "REQUIRES", ("json", "no_such_module_for_this_test"))
+    monkeypatch.setattr(numerics, "main", lambda args: pytest.fail("the command started"))
+    assert hybrid_cli.main(["numerics", "--steps", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == ("hybrid numerics: needs no_such_module_for_this_test "
+                           "(pip install no_such_module_for_this_test)")

@@ -76,10 +76,24 @@ def test_accelerator_api_sees_the_slots():
     del x
 
 
-def test_synchronize_and_empty_cache_are_harmless():
-    torch.hybrid.synchronize()
+def test_synchronize_places_the_slots_work_and_empty_cache_keeps_memory():
+    x = torch.randn(64, 64, device="hybrid:3")
+    interop.reset_timeline()
+    placed = interop.current_rack().timeline  # its records are what has been costed and placed so far
+    y = x @ x
+    assert placed.records == []  # recorded by the slot, not yet placed
     torch.hybrid.synchronize(3)
+    assert [(r.op, r.slot) for r in placed.records] == [("aten::mm", 3)]
+    torch.hybrid.synchronize()  # the current slot: nothing left to place, nothing added
+    assert len(placed.records) == 1
+    with pytest.raises(ValueError, match=r"hybrid:99 is not a slot of the current rack"):
+        torch.hybrid.synchronize(99)
+    # The allocator caches nothing: emptying its cache frees nothing a tensor holds and changes no counter.
+    before = (torch.hybrid.memory_allocated(3), torch.hybrid.memory_reserved(3))
     torch.hybrid.empty_cache()
+    assert (torch.hybrid.memory_allocated(3), torch.hybrid.memory_reserved(3)) == before
+    assert before[0] == before[1] >= 2 * 64 * 64 * 4
+    assert torch.equal(y.cpu(), x.cpu() @ x.cpu())
 
 
 def test_streams_and_events():

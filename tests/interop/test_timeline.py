@@ -49,11 +49,17 @@ def test_ops_on_a_stream_run_back_to_back_and_busy_time_is_their_sum():
 def test_views_cost_nothing():
     x = torch.randn(8, 8, device="hybrid:5")
     interop.reset_timeline()
+    t = x.t()
     x.view(64)
-    x.t()
     x[2:5]
     x.unsqueeze(0).expand(3, 8, 8)
-    assert all(r.duration_ps == 0 for r in interop.timeline())
+    # A view is metadata: nothing runs on the slot, nothing is placed, no clock moves.
+    assert interop.timeline() == []
+    assert interop.current_rack().timeline.now_ps(5) == 0
+    # Recording is on: materialising the transposed view is a copy on the slot, placed with its cost.
+    t.contiguous()
+    (copy,) = interop.timeline()
+    assert (copy.kind, copy.slot, copy.bytes) == ("copy", 5, 8 * 8 * 4) and copy.duration_ps > 0
 
 
 def test_event_elapsed_time_is_exactly_the_ops_between():
@@ -205,6 +211,6 @@ def test_records_carry_torchs_own_dtype_names():
     interop.reset_timeline()
     names = set(cols["dtype"])
     assert {"bfloat16", "float8_e4m3fn"} <= names
-    assert names <= {str(t).removeprefix("torch.") for t in (torch.bfloat16, torch.float8_e4m3fn, torch.float32)}
+    assert names <= {devices.dtype_name(t) for t in (torch.bfloat16, torch.float8_e4m3fn, torch.float32)}
     for name in names:  # the cost model's vocabulary, as is
         assert devices.estimate("b200", "aten::add.Tensor", [(8,), (8,)], name).dtype == name

@@ -23,7 +23,7 @@ def optimizer(params):
 
 def layout_and_blocks(model, variant: str):
     from planner import Stage
-    from interop.live.export_blocks import cut
+    from interop.live.cut import cut
     from planner.layout import Layout
 
     x, _ = token_batch(CFG, 2)

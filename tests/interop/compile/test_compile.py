@@ -281,7 +281,18 @@ def test_attention_compiles_forward_and_backward():
 
     x = torch.randn(2, 8, 16, device=f"hybrid:{TRN}")
     eager = _run(attend_module := _Wrap(project, attend), x)
-    _assert_same(_run(torch.compile(attend_module), x), eager)
+    compiled = torch.compile(attend_module)
+    _run(compiled, x)  # compiles the forward and the backward graph
+    interop.reset_timeline()
+    _assert_same(_run(compiled, x), eager)
+    # The compiled graphs ran (an eager run places aten ops, not kernels): attention forward and backward and the
+    # projection are Inductor's kernels on the slot; no attention op ran eagerly.
+    kernels = [r.op for r in _kernels(TRN)]
+    attention = [k for k in kernels if "scaled_dot_product" in k]
+    assert all(k.startswith("inductor:") for k in kernels)
+    assert any("backward" not in k for k in attention) and any("backward" in k for k in attention), kernels
+    assert any(k.startswith("inductor:aten::") and "mm" in k for k in kernels), kernels
+    assert not [r.op for r in interop.timeline() if r.kind == "op" and "attention" in r.op]
 
 
 class _Wrap(torch.nn.Module):

@@ -347,3 +347,14 @@ def test_a_rack_switch_under_the_layer_follows_core_semantics(tmp_path):
     report = load(tmp_path / "rep.json")
     racks = {r["rack"] for r in report["op_ledger"]}
     assert len(racks) >= 2  # ops ran on both racks, each row names its own
+
+
+def test_a_malformed_launcher_variable_stops_the_run_before_the_script(tmp_path):
+    # The device map (GROUP_RANK), the report's rank and file name (RANK) and the rank's slot (LOCAL_RANK) read
+    # one reader; a malformed value is a usage error naming it, before the script runs (it would print).
+    (tmp_path / "s.py").write_text("print('ran')\n")
+    for name in ("RANK", "GROUP_RANK"):
+        out = subprocess.run([sys.executable, "-m", "interop.run", "s.py"], capture_output=True, text=True,
+                             timeout=300, env={**_env(), name: "one"}, cwd=tmp_path)
+        assert out.returncode == 2 and "ran" not in out.stdout, out.stderr[-2000:]
+        assert f"{name}: expected a non-negative integer (as torchrun sets it), got 'one'" in out.stderr

@@ -177,7 +177,7 @@ def _exhaustive(problem: Problem) -> float:
 @pytest.mark.parametrize("rack,layers,microbatches,schedules", CASES)
 def test_search_is_within_one_percent_of_exhaustive(rack, layers, microbatches, schedules):
     import devices
-    from interop.live.export_blocks import cut
+    from interop.live.cut import cut
 
     cfg = GPTConfig(vocab_size=256, seq_len=32, dim=64, heads=4, layers=layers)
     with torch.device("meta"):
@@ -199,7 +199,7 @@ def test_search_takes_tensor_parallelism_where_it_pays_and_stays_exact():
     import dataclasses
 
     import devices
-    from interop.live.export_blocks import cut
+    from interop.live.cut import cut
 
     cfg = GPTConfig(vocab_size=256, seq_len=256, dim=1024, heads=8, layers=2)
     with torch.device("meta"):

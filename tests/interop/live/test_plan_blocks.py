@@ -1,4 +1,4 @@
-"""Cutting models into blocks (interop.live.export_blocks): the model's own structure, torch.export under
+"""Cutting models into blocks (interop.live.cut): the model's own structure, torch.export under
 the hood, every range of blocks equal to the model run whole."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ import torch
 import torch.nn as nn
 
 from interop.models import GPT, GPTConfig, SmallCNN
-from interop.live.export_blocks import NoBlockStructure, bind, cut
+from interop.live.bind import bind
+from interop.live.cut import NoBlockStructure, cut
 
 SMALL = GPTConfig(vocab_size=128, seq_len=16, dim=32, heads=2, layers=3)
 

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 import interop
 from interop.models import GPT, GPTConfig, token_batch
 from planner import Stage
-from interop.live.export_blocks import cut
+from interop.live.cut import cut
 from planner.layout import Layout
 from interop.live.runner import PlanRunner
 

@@ -10,7 +10,7 @@ import math
 import pytest
 
 from interop.numerics.drift import DriftConfig, drift, supported
-from interop.numerics.recipes import RECIPES
+from interop.numerics.drift.recipes import RECIPES
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from interop.numerics import ELEMENTS
-from interop.numerics.elements import E8M0_NAN, e8m0_reciprocals, e8m0_values
+from interop.numerics.maths.elements import E8M0_NAN, e8m0_reciprocals, e8m0_values
 
 FLOAT_ELEMENTS = ["e4m3", "e5m2", "e3m2", "e2m3", "e2m1", "bf16", "fp16"]
 TORCH_BACKED = ["e4m3", "e5m2", "bf16", "fp16"]

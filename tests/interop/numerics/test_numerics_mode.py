@@ -13,7 +13,7 @@ import torch
 import devices
 import interop
 from interop.numerics import counters, numerics, set_numerics
-from interop.numerics.device_ops import installed
+from interop.numerics.slots.device_ops import installed
 
 
 @pytest.fixture

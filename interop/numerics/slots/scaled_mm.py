@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-from interop.numerics.elements import E2M1, e8m0_values
+from interop.numerics.maths.elements import E2M1, e8m0_values
 
 # at::blas::ScalingType and SwizzleType (ATen/BlasBackend.h).
 TENSOR_WISE, ROW_WISE, BLOCK_1X16, BLOCK_1X32 = 0, 1, 2, 3

@@ -1,6 +1,6 @@
 """``devices/SOURCES.md``, rendered from :data:`devices.sources.DOCUMENTS`.
 
-``python -m devices.bibliography`` prints it, ``--write`` rewrites the file,
+``python -m devices.sources_md`` prints it, ``--write`` rewrites the file,
 ``--check`` exits 1 when the file is out of date (a test runs the same check).
 """
 
@@ -15,10 +15,10 @@ _HEADINGS = {"vendor": "Vendor documents", "press": "Press", "third party": "Thi
              "code": "Source code and maintainers' answers", "measurement": "Measurements (not published)"}
 
 
-def bibliography() -> str:
+def render() -> str:
     """``devices/SOURCES.md``: every document, grouped by kind, with what the catalogue takes from it."""
     lines = ["# Sources of the device catalogue", "",
-             "Generated from `devices/sources.py` by `python -m devices.bibliography --write`; a test keeps this file and "
+             "Generated from `devices/sources.py` by `python -m devices.sources_md --write`; a test keeps this file and "
              "the catalogue in step. Every figure's source in `hybrid racks` cites one of these. Where the original "
              "could not be opened, the reproduction it was read through is named and the figure's status is "
              "`secondary`.", ""]
@@ -36,24 +36,24 @@ def bibliography() -> str:
 
 
 SOURCES_MD = Path(__file__).with_name("SOURCES.md")
-"""Where :func:`bibliography` is kept in the repository."""
+"""Where :func:`render` is kept in the repository."""
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m devices.bibliography [--write | --check]``: print, write or check ``devices/SOURCES.md``."""
+    """``python -m devices.sources_md [--write | --check]``: print, write or check ``devices/SOURCES.md``."""
     args = sys.argv[1:] if argv is None else argv
-    text = bibliography()
+    text = render()
     if args == ["--write"]:
         SOURCES_MD.write_text(text, encoding="utf-8")
         return 0
     if args == ["--check"]:
         current = SOURCES_MD.read_text(encoding="utf-8") if SOURCES_MD.exists() else ""
         if current != text:
-            print(f"{SOURCES_MD} is out of date: run python -m devices.bibliography --write", file=sys.stderr)
+            print(f"{SOURCES_MD} is out of date: run python -m devices.sources_md --write", file=sys.stderr)
             return 1
         return 0
     if args:
-        print("usage: python -m devices.bibliography [--write | --check]", file=sys.stderr)
+        print("usage: python -m devices.sources_md [--write | --check]", file=sys.stderr)
         return 2
     print(text)
     return 0

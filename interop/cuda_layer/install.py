@@ -10,8 +10,7 @@ on the per-op path (an op on a hybrid tensor never reaches Python because of the
 from __future__ import annotations
 
 from interop.cuda_layer import cuda_module, device_args, distributed, settings
-from interop.cuda_layer.patching import ORIGINAL, PATCHES, forget_pending_imports
-from interop.cuda_layer.settings import NUMERICS_FLAGS
+from interop.cuda_layer.patch_ledger import PATCHES, forget_pending_imports
 
 
 def install_patches() -> None:
@@ -31,4 +30,4 @@ def uninstall_patches() -> None:
     distributed.clear()
 
 
-__all__ = ["NUMERICS_FLAGS", "ORIGINAL", "PATCHES", "install_patches", "uninstall_patches"]
+__all__ = ["install_patches", "uninstall_patches"]

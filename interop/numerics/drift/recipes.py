@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from interop.numerics.quantize import QuantizedTensor, quantize
+from interop.numerics.maths.quantize import QuantizedTensor, quantize
 
 AMAX_HISTORY = 16
 """Steps of amax history for delayed scaling (Transformer Engine's default is 1024; a short run needs fewer)."""

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import torch
 
 import devices
-from interop.numerics.recipes import RECIPES, Quantizer, QuantStats, Recipe, quantize_gemms, recipe_named
+from interop.numerics.drift.recipes import RECIPES, Quantizer, QuantStats, Recipe, quantize_gemms, recipe_named
 
 MODELS = ("gpt2", "gpt")
 """Models the report trains: ``gpt2`` (Hugging Face GPT-2 from a tiny config, no download), ``gpt``
@@ -35,7 +35,7 @@ class DriftConfig:
     steps: int = 50
     """Optimizer steps per run."""
     recipes: tuple[str, ...] = tuple(RECIPES)
-    """Recipes to run (names in :data:`interop.numerics.recipes.RECIPES`)."""
+    """Recipes to run (names in :data:`interop.numerics.drift.recipes.RECIPES`)."""
     seed: int = 0
     """Seed of the model's initial weights and of the data."""
     batch: int = 8
@@ -260,7 +260,7 @@ def supported(recipe: Recipe, kind: str) -> tuple[bool, str, str | None]:
 def drift(config: DriftConfig | None = None, *, progress=None) -> DriftReport:
     """Train ``config.model`` in float32 on the CPU and on every slot of ``config.rack`` under each recipe."""
     import interop
-    from interop.numerics.mode import counters, set_numerics
+    from interop.numerics.slots.mode import counters, set_numerics
 
     cfg = config or DriftConfig()
     recipes = [recipe_named(name) for name in cfg.recipes]

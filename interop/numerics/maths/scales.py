@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from interop.numerics.elements import E4M3, E8M0_BIAS, E8M0_NAN, ElementFormat
+from interop.numerics.maths.elements import E4M3, E8M0_BIAS, E8M0_NAN, ElementFormat
 
 _F32_INF_BITS = 0x7F800000
 _E8M0_MIN, _E8M0_MAX = -E8M0_BIAS, E8M0_BIAS  # representable exponents; 0xFF is NaN

@@ -1,4 +1,4 @@
-"""What ``device`` numerics mode does to an op on a slot (see :mod:`interop.numerics.mode`).
+"""What ``device`` numerics mode does to an op on a slot (see :mod:`interop.numerics.slots.mode`).
 
 A Trainium engine computes in float32 and rounds each result once on its way out,
 stochastically when the runtime enables it (Neuron: "stochastic rounding instead
@@ -19,7 +19,8 @@ import functools
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from interop.numerics.quantize import quantize
+from interop.numerics.maths.quantize import quantize
+from interop.numerics.slots.settings import SlotCounters, state
 
 _FORMAT_OF = {torch.bfloat16: "bfloat16", torch.float16: "float16", torch.float8_e4m3fn: "float8_e4m3fn",
               torch.float8_e5m2: "float8_e5m2"}
@@ -89,8 +90,6 @@ class DeviceNumericsMode(TorchDispatchMode):
         slot = _hybrid_slot(args, kwargs)
         if slot is None:
             return func(*args, **kwargs)
-        from interop.numerics.mode import state
-
         rack_state = state()
         if slot >= len(rack_state.slots):
             return func(*args, **kwargs)
@@ -137,8 +136,6 @@ def _rounded(func, args, kwargs, dtypes, written, aliased, rack_state, slot):
             if not _low_precision(target, dtypes) or not isinstance(source, torch.Tensor):
                 continue
             if counters is None:
-                from interop.numerics.mode import SlotCounters
-
                 counters = rack_state.counters.setdefault(slot, SlotCounters())
                 counters.rounded_ops += 1
             _round_into(target, source, rack_state, slot, counters)
@@ -172,7 +169,7 @@ def _check_supported(func, args, kwargs, settings) -> None:
         native = [d for d in DTYPES if caps.support(op_class, d).native]
         raise ValueError(
             f"numerics: {settings.kind} (hybrid:{settings.slot}, device mode, strict) does not compute "
-            f"{func.name()} ({op_class}) in {str(dtype).replace('torch.', '')}: {support.reason}"
+            f"{func.name()} ({op_class}) in {devices.dtype_label(dtype)}: {support.reason}"
             + (f"; instead: {support.instead}" if support.instead else "")
             + f". Supported in {op_class} on {settings.kind}: {', '.join(native)}")
 

@@ -1,4 +1,4 @@
-"""Modelled durations of timeline records: ops through devices.cost, copies
+"""Costing timeline records: the modelled duration of each op through devices.cost, of each copy
 through the one point-to-point transfer model (collectives.transfer: the route
 the rack's topology gives, the host's PCIe link being one of its links).
 
@@ -25,7 +25,7 @@ class CopyCost:
     sources: tuple
 
 
-class Coster:
+class RecordCoster:
     """Costs records on one rack. Stateless (a rack's topology and plans are cached by collectives); cheap to build."""
 
     def __init__(self, rack):

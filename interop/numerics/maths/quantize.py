@@ -8,9 +8,20 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from interop.numerics import scales as scaling
-from interop.numerics.elements import ROUNDINGS, e8m0_reciprocals, e8m0_values
-from interop.numerics.formats import Format, format_named, resolve
+from interop.numerics.maths import scales as scaling
+from interop.numerics.maths.elements import ROUNDINGS, e8m0_reciprocals, e8m0_values
+from interop.numerics.maths.formats import Format, format_named, resolve
+
+_DEVICE_SCALE_RULES: list = []
+"""Callables ``(x, fmt) -> scale rule or None``: who says ``x``'s slot rounds block format ``fmt`` its own way
+(a slot in device numerics mode, :mod:`interop.numerics.slots.settings`). The format maths asks them through
+this hook and imports no slot state."""
+
+
+def register_device_scale_rule(rule_of) -> None:
+    """Let ``rule_of(x, fmt)`` choose the scale rule of :func:`quantize` called with ``scale_rule=None``."""
+    if rule_of not in _DEVICE_SCALE_RULES:
+        _DEVICE_SCALE_RULES.append(rule_of)
 
 INPUT_DTYPES: tuple[torch.dtype, ...] = (torch.float32, torch.bfloat16, torch.float16)
 """Dtypes :func:`quantize` takes (each converts to float32 exactly before rounding)."""
@@ -124,9 +135,10 @@ def quantize(x: torch.Tensor, fmt: str, *, block: int | None = None, scale_rule:
     """
     spec = format_named(fmt)
     if scale_rule is None and spec.scaled_blocks and isinstance(x, torch.Tensor):
-        from interop.numerics.mode import device_scale_rule
-
-        scale_rule = device_scale_rule(x, spec.name)
+        for rule_of in _DEVICE_SCALE_RULES:
+            scale_rule = rule_of(x, spec.name)
+            if scale_rule is not None:
+                break
     block, rule = resolve(spec, block, scale_rule)
     if rounding not in ROUNDINGS:
         raise ValueError(f"rounding: unknown mode {rounding!r}; accepted: {', '.join(ROUNDINGS)}")

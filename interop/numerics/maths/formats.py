@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from interop.numerics.elements import BF16, E2M1, E2M3, E3M2, E4M3, E5M2, FP16, INT8, ElementFormat
+from devices.dtypes import dtype_label
+from interop.numerics.maths.elements import BF16, E2M1, E2M3, E3M2, E4M3, E5M2, FP16, INT8, ElementFormat
 
 SCALE_RULES: dict[str, str] = {
     "ocp": "OCP MX v1.0 sample algorithm (section 6.3): shared exponent = floor(log2(amax)) - emax of the "
@@ -87,10 +88,7 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
 
 def format_named(name: object) -> Format:
     """The format called ``name`` (a name above or a torch dtype); ValueError listing the accepted names."""
-    key = str(name)
-    if key.startswith("torch."):
-        key = key[len("torch."):]
-    found = FORMATS.get(key)
+    found = FORMATS.get(dtype_label(name))
     if found is None:
         raise ValueError(f"fmt: unknown format {name!r}; supported formats: {', '.join(FORMATS)}")
     return found
