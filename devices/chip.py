@@ -180,7 +180,7 @@ class Chip:
 
     @property
     def price_per_hour(self) -> Figure | None:
-        """The on-demand price per chip-hour, or None (other bases: :attr:`prices`, :mod:`devices.pricing`)."""
+        """The on-demand price per chip-hour, or None (other bases: :attr:`prices`)."""
         return self.prices.get("on-demand")
 
     def missing(self, key: str) -> str:
@@ -190,7 +190,8 @@ class Chip:
             return self.unset[key]
         if key.startswith("price.") and not self.prices and "price" in self.unset:
             return self.unset["price"]
-        what = "a power figure" if key == "power" else f"a {key.removeprefix('price.')} price"
+        basis = key.removeprefix("price.")
+        what = "a power figure" if key == "power" else f"{'an' if basis[0] in 'aeiou' else 'a'} {basis} price"
         return f"no public source giving {what} for {self.kind} was found; left unset rather than invented"
 
     def peak_for(self, dtype: object) -> Figure:

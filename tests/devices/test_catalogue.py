@@ -198,6 +198,9 @@ def test_prices_are_the_public_ones_and_nothing_else():
     assert chip("h100").price_per_hour is chip("h100").prices["on-demand"]
     for kind in ("trn2", "trn3", "trn4", "gb300"):
         assert not chip(kind).prices and "price" in chip(kind).unset
+    # A basis without a source says so in a sentence naming it.
+    assert chip("gb200").missing("price.on-demand").startswith("no public source giving an on-demand price for gb200")
+    assert chip("h100").missing("price.reserved-effective").startswith("no public source giving a reserved-effective")
 
 
 def test_power_of_every_kind_or_why_not():
