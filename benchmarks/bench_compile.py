@@ -96,9 +96,21 @@ _TRITON_SCRIPT = textwrap.dedent("""
     import json, sys, time
     import torch, interop
     from benchmarks.harness import interleaved
-    from tests import triton_kernels as K
+    from tests.support import triton_kernels as K
+    from interop.compile.triton_bounds import Bounds
 
     repeats = int(sys.argv[1])
+    checked = Bounds.check
+
+    def unchecked(fn):  # the same launch with the bounds check switched off, for its cost alone
+        def run():
+            Bounds.check = lambda *a: None
+            try:
+                return fn()
+            finally:
+                Bounds.check = checked
+        return run
+
     cases = {
         "vector add, 2^18 float32": (K.add, lambda d: (torch.randn(1 << 18, device=d), torch.randn(1 << 18, device=d)),
                                      {"block": 1 << 12}),
@@ -110,7 +122,8 @@ _TRITON_SCRIPT = textwrap.dedent("""
         cpu_args = make("cpu")
         slot_args = tuple(a.to("hybrid:4") for a in cpu_args)
         assert torch.allclose(kernel(*cpu_args, **kw), kernel(*slot_args, **kw).cpu())
-        samples = interleaved({"cpu": lambda: kernel(*cpu_args, **kw), "slot": lambda: kernel(*slot_args, **kw)},
+        slot = lambda: kernel(*slot_args, **kw)  # noqa: E731
+        samples = interleaved({"cpu": lambda: kernel(*cpu_args, **kw), "slot": slot, "unchecked": unchecked(slot)},
                               repeats=repeats, inner=2, warmup=1)
         out[name] = samples
     print(json.dumps(out))
@@ -128,8 +141,14 @@ def _triton(section: Section, repeats: int) -> None:
         ratio = median([s / c for s, c in zip(samples["slot"], samples["cpu"])])
         section.add(f"Triton {name}: hybrid:4 / CPU tensors, both interpreted", f"{ratio:.3f}x", "<= 1.10",
                     ratio <= 1.10,
-                    f"median of {repeats} interleaved pairs x 2 launches; CPU {median(samples['cpu']) * 1e3:.1f} ms "
-                    f"({spread([s * 1e3 for s in samples['cpu']])}), hybrid {median(samples['slot']) * 1e3:.1f} ms")
+                    f"median of {repeats} interleaved triples x 2 launches; CPU {median(samples['cpu']) * 1e3:.1f} ms "
+                    f"({spread([s * 1e3 for s in samples['cpu']])}), hybrid {median(samples['slot']) * 1e3:.1f} ms "
+                    f"(bounds checked)")
+        check = median([s / u for s, u in zip(samples["slot"], samples["unchecked"])])
+        section.add(f"Triton {name}: the bounds check's cost, hybrid:4 checked / unchecked", f"{check:.3f}x", "", None,
+                    f"median of the same {repeats} interleaved triples; unchecked "
+                    f"{median(samples['unchecked']) * 1e3:.1f} ms: every load and store's active addresses compared "
+                    f"with the launch's allocations")
 
 
 def run(repeats: int = 7, write: bool = True) -> Section:

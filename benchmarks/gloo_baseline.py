@@ -17,6 +17,13 @@ untimed warm-up call comes first (connection set-up, first-touch of pages).
 The processes are started with ``spawn``: a script calling these must guard
 its entry point with ``if __name__ == "__main__":``.
 
+* :func:`gloo_interleaved`: the Gloo measurement taken in turns with a measurement of this process (the
+  in-process collectives' benchmark puts its own all_reduce there), so both sides see the same machine:
+  the workers stay up between repeats, blocked on the store, while this process measures.
+
+Every timed all_reduce starts from fresh inputs (the tensor is refilled, untimed, before each call), on
+both sides of a comparison.
+
 These are measurements (seconds of wall time), not modelled figures.  Run
 ``python -m benchmarks.gloo_baseline [world_size] [MiB] [repeats]`` to print both.
 """
@@ -30,6 +37,7 @@ import sys
 import tempfile
 import time
 from datetime import timedelta
+from typing import Callable
 
 COMMAND = "python -m benchmarks.gloo_baseline"
 
@@ -57,9 +65,10 @@ def _worker(rank: int, world: int, store_path: str, out_path: str, backend: str,
         dist.all_reduce(x)  # warm-up
         mine = []
         for _ in range(repeats):
-            dist.barrier()
             samples = []
             for _ in range(iterations):
+                x.fill_(1.0)  # fresh inputs, untimed
+                dist.barrier()
                 start = time.perf_counter()
                 dist.all_reduce(x)
                 samples.append(time.perf_counter() - start)
@@ -106,6 +115,65 @@ def hybrid_backend_allreduce_seconds(world_size: int = 8, nbytes: int = 64 << 20
     rack; it must have ``world_size`` slots).
     """
     return _measure("hybrid", world_size, nbytes, repeats, iterations, rack)
+
+
+def _turn_worker(rank: int, world: int, port: int, nbytes: int, repeats: int) -> None:
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    store = dist.TCPStore("127.0.0.1", port, None, False, timeout=timedelta(minutes=10))
+    dist.init_process_group("gloo", store=dist.PrefixStore("pg", store), rank=rank, world_size=world,
+                            timeout=timedelta(minutes=10))
+    try:
+        x = torch.empty(max(nbytes // 4, 1), dtype=torch.float32)
+        x.fill_(1.0)
+        dist.all_reduce(x)  # warm-up
+        store.set(f"ready/{rank}", "1")
+        for k in range(repeats):
+            store.get(f"go/{k}")  # blocks (no CPU) while the other side measures
+            x.fill_(1.0)  # fresh inputs, untimed
+            dist.barrier()
+            start = time.perf_counter()
+            dist.all_reduce(x)
+            elapsed = time.perf_counter() - start
+            wrong = int((x != world).sum()) if k == repeats - 1 else 0
+            store.set(f"t/{k}/{rank}", json.dumps([elapsed, wrong]))
+    finally:
+        dist.destroy_process_group()
+
+
+def gloo_interleaved(mine: Callable[[], float], world_size: int = 8, nbytes: int = 64 << 20, repeats: int = 7
+                     ) -> tuple[list[float], list[float], int]:
+    """Gloo all_reduce (float32, SUM, ``world_size`` CPU processes) and ``mine()`` measured in turns.
+
+    Repeat k runs ``mine()`` (which returns its own measured seconds) in this process, then one Gloo
+    all_reduce (fresh inputs, all ranks released together, the slowest rank's time).  Returns (Gloo seconds,
+    ``mine()`` seconds, wrong elements in Gloo's last result).
+    """
+    import torch.distributed as dist
+    import torch.multiprocessing as mp
+
+    if world_size < 1 or repeats < 1 or nbytes < 4:
+        raise ValueError("world_size and repeats must be >= 1 and nbytes >= 4")
+    store = dist.TCPStore("127.0.0.1", 0, None, True, timeout=timedelta(minutes=10), wait_for_workers=False)
+    ctx = mp.start_processes(_turn_worker, args=(world_size, store.port, nbytes, repeats), nprocs=world_size,
+                             join=False, start_method="spawn")
+    gloo, ours, wrong = [], [], 0
+    try:
+        store.wait([f"ready/{r}" for r in range(world_size)])
+        for k in range(repeats):
+            ours.append(mine())
+            store.set(f"go/{k}", "1")
+            keys = [f"t/{k}/{r}" for r in range(world_size)]
+            store.wait(keys)
+            results = [json.loads(store.get(key)) for key in keys]
+            gloo.append(max(seconds for seconds, _ in results))
+            wrong += sum(w for _, w in results)
+    finally:
+        while not ctx.join():
+            pass
+    return gloo, ours, wrong
 
 
 def main(argv: list[str] | None = None) -> None:

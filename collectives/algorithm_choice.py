@@ -108,13 +108,15 @@ def topology(rack) -> Topology:
     as a string is parsed once; a ``.toml`` path is read every time (the file
     may change).  At most :data:`TOPOLOGY_CACHE_SIZE` are kept.
     """
+    from devices import RackSpec
+
     if isinstance(rack, Topology):
         return rack
     if isinstance(rack, str):
         if ".toml" in rack.lower():
             return from_rack(rack)
         key = ("text", rack.strip())
-    elif hasattr(rack, "domains"):
+    elif isinstance(rack, RackSpec):
         key = ("spec", id(rack))
     else:
         return from_rack(rack)

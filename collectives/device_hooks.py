@@ -29,6 +29,12 @@ class DeviceHooks:
     """place_transfer(name, src, dst, start_ps, seconds, nbytes, algorithm, sources, link, wait=None) -> puts a
     point-to-point transfer between two processes' slots on the timeline at the agreed start; ``wait``: the
     slot whose current stream waits for its arrival (the receiver)."""
+    fused_program: Callable | None = None
+    """fused_program(steps, depth, sources, dests) -> the runtime's handle of a compiled schedule
+    (``collectives.fused.Program``; see ``collectives.executor``)."""
+    run_fused: Callable | None = None
+    """run_fused(program, sources, dests, reduce, post, factor, ifactor, divisor, widened) -> runs a compiled
+    schedule over host tensors in one pass per chunk (the runtime's C++ kernel)."""
 
 
 _hooks: DeviceHooks | None = None
@@ -38,6 +44,11 @@ def register(hooks: DeviceHooks) -> None:
     """Called once by ``import interop``."""
     global _hooks
     _hooks = hooks
+
+
+def registered() -> DeviceHooks | None:
+    """The hooks, or None before ``import interop`` (for callers that have a way without them)."""
+    return _hooks
 
 
 def hooks() -> DeviceHooks:

@@ -1,9 +1,15 @@
 """Run a schedule on real tensors: move and reduce the data exactly as the schedule says.
 
-:func:`run` walks a :class:`~collectives.schedule.Schedule` round by round over
-one tensor per participant (CPU tensors, or CPU aliases of device memory that
-the hybrid layer passes), with in-place torch ops on chunk views: no Python
-per-element work, no copies beyond what the schedule moves.
+:func:`run` executes a :class:`~collectives.schedule.Schedule` over one tensor
+per participant (CPU tensors, or CPU aliases of device memory that the hybrid
+layer passes).  On host memory, with the runtime loaded (``import interop``
+registers its kernel in ``collectives.device_hooks``), the schedule is compiled
+once (``collectives.fused``: every output region as one expression of the
+inputs, in the schedule's order and association) and run in one pass per
+chunk: each input element read once, each output element written once,
+nothing allocated.  Elsewhere (memory of a real GPU, no runtime) it walks the
+rounds transfer by transfer with in-place torch ops on chunk views.  Both give
+the same bytes.
 
 Numerics:
 
@@ -32,12 +38,15 @@ for reduce_scatter).
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from dataclasses import replace
+from functools import lru_cache
 from typing import Sequence
 
 import torch
 
-from collectives import algorithms
+from collectives import algorithms, device_hooks, fused
 from collectives.ops import REDUCING, check_op, check_reduce, parse_reduce_op, premul_factor
 from collectives.schedule import CollectiveSpec, Schedule, inplace_safe, io_sizes
 from devices.dtypes import dtype_name
@@ -74,7 +83,7 @@ def _binary(op: str, dtype: torch.dtype):
 
 
 def _flat(t: torch.Tensor | None) -> torch.Tensor | None:
-    return None if t is None else t.view(-1)
+    return t if t is None or t.dim() == 1 else t.view(-1)
 
 
 def _span(t: torch.Tensor) -> tuple[int, int]:
@@ -82,9 +91,12 @@ def _span(t: torch.Tensor) -> tuple[int, int]:
     return start, start + t.numel() * t.element_size()
 
 
-def _inplace_offset(op: str, i: int, t_in: torch.Tensor, t_out: torch.Tensor, count: int) -> tuple[int, int] | None:
-    """(in_base, out_base) in elements when rank i's input and output share memory the NCCL way, else None."""
-    (a0, a1), (b0, b1) = _span(t_in), _span(t_out)
+def _inplace_offset(op: str, i: int, t_in: torch.Tensor, t_out: torch.Tensor, count: int,
+                    spans: tuple | None = None) -> tuple[int, int] | None:
+    """(in_base, out_base) in elements when rank i's input and output share memory the NCCL way, else None.
+
+    ``spans``: the two tensors' (start, end) byte addresses when the caller has them."""
+    (a0, a1), (b0, b1) = spans if spans is not None else (_span(t_in), _span(t_out))
     size = t_out.element_size()
     if op in ("all_reduce", "broadcast", "reduce") and (a0, a1) == (b0, b1):
         return 0, 0
@@ -93,6 +105,20 @@ def _inplace_offset(op: str, i: int, t_in: torch.Tensor, t_out: torch.Tensor, co
     if op == "reduce_scatter" and b0 == a0 + i * count * size and b1 - b0 == count * size:
         return 0, i * count
     return None
+
+
+_checked_reduce: set[tuple[str, torch.dtype]] = set()
+
+
+def _check_reduce(op: str, reduce_op: str, dtype: torch.dtype) -> None:
+    """check_reduce and the executor's own dtype list, remembering the pairs that passed."""
+    if (reduce_op, dtype) in _checked_reduce:
+        return
+    check_reduce(reduce_op, dtype, where=f"{op}: op")
+    if dtype not in REDUCIBLE:
+        raise TypeError(f"{op}: this executor does not reduce {dtype}; it reduces "
+                        f"{', '.join(dtype_name(d) for d in REDUCIBLE)}")
+    _checked_reduce.add((reduce_op, dtype))
 
 
 def validate(schedule: Schedule, inputs: Sequence, outputs: Sequence, reduce_op: str = "sum",
@@ -112,6 +138,8 @@ def validate(schedule: Schedule, inputs: Sequence, outputs: Sequence, reduce_op:
         raise ValueError(f"{op}: expected {p} inputs and {p} outputs (one per participant), "
                          f"got {len(inputs)} and {len(outputs)}")
     tensors = []
+    shapes = {"in": set(), "out": set()}
+    dtypes, devices = set(), set()
     for kind, seq in (("in", inputs), ("out", outputs)):
         want = schedule.buffers[kind]
         for i, t in enumerate(seq):
@@ -124,48 +152,49 @@ def validate(schedule: Schedule, inputs: Sequence, outputs: Sequence, reduce_op:
             if not t.is_contiguous():
                 raise ValueError(f"{op}: {kind}put of participant {i} must be contiguous")
             tensors.append((kind, i, t))
+            shapes[kind].add(t.shape)
+            dtypes.add(t.dtype)
+            devices.add(t.device)
     if factor is not None and (op not in REDUCING or reduce_op != "premul_sum"):
         raise ValueError(f"{op}: factor: only the premul_sum reduce op takes a factor (op is {reduce_op!r})")
     if not tensors:
         return [None] * p, None
     if spec.splits is None:  # equal sizes everywhere: the shapes must agree too
         for kind in ("in", "out"):
-            shapes = {tuple(t.shape) for k, _, t in tensors if k == kind}
-            if len(shapes) > 1:
-                raise ValueError(f"{op}: {kind}put shapes differ between participants: {sorted(shapes)}")
+            if len(shapes[kind]) > 1:
+                raise ValueError(f"{op}: {kind}put shapes differ between participants: "
+                                 f"{sorted(tuple(s) for s in shapes[kind])}")
         if op in ("all_reduce", "broadcast", "reduce", "send_recv"):
-            shapes = {tuple(t.shape) for _, _, t in tensors}
-            if len(shapes) > 1:
-                raise ValueError(f"{op}: input and output shapes differ: {sorted(shapes)}")
-    dtypes = {t.dtype for _, _, t in tensors}
+            both = shapes["in"] | shapes["out"]
+            if len(both) > 1:
+                raise ValueError(f"{op}: input and output shapes differ: {sorted(tuple(s) for s in both)}")
     if len(dtypes) > 1:
         raise TypeError(f"{op}: all tensors must share one dtype, got {sorted(str(d) for d in dtypes)}")
-    devices = {t.device for _, _, t in tensors}
     if len(devices) > 1:
         raise ValueError(f"{op}: all tensors must be on one device, got {sorted(str(d) for d in devices)}")
     dtype = dtypes.pop()
     scale = None
     if op in REDUCING:
-        check_reduce(reduce_op, dtype, where=f"{op}: op")
-        if dtype not in REDUCIBLE:
-            raise TypeError(f"{op}: this executor does not reduce {dtype}; it reduces "
-                            f"{', '.join(dtype_name(d) for d in REDUCIBLE)}")
+        _check_reduce(op, reduce_op, dtype)
         if reduce_op == "premul_sum":
             scale = premul_factor(factor, dtype, where=f"{op}: factor")
     alias: list[tuple[int, int] | None] = [None] * p
     spans = sorted((_span(t) + (kind, i, t) for kind, i, t in tensors if t.numel()), key=lambda x: x[0])
-    for k, (b0, b1, kb, ib, tb) in enumerate(spans):
-        for a0, a1, ka, ia, ta in spans[:k]:
-            if b0 >= a1:
-                continue
+    active: list[tuple] = []  # earlier spans that reach past the current start, in start order
+    for b0, b1, kb, ib, tb in spans:
+        if active:
+            active = [a for a in active if a[1] > b0]
+        for a0, a1, ka, ia, ta in active:
             if ia == ib and ka != kb:
-                t_in, t_out = (ta, tb) if ka == "in" else (tb, ta)
-                off = _inplace_offset(op, ia, t_in, t_out, spec.count)
+                t_in, t_out, pair = ((ta, tb, ((a0, a1), (b0, b1))) if ka == "in" else
+                                     (tb, ta, ((b0, b1), (a0, a1))))
+                off = _inplace_offset(op, ia, t_in, t_out, spec.count, pair)
                 if off is not None:
                     alias[ia] = off
                     continue
             raise ValueError(f"{op}: the {ka}put of participant {ia} and the {kb}put of participant {ib} share "
                              f"memory (the same tensor twice?); only NCCL-style in-place use is allowed")
+        active.append((b0, b1, kb, ib, tb))
     return alias, scale
 
 
@@ -178,14 +207,109 @@ def run(schedule: Schedule, inputs: Sequence, outputs: Sequence, reduce_op: str 
     docstring for numerics and in-place use.
     """
     reduce_op, factor = reduce_with_factor(reduce_op, factor)
-    spec, p = schedule.spec, schedule.participants
     inputs, outputs = _unused_dropped(schedule, inputs, outputs)
     alias, factor = validate(schedule, inputs, outputs, reduce_op, factor)
     ins = [_flat(t) for t in inputs]
     outs = [_flat(t) for t in outputs]
-    present = [t for t in ins + outs if t is not None]
-    if not present:
+    if all(t is None for t in ins + outs):
         return
+    if not _run_fused(schedule, ins, outs, alias, reduce_op, factor):
+        _run_steps(schedule, ins, outs, alias, reduce_op, factor)
+
+
+# -- one pass per chunk ---------------------------------------------------------------------------
+
+_REDUCE_CODES = {"sum": 0, "avg": 0, "premul_sum": 0, "prod": 1, "min": 2, "max": 3, "band": 4, "bor": 5, "bxor": 6}
+"""The kernel's reduce ops (avg and premul_sum sum, then scale once at the end)."""
+_POST_NONE, _POST_DIV, _POST_DIV_TRUNC, _POST_MUL = 0, 1, 2, 3
+FUSED_CACHE_SIZE = 512
+"""Compiled schedules kept (least recently used dropped first), like the plan cache they sit beside."""
+_fused_cache: OrderedDict[tuple, tuple] = OrderedDict()
+_fused_lock = threading.Lock()
+
+
+def _compiled(schedule: Schedule, alias: tuple, widened: bool, hooks) -> tuple | None:
+    """(program, the runtime's handle, buffers to read from a copy) for ``schedule`` under ``alias``; cached."""
+    key = (id(schedule), alias, widened)
+    with _fused_lock:
+        hit = _fused_cache.get(key)
+        if hit is not None and hit[0] is schedule:
+            _fused_cache.move_to_end(key)
+            return hit[1]
+    p = schedule.participants
+    program = fused.compile_schedule(schedule, fused.effective_alias(schedule, alias, widened))
+    entry = None
+    if program is not None and not (widened and (program.reads_out or any(s.identity for s in program.steps))):
+        # (Narrow floats reduce in a float32 copy of the output: what it held before the call is not there.)
+        steps = [(s.count, list(s.code), [(r if buf == "in" else p + r, off) for buf, r, off in s.leaves],
+                  list(s.dsts), s.identity) for s in program.steps]
+        handle = hooks.fused_program(steps, program.depth, 2 * p, p)
+        entry = (program, handle, fused.hazards(program, alias), fused.hazards(program, alias, scaled=True))
+    with _fused_lock:
+        _fused_cache[key] = (schedule, entry)
+        _fused_cache.move_to_end(key)
+        while len(_fused_cache) > FUSED_CACHE_SIZE:
+            _fused_cache.popitem(last=False)
+    return entry
+
+
+def _run_fused(schedule: Schedule, ins: list, outs: list, alias, reduce_op: str, factor) -> bool:
+    """Run ``schedule`` compiled (``collectives.fused``) in the runtime's one-pass kernel; False where that does
+    not apply (no runtime loaded, memory that is not the host's, a schedule the compiler leaves alone)."""
+    hooks = device_hooks.registered()
+    if hooks is None or hooks.run_fused is None:
+        return False
+    first = next(t for t in ins + outs if t is not None)
+    if first.device.type != "cpu":
+        return False
+    spec, p = schedule.spec, schedule.participants
+    dtype = first.dtype
+    reducing = spec.op in REDUCING
+    widened = reducing and dtype in WIDENED
+    entry = _compiled(schedule, tuple(alias), widened, hooks)
+    if entry is None:
+        return False
+    program, handle, hazards, hazards_scaled = entry
+    post, divisor, fval, ival, after = _POST_NONE, 1, 1.0, 1, None
+    if reducing and reduce_op in ("avg", "premul_sum"):
+        if dtype.is_complex:
+            after = reduce_op  # complex division and products: torch's own kernels, on the outputs
+        elif reduce_op == "premul_sum":
+            post = _POST_MUL
+            if dtype.is_floating_point:
+                fval = float(factor)
+            else:
+                ival = int(factor)
+        elif dtype.is_floating_point:
+            post, divisor = _POST_DIV, p
+        else:
+            if int(torch.tensor(p).to(dtype)) == 0:
+                return False  # p is 0 in the tensor's type: the step-by-step path raises torch's error
+            post, divisor = _POST_DIV_TRUNC, p
+    sources = ins + outs
+    for buf, rank in (hazards_scaled if post != _POST_NONE else hazards):  # in-place use would overwrite these before every step has read them
+        k = rank if buf == "in" else p + rank
+        sources[k] = sources[k].clone()
+    hooks.run_fused(handle, sources, outs, _REDUCE_CODES[reduce_op] if reducing else 0, post, fval, ival, divisor,
+                    widened)
+    if after is not None:
+        for t in outs:
+            if t is None:
+                continue
+            if after == "premul_sum":
+                t.mul_(factor)
+            else:
+                t.div_(p)
+    return True
+
+
+# -- transfer by transfer -------------------------------------------------------------------------
+
+
+def _run_steps(schedule: Schedule, ins: list, outs: list, alias, reduce_op: str, factor) -> None:
+    """Walk the rounds transfer by transfer with torch ops on chunk views (any device)."""
+    spec, p = schedule.spec, schedule.participants
+    present = [t for t in ins + outs if t is not None]
     dtype, device = present[0].dtype, present[0].device
     reducing = spec.op in REDUCING
     work = dtype
@@ -254,9 +378,15 @@ def _unused_dropped(schedule: Schedule, inputs: Sequence, outputs: Sequence) -> 
     """
     if len(inputs) != schedule.participants or len(outputs) != schedule.participants:
         return list(inputs), list(outputs)  # validate() reports the lengths
-    shape = io_sizes(replace(schedule.spec, count=1, splits=None))
+    shape = _used(schedule.spec.op, schedule.participants, schedule.spec.root)
     return ([t if shape["in"][i] else None for i, t in enumerate(inputs)],
             [t if shape["out"][i] else None for i, t in enumerate(outputs)])
+
+
+@lru_cache(maxsize=1024)
+def _used(op: str, participants: int, root: int) -> dict[str, tuple[int, ...]]:
+    """Which participants have an input and an output buffer (nonzero) in ``op``, whatever the count."""
+    return io_sizes(CollectiveSpec(op=op, participants=participants, count=1, root=root))
 
 
 def _aligned(schedule: Schedule) -> bool:
@@ -303,31 +433,44 @@ def _apply(t, bufs, fn, fn_, off: int | None = None, count: int | None = None) -
                 fn_(dst, v)
 
 
-def infer_spec(op: str, inputs: Sequence, outputs: Sequence, *, root: int = 0, splits=None,
-               pipeline: int = 1, itemsize: int | None = None) -> CollectiveSpec:
-    """The :class:`CollectiveSpec` a list of per-participant tensors describes (count from their sizes)."""
-    op = check_op(op)
+def infer_count(op: str, inputs: Sequence, outputs: Sequence, splits=None) -> int:
+    """The per-participant element count (``collectives.ops`` conventions) these tensors describe.
+
+    ``op`` must be canonical (:func:`collectives.ops.check_op`).
+    """
     p = len(inputs)
     if len(outputs) != p:
         raise ValueError(f"{op}: expected as many outputs as inputs ({p}), got {len(outputs)}")
     if p == 0:
         raise ValueError(f"{op}: needs at least one participant")
-    ref = {"all_reduce": inputs, "all_gather": inputs, "reduce": inputs, "gather": inputs, "send_recv": inputs,
-           "reduce_scatter": outputs, "broadcast": outputs, "scatter": outputs}.get(op)
-    count = 0
+    ref = _COUNT_FROM.get(op)
     if ref is not None:
+        ref = inputs if ref == "in" else outputs
         pick = ref[0] if ref[0] is not None else next((t for t in ref if t is not None), None)
         if pick is None:
             raise ValueError(f"{op}: no tensor to take the element count from")
-        count = pick.numel()
-    elif op == "all_to_all" and splits is None:
+        return pick.numel()
+    if op == "all_to_all" and splits is None:
         count, rem = divmod(inputs[0].numel(), p)
         if rem:
             raise ValueError(f"all_to_all: input of {inputs[0].numel()} elements does not split evenly over {p} "
                              f"participants; pass splits")
+        return count
+    return 0
+
+
+_COUNT_FROM = {"all_reduce": "in", "all_gather": "in", "reduce": "in", "gather": "in", "send_recv": "in",
+               "reduce_scatter": "out", "broadcast": "out", "scatter": "out"}
+
+
+def infer_spec(op: str, inputs: Sequence, outputs: Sequence, *, root: int = 0, splits=None,
+               pipeline: int = 1, itemsize: int | None = None) -> CollectiveSpec:
+    """The :class:`CollectiveSpec` a list of per-participant tensors describes (count from their sizes)."""
+    op = check_op(op)
+    count = infer_count(op, inputs, outputs, splits)
     first = next((t for t in list(inputs) + list(outputs) if t is not None), None)
     size = itemsize or (first.element_size() if first is not None else 1)
-    return CollectiveSpec(op=op, participants=p, count=count, itemsize=size, root=root, splits=splits,
+    return CollectiveSpec(op=op, participants=len(inputs), count=count, itemsize=size, root=root, splits=splits,
                           pipeline=pipeline)
 
 

@@ -38,15 +38,17 @@ def _slots(op: str, tensors: Sequence, what: str) -> tuple[int, ...]:
     for i, t in enumerate(tensors):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{op}: {what}[{i}] must be a torch.Tensor, got {type(t).__name__}")
-        if t.device.type != "hybrid":
-            raise ValueError(f"{op}: {what}[{i}] is on {t.device}; every tensor must be on a hybrid slot")
-        slots.append(t.device.index)
-    seen: dict[int, int] = {}
-    for i, s in enumerate(slots):
-        if s in seen:
-            raise ValueError(f"{op}: {what}[{seen[s]}] and {what}[{i}] are both on hybrid:{s}; "
-                             "each participant needs its own slot")
-        seen[s] = i
+        device = t.device
+        if device.type != "hybrid":
+            raise ValueError(f"{op}: {what}[{i}] is on {device}; every tensor must be on a hybrid slot")
+        slots.append(device.index)
+    if len(set(slots)) != len(slots):
+        seen: dict[int, int] = {}
+        for i, s in enumerate(slots):
+            if s in seen:
+                raise ValueError(f"{op}: {what}[{seen[s]}] and {what}[{i}] are both on hybrid:{s}; "
+                                 "each participant needs its own slot")
+            seen[s] = i
     return tuple(slots)
 
 
@@ -54,7 +56,9 @@ def _check_pairs(op: str, inputs: Sequence, outputs: Sequence) -> None:
     if len(outputs) != len(inputs):
         raise ValueError(f"{op}: expected {len(inputs)} outputs (one per participant), got {len(outputs)}")
     for i, (a, b) in enumerate(zip(inputs, outputs)):
-        if b is not None and (not isinstance(b, torch.Tensor) or b.device != a.device):
+        if b is None or b is a:
+            continue
+        if not isinstance(b, torch.Tensor) or b.device != a.device:
             where = b.device if isinstance(b, torch.Tensor) else type(b).__name__
             raise ValueError(f"{op}: outputs[{i}] must be on {a.device} like inputs[{i}], got {where}")
 
@@ -68,17 +72,17 @@ def _run(op: str, inputs: list, outputs: list, slots: tuple[int, ...], *, reduce
     rack = h.rack()
     topo = topology(rack.spec)
     first = next(t for t in list(inputs) + list(outputs) if t is not None)
-    spec_count = executor.infer_spec(op, inputs, outputs, root=root, splits=splits).count
+    count = executor.infer_count(op, inputs, outputs, splits)
     # A training loop all-reduces the same buckets every step: each is planned once (the one plan cache).
-    chosen = cached_plan(topo, op, spec_count, first.element_size(), tuple(slots), algorithm, root=root,
-                         splits=splits)
+    chosen = cached_plan(topo, op, count, first.element_size(), slots, algorithm, root=root, splits=splits)
     schedule = chosen.schedule
     if schedule is None:
         raise RuntimeError(f"{op}: the {chosen.estimate.algorithm} plan has no step schedule to execute")
     ins = [None if t is None else h.alias(t) for t in inputs]
-    outs = [None if t is None else h.alias(t) for t in outputs]
-    devices = {t.device for t in ins + outs if t is not None}
-    if len(devices) > 1:
+    # In place (the same tensor as input and output): one alias serves both.
+    outs = [None if t is None else ins[i] if t is inputs[i] else h.alias(t) for i, t in enumerate(outputs)]
+    present = [t for t in ins + outs if t is not None]
+    if not all(t.is_cpu for t in present) and len({t.device for t in present}) > 1:
         # Slots of different backings (host memory and a real GPU): the schedule
         # runs on host copies and the results are written back.
         staged_in = [None if t is None else t.cpu() for t in ins]
@@ -90,10 +94,22 @@ def _run(op: str, inputs: list, outputs: list, slots: tuple[int, ...], *, reduce
     else:
         executor.run(schedule, ins, outs, reduce_op, factor)
     est = chosen.estimate
-    domains = sorted({topo.domain_name(s) for s in slots})
-    h.place(op, list(slots), est.seconds, est.nbytes, est.algorithm, est.sources,
-            f"collective {'+'.join(domains)}")
+    h.place(op, list(slots), est.seconds, est.nbytes, est.algorithm, est.sources, _link(topo, slots))
     return Result(list(outputs), est, slots)
+
+
+_links: dict[tuple[int, tuple[int, ...]], tuple[object, str]] = {}
+
+
+def _link(topo, slots: tuple[int, ...]) -> str:
+    """The timeline's link label of a collective over ``slots`` (the domains it spans), cached per topology."""
+    key = (id(topo), slots)
+    hit = _links.get(key)
+    if hit is None or hit[0] is not topo:
+        if len(_links) > 256:
+            _links.clear()
+        hit = _links[key] = (topo, f"collective {'+'.join(sorted({topo.domain_name(s) for s in slots}))}")
+    return hit[1]
 
 
 def run(op: str, inputs: Sequence, outputs: Sequence, *, reduce_op: str = "sum", algorithm: str | None = None,

@@ -26,20 +26,20 @@ def build(rack) -> Topology:
     from devices import fabric
 
     # Consecutive domains alike in all but name and position become one run (one model), so that a flat
-    # million-chip spec costs what its replicated form does once built.
+    # million-chip spec costs what its replicated form does once built. The spec's domain table already holds
+    # runs: they are read run by run (split where the slot groups' kinds change), never domain by domain.
     runs: list[list] = []  # [key, spec of the first domain, repeat, numbering]
-    for d in rack.domains:
-        kinds = tuple(sorted({g.kind for g in rack.groups if g.first < d.stop and g.stop > d.first}))
-        key = (d.fabric, d.count, d.shape, d.link_bandwidth, d.latency, d.in_switch_reduction, kinds)
+    for d, count in _pieces(rack):
+        key = (d.fabric, d.count, d.shape, d.link_bandwidth, d.latency, d.in_switch_reduction, _kinds(rack, d))
         if runs:
             last = runs[-1]
             first, repeat, numbering = last[1], last[2], last[3]
             if (last[0] == key and first.first + repeat * first.count == d.first and numbering is not None
                     and d.name == f"{numbering[0]}{numbering[1] + repeat}"):
-                last[2] += 1
+                last[2] += count
                 continue
         m = _NUMBERED.match(d.name)
-        runs.append([key, d, 1, (m.group(1), int(m.group(2))) if m else None])
+        runs.append([key, d, count, (m.group(1), int(m.group(2))) if m else None])
     built: dict[tuple, DomainModel] = {}
     models = []
     for key, d, repeat, numbering in runs:
@@ -59,6 +59,34 @@ def build(rack) -> Topology:
                          tuning.PCIE_EFFICIENCY, pcie.latency)
     return Topology(rack.name, rack.slots_per_replica, rack.replicas, tuple(models), network,
                     tuning.NCCL_PROTOCOLS, True, rack.source, host)
+
+
+def _kinds(rack, d) -> tuple[str, ...]:
+    """The chip kinds of the slot groups a domain holds, sorted."""
+    return tuple(sorted({g.kind for g in rack.groups if g.first < d.stop and g.stop > d.first}))
+
+
+def _pieces(rack):
+    """(first domain, how many) of consecutive domains that are alike for the topology: the domain table's runs
+    cut where the kinds of the slot groups they hold change, each piece's copies numbered one after the other
+    as :data:`_NUMBERED` reads names (a run whose copies it would not read so is given domain by domain)."""
+    for run in rack.domains.runs:
+        first, count, repeat = run.domain.first, run.domain.count, run.repeat
+        cuts = {0, repeat}
+        for g in rack.groups:
+            for edge in (g.first, g.stop):
+                if first < edge < run.stop:
+                    k, off = divmod(edge - first, count)
+                    cuts.update((k, k + 1) if off else (k,))
+        cuts = sorted(c for c in cuts if 0 <= c <= repeat)
+        for lo, hi in zip(cuts, cuts[1:]):
+            head = run.copy(lo)
+            m = _NUMBERED.match(head.name)
+            if hi - lo == 1 or (m and run.copy(lo + 1).name == f"{m.group(1)}{int(m.group(2)) + 1}"):
+                yield head, hi - lo
+            else:
+                for k in range(lo, hi):
+                    yield run.copy(k), 1
 
 
 def _domain_model(rack, d, kinds: tuple[str, ...]) -> DomainModel:
@@ -90,8 +118,6 @@ def from_rack(rack) -> Topology:
     This builds a new object each time; ``collectives.topology(rack)`` is the
     cached way to get one.
     """
-    if not hasattr(rack, "domains"):
-        import devices
+    import devices
 
-        rack = devices.parse_rack(rack)
-    return build(rack)
+    return build(devices.parse_rack(rack))

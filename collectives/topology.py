@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from dataclasses import dataclass
+from math import gcd
 from typing import Sequence
 
 from collectives import tuning
@@ -187,6 +188,10 @@ class HostLinkModel:
 
 HOST = -1
 """The host (CPU memory) as a transfer endpoint: every slot reaches it over its own PCIe link."""
+
+RANGE_WALK_LIMIT = 256
+"""A ``range`` of participants longer than this is laid out by counting (:meth:`Topology.placement`), not member by
+member; its :attr:`Placement.ranks` is then None (computed by :meth:`Topology.group_ranks` when a schedule needs it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -355,7 +360,9 @@ class Topology:
         return tuple(tuple(g) for g in groups.values())
 
     def placement(self, slots: Sequence[int] | None = None) -> Placement:
-        """Where ``slots`` (None: every slot) sit; symbolic when they cover the whole rack."""
+        """Where ``slots`` (None: every slot) sit; symbolic when they cover the whole rack, and counted without
+        walking the members for a strided ``range`` of more than :data:`RANGE_WALK_LIMIT` slots (a data-parallel
+        group of ten million chips costs what one of ten does)."""
         if slots is None or (isinstance(slots, range) and slots == range(len(self))):
             sizes = {d.count for d in self.domains}
             first = self.domains[0]
@@ -363,12 +370,100 @@ class Topology:
             switch = first if one and first.in_switch and not first.is_torus else None
             return Placement(len(self), self.domain_count * self.replicas, sizes.pop() if len(sizes) == 1 else None,
                           self.domains, switch, first.shape if one else None)
+        if isinstance(slots, range) and slots.step > 0 and slots.start >= 0 and len(slots) > RANGE_WALK_LIMIT:
+            count, sizes, doms = self._range_groups(slots.start, slots.step, len(slots))
+            return Placement(len(slots), count, sizes.pop() if len(sizes) == 1 else None, tuple(doms.values()),
+                          self.switch_domain(slots), self.torus_shape(slots), None)
         groups = self.group_ranks(slots)
         sizes = {len(g) for g in groups}
         heads = [slots[g[0]] for g in groups if slots[g[0]] != HOST]
         doms = {id(d): d for d in (self.domain_of(s)[1] for s in heads)}
         return Placement(len(slots), len(groups), sizes.pop() if len(sizes) == 1 else None, tuple(doms.values()),
                       self.switch_domain(slots), self.torus_shape(slots), groups)
+
+    # -- strided groups, counted ------------------------------------------------
+
+    def _range_groups(self, a: int, s: int, n: int) -> tuple[int, set[int], dict[int, DomainModel]]:
+        """(domains hit, the set of members per domain hit, the domain models hit in order of first member) of
+        slots ``a + j * s`` for ``j < n`` (``s > 0``), without a step per member.
+
+        Replicas are ``width`` slots apart, so a replica wholly inside the group holds the members that start
+        at ``(a - q * width) mod s``: its pattern repeats every ``s / gcd(s, width)`` replicas and only one
+        period of them is counted (times how often it repeats). A stride of a replica or more puts every member
+        in a replica of its own."""
+        w = self.width
+        count, sizes, doms = 0, set(), {}
+        if s >= w:
+            for j in range(min(n, w // gcd(s, w))):
+                dom = self.domain_of(a + j * s)[1]
+                doms.setdefault(id(dom), dom)
+            return n, {1}, doms
+        last = a + (n - 1) * s
+        q0, q1 = a // w, last // w
+        memo: dict[tuple[int, int], tuple[int, set[int], list[DomainModel]]] = {}
+
+        def replica(q: int, times: int = 1) -> None:
+            nonlocal count
+            lo = max(a, q * w)
+            first = lo + (-(lo - a)) % s  # the first member at or after lo
+            stop = min(last, (q + 1) * w - 1)
+            k = (stop - first) // s + 1 if first <= stop else 0
+            if not k:
+                return
+            key = (first - q * w, k)
+            hit = memo.get(key)
+            if hit is None:
+                hit = memo[key] = self._local_groups(first - q * w, s, k)
+            count += hit[0] * times
+            sizes.update(hit[1])
+            for dom in hit[2]:
+                doms.setdefault(id(dom), dom)
+
+        replica(q0)
+        middle = q1 - q0 - 1
+        period = s // gcd(s, w)
+        if middle > 2 * period:
+            full, extra = divmod(middle, period)
+            for t in range(period):
+                replica(q0 + 1 + t, full + (1 if t < extra else 0))
+        else:
+            for q in range(q0 + 1, q1):
+                replica(q)
+        if q1 > q0:
+            replica(q1)
+        return count, sizes, doms
+
+    def _local_groups(self, o: int, s: int, k: int) -> tuple[int, set[int], list[DomainModel]]:
+        """:meth:`_range_groups` within one replica: local slots ``o + i * s`` for ``i < k``."""
+        count, sizes, models = 0, set(), []
+        for dom in self.domains:
+            c, lo, hi = dom.count, dom.first, dom.stop
+            i_lo, i_hi = max(0, -(-(lo - o) // s)), min(k, -(-(hi - o) // s))
+            if i_lo >= i_hi:
+                continue
+            models.append(dom)
+            x0, m = o + i_lo * s, i_hi - i_lo
+            if s >= c:  # at most one member per domain
+                count += m
+                sizes.add(1)
+                continue
+            b0, b1 = (x0 - lo) // c, (x0 + (m - 1) * s - lo) // c
+            count += b1 - b0 + 1  # a stride under the domain size leaves no domain between out
+
+            def members(b: int) -> int:
+                start, stop = lo + b * c, lo + (b + 1) * c
+                return max(0, min(m, -(-(stop - x0) // s)) - max(0, -(-(start - x0) // s)))
+
+            sizes.add(members(b0))
+            sizes.add(members(b1))
+            inner = b1 - b0 - 1
+            if inner > 0:
+                if c % s == 0:
+                    sizes.add(c // s)
+                else:  # the count per whole domain repeats every s / gcd(s, c) domains
+                    for b in range(b0 + 1, b0 + 1 + min(inner, s // gcd(s, c))):
+                        sizes.add(members(b))
+        return count, sizes, models
 
     def torus_shape(self, slots: Sequence[int]) -> tuple[int, ...] | None:
         """The torus shape when ``slots`` are exactly one torus domain's members in order, else None."""

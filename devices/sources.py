@@ -290,3 +290,8 @@ H200_MEASUREMENTS = _doc(
 
 DOCUMENTS: tuple[Document, ...] = tuple(v for v in dict(globals()).values() if isinstance(v, Document))
 """Every document the catalogue, the fabrics and the cost model cite, in the order above."""
+
+
+def cited(text: str) -> tuple[int, ...]:
+    """The numbers of the documents a citation names (1-based positions in :data:`DOCUMENTS`), in that order."""
+    return tuple(i for i, doc in enumerate(DOCUMENTS, 1) if doc.marker in text)

@@ -10,53 +10,61 @@ ORDER = 6
 
 
 def add_arguments(parser) -> None:
-    from interop.live.plan_models import BUILTIN
+    from hybrid_cli.arguments import count, positive_int, slot_list
+    from planner.models import model_names
+    from planner.optimizers import OPTIMIZERS
 
     parser.add_argument("--model", default="gpt",
-                        help=f"built in ({', '.join(BUILTIN)}), a transformers model type (gpt2, llama, ...: its "
-                             "default config, no download) or module:factory (default: gpt)")
+                        help=f"a named model ({', '.join(model_names())}), a transformers model type (gpt2, llama, "
+                             "...: its default config, no download) or module:factory (default: gpt)")
     parser.add_argument("--rack", default=None, help="rack spec or preset (default: the current rack, fusion-default)")
     parser.add_argument("--objective", default="time", choices=("time", "cost", "energy"))
-    parser.add_argument("--run", type=int, default=0, metavar="STEPS",
+    parser.add_argument("--run", type=count, default=0, metavar="STEPS",
                         help="train the plan this many steps and check it against the single-device run")
     parser.add_argument("--plot", default=None, metavar="PATH", help="write the plan's pipeline chart (PNG)")
     parser.add_argument("--json", default=None, metavar="PATH", help="write the plan as JSON")
-    parser.add_argument("--batch", type=int, default=None, help="global batch rows (default: the model's)")
-    parser.add_argument("--seq", type=int, default=None, help="sequence length (token models)")
-    parser.add_argument("--microbatches", type=int, default=None, help="fix the microbatch count (default: search)")
+    parser.add_argument("--global-batch", "--batch", dest="global_batch", type=positive_int, default=None,
+                        help="rows per step (default: the model's example batch; --batch is the old name)")
+    parser.add_argument("--seq", type=positive_int, default=None, help="sequence length (token models)")
+    parser.add_argument("--microbatches", type=positive_int, default=None,
+                        help="fix the microbatch count (default: search)")
     parser.add_argument("--schedule", default="auto", choices=("auto", "1f1b", "gpipe", "interleaved"),
                         help="the pipeline schedule (auto: the fastest the step model finds, interleaved included)")
-    parser.add_argument("--optimizer", default="adamw", choices=("adamw", "adam", "sgd"))
-    parser.add_argument("--slots", default=None, help="comma-separated slots the plan may use (default: all)")
+    parser.add_argument("--optimizer", default="adamw", choices=tuple(OPTIMIZERS))
+    parser.add_argument("--slots", type=slot_list, default=None,
+                        help="comma-separated slots the plan may use (default: all)")
     parser.add_argument("--dtype", default=None, choices=("float32", "bfloat16"), help="parameter dtype")
 
 
 def main(args) -> int:
     import interop
+    from hybrid_cli.outputs import check_outputs, draw, write_data
     from interop.live import plan_run
     from interop.live.plan_models import build
 
-    slots = None if args.slots is None else [int(s) for s in args.slots.split(",") if s.strip()]
-    pm = build(args.model, real=args.run > 0, batch=args.batch, seq=args.seq, dtype=args.dtype)
+    check_outputs({"--json": args.json, "--plot": args.plot})  # before the search, not after
+    pm = build(args.model, real=args.run > 0, batch=args.global_batch, seq=args.seq, dtype=args.dtype)
     print(f"model: {pm.name}: {pm.description}")
-    plan = interop.plan(pm.model, pm.inputs, args.rack, slots=slots, objective=args.objective,
+    plan = interop.plan(pm.model, pm.inputs, args.rack, slots=args.slots, objective=args.objective,
                         microbatches=args.microbatches, schedule=args.schedule, optimizer=args.optimizer,
                         loss_fn=pm.loss_fn, example_targets=pm.targets)
     print()
     print(plan.table())
     print()
     print(plan.baselines().table())
+    drawn = True
+    if args.json:  # the data before the picture
+        print(f"plan JSON: {write_data('--json', args.json, plan.to_json())}")
     if args.plot:
-        print(f"\npipeline chart (modelled): {plan.gantt(args.plot)}")
-    if args.json:
-        with open(args.json, "w") as f:
-            f.write(plan.to_json())
-        print(f"plan JSON: {args.json}")
+        chart = draw(NAME, "--plot", lambda: plan.gantt(args.plot))
+        drawn = chart is not None
+        if drawn:
+            print(f"\npipeline chart (modelled): {chart}")
     if args.run <= 0:
-        return 0
+        return 0 if drawn else 1
     if not plan.live:
         print(f"\n--run: rack {plan.rack.name} has {len(plan.rack)} slots, more than a live rack holds; plan only")
         return 2
     print()
     check = plan_run.run_and_check(plan, pm, args.run, echo=print)
-    return 0 if check.matches else 1
+    return 0 if check.matches and drawn else 1

@@ -1,6 +1,7 @@
 """``hybrid whatif``: a training step of a model on a rack that may exist only on paper (every figure modelled).
 
-    hybrid whatif --model llama3-70b --rack trn3-ultraserver*64 --tp 8 --pp 4 --gbs 1024 --seq 8192 --dtype fp8
+    hybrid whatif --model llama3-70b --rack trn3-ultraserver*64 --tp 8 --pp 4 --global-batch 1024 --seq 8192 \
+        --precision fp8
     hybrid whatif --model llama3.1-405b --rack trn3-ultraserver*7282 --search
     hybrid whatif --model llama3.1-405b --compare trn3-ultraserver*7282 gb300-nvl72*14563
     hybrid whatif --model llama2-70b --rack trn1-cluster-32 --neuron --tp 32 --pp 8 --gbs 1024 --seq 4096
@@ -16,12 +17,17 @@ REQUIRES = ("transformers",)
 ORDER = 60
 
 DEFAULT_BATCH_TOKENS = 16 * 2**20
-"""Tokens per step when --gbs is not given: Llama 3 405B's 16M-token batch (The Llama 3 Herd of Models, 3.4.1)."""
+"""Tokens per step when --global-batch is not given: Llama 3 405B's 16M-token batch (The Llama 3 Herd of Models,
+3.4.1)."""
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--model", required=True, help="a preset (llama3-8b, llama3-70b, llama3.1-405b, "
-                        "mixtral-8x7b, llama3.1-8b, llama3.1-70b, llama2-7b, llama2-13b, llama2-70b) or a "
+    from hybrid_cli.arguments import positive_int
+    from planner.models import model_names
+    from planner.optimizers import OPTIMIZERS
+    from planner.precision import PRECISIONS
+
+    parser.add_argument("--model", required=True, help=f"a named model ({', '.join(model_names(whatif=True))}) or a "
                         "transformers causal-LM model type (llama, gpt2, mixtral, ...)")
     parser.add_argument("--rack", default=None, help="a rack preset or spec, e.g. h100-node*128, "
                         "trn3-ultraserver*64, 'h100:1024'")
@@ -30,22 +36,25 @@ def add_arguments(parser) -> None:
     for dim, text in (("tp", "tensor parallel"), ("pp", "pipeline stages"), ("cp", "context parallel"),
                       ("ep", "expert parallel"), ("vp", "virtual pipeline chunks per stage"),
                       ("dp", "data-parallel replicas (default: the chips left over)")):
-        parser.add_argument(f"--{dim}", type=int, default=None, help=text)
+        parser.add_argument(f"--{dim}", type=positive_int, default=None, help=text)
     parser.add_argument("--fsdp", action="store_true", help="shard like FSDP / ZeRO-3")
     parser.add_argument("--zero", type=int, choices=[0, 1, 2, 3], default=None, help="ZeRO stage (default 1)")
-    parser.add_argument("--mbs", "--microbatch", dest="microbatch", type=int, default=None,
+    parser.add_argument("--mbs", "--microbatch", dest="microbatch", type=positive_int, default=None,
                         help="samples per microbatch per replica")
-    parser.add_argument("--gbs", "--global-batch", dest="gbs", type=int, default=None,
-                        help="samples per step (default: 16M tokens, Llama 3 405B's batch: 2,048 x 8,192)")
-    parser.add_argument("--seq", type=int, default=8192, help="tokens per sample")
-    parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "fp8"])
+    parser.add_argument("--global-batch", "--gbs", dest="global_batch", type=positive_int, default=None,
+                        help="samples per step (default: 16M tokens, Llama 3 405B's batch: 2,048 x 8,192; "
+                             "--gbs is the old name)")
+    parser.add_argument("--seq", type=positive_int, default=8192, help="tokens per sample")
+    parser.add_argument("--precision", "--dtype", dest="precision", default="bfloat16", choices=list(PRECISIONS),
+                        help="training precision: bfloat16, or fp8 (FP8 matmuls, the rest bfloat16); --dtype is "
+                             "the old name")
     parser.add_argument("--recompute", default="auto", help="none, selective, full, full:K or auto")
-    parser.add_argument("--optimizer", default="adamw", choices=["adamw", "adam", "sgd"])
+    parser.add_argument("--optimizer", default="adamw", choices=list(OPTIMIZERS))
     parser.add_argument("--neuron", action="store_true",
                         help="--tp/--pp/--dp count NeuronCore ranks as Neuron configurations do (Trn1: 2 per chip; "
                              "Trn2/Trn3: 8 / --lnc), mapped onto chips")
-    parser.add_argument("--lnc", type=int, default=None, help="Logical NeuronCore setting with --neuron (Trn2/Trn3; "
-                        "default 2)")
+    parser.add_argument("--lnc", type=positive_int, default=None, help="Logical NeuronCore setting with --neuron "
+                        "(Trn2/Trn3; default 2)")
     parser.add_argument("--price-basis", dest="price_basis", default="on-demand",
                         help="price basis of the cost: on-demand, capacity-block or reserved-effective (one for "
                              "every rack compared)")
@@ -98,25 +107,31 @@ def main(args) -> int:
     if args.neuron and (args.search or args.fsdp):
         raise ValueError("--neuron: maps --tp/--pp/--dp given in NeuronCores; drop --search and --fsdp")
     parallel = "search" if args.search else _parallel(args)
-    gbs = args.gbs or max(1, DEFAULT_BATCH_TOKENS // args.seq)
+    from hybrid_cli.outputs import check_outputs, draw
+
+    check_outputs({"--plot": args.plot})  # before the estimates, not after
+    gbs = args.global_batch if args.global_batch is not None else max(1, DEFAULT_BATCH_TOKENS // args.seq)
     estimates, failures = [], []
     for rack in racks:
         try:
             if args.neuron:
                 parallel = _neuron_parallel(args, rack)
             estimates.append(whatif(args.model, rack, parallel=parallel, global_batch=gbs, seq_len=args.seq,
-                                    dtype=args.dtype, recompute=args.recompute, optimizer=args.optimizer,
-                                    price_basis=args.price_basis))
+                                    precision=args.precision, recompute=args.recompute,
+                                    optimizer=args.optimizer, price_basis=args.price_basis))
         except ValueError as error:
             if len(racks) == 1:
                 raise
             failures.append(f"{rack}: {error}")
-    print(f"hybrid whatif: {args.model}, global batch {gbs:,} x {args.seq:,} tokens, {args.dtype}, prices "
+    print(f"hybrid whatif: {args.model}, global batch {gbs:,} x {args.seq:,} tokens, {args.precision}, prices "
           f"{args.price_basis} (all figures modelled; projected chips marked)")
     if len(estimates) == 1:
         print(estimates[0])
     elif estimates:
         print(compare_table(estimates))
+    if parallel is None and estimates:
+        print("configuration: the default (of the plain ones, as fast as any by its compute bound, on the fewest "
+              "chips); --search runs the step model over every configuration")
     for line in failures:
         print(f"error: {line}", file=sys.stderr)
     if args.goodput:
@@ -126,9 +141,12 @@ def main(args) -> int:
             print()
             print(est.goodput(FailureModel()).describe())
             print(scaling_table(est))
+    drawn = True
     if args.plot and estimates:
         from planner.plot import plot_step
 
-        path = plot_step(estimates[0], args.plot)
-        print(f"plot: {path}")
-    return 0 if estimates and all(e.fits for e in estimates) and not failures else 1
+        path = draw(NAME, "--plot", lambda: plot_step(estimates[0], args.plot))
+        drawn = path is not None
+        if drawn:
+            print(f"plot: {path}")
+    return 0 if estimates and all(e.fits for e in estimates) and not failures and drawn else 1

@@ -8,9 +8,11 @@ modelled time goes to the rack's timeline.
 
 Public names: :class:`Rack`, :func:`set_rack`, :func:`current_rack`,
 :func:`presets`; the modelled timeline: :func:`timeline`, :func:`reset_timeline`,
-:func:`report`, :func:`export_trace`, :func:`gantt`, :func:`set_recording`; numerics:
+:func:`report`, :func:`export_trace`, :func:`gantt`, :func:`set_recording`, :func:`set_timeline_window`; numerics:
 :mod:`interop.numerics` (formats, :func:`set_numerics`); planning: :func:`plan` (partition a model
-across the rack, run it) and :func:`whatif`; the op ledger :func:`ledger`; device fidelity :func:`set_strict`,
+across the rack, run it) and :func:`whatif`; serving: :func:`serving_whatif` (a workload served on a
+rack, modelled) and :func:`serve` (prefill on one slot, decode on another, for real); the op ledger
+:func:`ledger`; device fidelity :func:`set_strict`,
 :func:`divergences`. CUDA code: ``import interop.cuda`` (or ``hybrid run SCRIPT``) maps ``cuda:N`` onto slots.
 """
 
@@ -22,9 +24,9 @@ from interop.fidelity import Divergence, FidelityWarning, divergences, set_stric
 from interop.op_ledger import Ledger, ledger, reset_ledger
 from interop.rack import Rack, RackDevice, current_rack, presets, set_rack
 from interop.report import RunReport, report
-from interop.session import reset_timeline, set_recording, timeline
+from interop.session import reset_timeline, set_recording, set_timeline_window, timeline, timeline_window
 from interop.timeline_export import export_trace, gantt
-from interop.timelines import TimelineRecord
+from interop.timelines import TimelineRecord, TimelineWindow
 from interop import numerics
 from interop.numerics import set_numerics
 
@@ -37,6 +39,11 @@ _LAZY = {
     "StepEstimate": ("planner", "StepEstimate"),
     "plan": ("interop.live.plan", "plan"),
     "Plan": ("interop.live.plan", "Plan"),
+    "serving_whatif": ("planner.serving", "serving_whatif"),
+    "Workload": ("planner.serving", "Workload"),
+    "ServingEstimate": ("planner.serving", "ServingEstimate"),
+    "serve": ("interop.live.serve", "serve"),
+    "ServeResult": ("interop.live.serve", "ServeResult"),
 }
 
 
@@ -63,7 +70,8 @@ if register():
 
 __all__ = [
     "DEVICE_TYPE", "Divergence", "FidelityWarning", "Ledger", "Plan", "Rack", "RackDevice", "RunReport",
-    "StepEstimate", "TimelineRecord", "__version__", "current_rack", "divergences", "export_trace", "gantt", "ledger",
-    "numerics", "plan", "presets", "report", "reset_ledger", "reset_timeline", "set_numerics", "set_rack",
-    "set_recording", "set_strict", "timeline", "whatif",
+    "ServeResult", "ServingEstimate", "StepEstimate", "TimelineRecord", "TimelineWindow", "Workload", "__version__",
+    "current_rack", "divergences", "export_trace", "gantt", "ledger", "numerics", "plan", "presets", "report",
+    "reset_ledger", "reset_timeline", "serve", "serving_whatif", "set_numerics", "set_rack", "set_recording",
+    "set_strict", "set_timeline_window", "timeline", "timeline_window", "whatif",
 ]

@@ -55,9 +55,12 @@ def register() -> bool:
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
     )
     _C._set_elapsed_hook(session.elapsed_hook)
+    _C._set_drain_hook(session.drain, session.DRAIN_BATCH)
     _print_from_host_copies()
-    from interop import fidelity, profiling
+    from interop import cuda_only_ops, data_parallel, fidelity, profiling
 
+    cuda_only_ops.install()
+    data_parallel.install()
     fidelity.install()
     profiling.install()
     _register_collective_hooks()
@@ -115,14 +118,67 @@ def _register_collective_hooks() -> None:
                                                          sources, link, wait=wait)
 
     collectives.device_hooks.register(collectives.device_hooks.DeviceHooks(
-        alias=_C._execution_alias, rack=current_rack, place=place, clock=clock, place_transfer=place_transfer))
+        alias=_C._execution_alias, rack=current_rack, place=place, clock=clock, place_transfer=place_transfer,
+        fused_program=_C._FusedProgram, run_fused=_C._run_fused))
 
 
 def _register_distributed_backend() -> None:
-    """Make ``torch.distributed.init_process_group("hybrid")`` available (collectives.distributed)."""
+    """Make ``torch.distributed.init_process_group("hybrid")`` available (collectives.distributed), and give
+    DTensor's random number tracker the rank's own slot (when DTensor is imported)."""
     import collectives.distributed
+    from interop.import_hooks import after_import
 
     collectives.distributed.register()
+    after_import("torch.distributed.tensor._random", _dtensor_rng_on_the_rank_slot)
+
+
+def _dtensor_rng_on_the_rank_slot(module) -> None:
+    """DTensor's random ops on a hybrid mesh.
+
+    Its RNG tracker keeps CUDA's Philox state (seed and offset) and puts it on device ``rank % device_count()``.
+    An emulated slot's generator is the CPU's (Mersenne Twister), which has no offset to advance: on a mesh of
+    emulated slots DTensor's random ops draw from each rank's own generator, as on a CPU mesh (so a run equals
+    the same run on Gloo and CPUs). On cuda-backed slots the tracker runs, on the rank's own slot: the one its
+    hybrid group was made on, which ``rank % device_count()`` does not give on a rack.
+    """
+    import warnings
+
+    import collectives.distributed
+    from interop.import_hooks import after_import
+
+    original_resolve, original_supported = module._resolve_device, module.is_rng_supported_mesh
+
+    def rank_slot() -> int:
+        slot = collectives.distributed.local_slot()
+        return torch.hybrid.current_device() if slot is None else slot
+
+    def _resolve_device(device_mesh):
+        if device_mesh.device_type == DEVICE_TYPE:
+            return torch.device(DEVICE_TYPE, rank_slot())
+        return original_resolve(device_mesh)
+
+    def is_rng_supported_mesh(device_mesh) -> bool:
+        if device_mesh.device_type == DEVICE_TYPE:
+            from interop.rack import current_rack
+
+            slot = rank_slot()
+            if not current_rack().devices[slot].backing.is_cuda:
+                warnings.warn(f"DTensor random ops on hybrid:{slot} (emulated) draw from this rank's own generator, "
+                              "as on a CPU mesh: an emulated slot's generator is the CPU's, not CUDA's Philox",
+                              stacklevel=2)
+                return False
+            return True
+        return original_supported(device_mesh)
+
+    for patched, original in ((_resolve_device, original_resolve), (is_rng_supported_mesh, original_supported)):
+        patched.__wrapped__ = original
+    module._resolve_device = _resolve_device
+    module.is_rng_supported_mesh = is_rng_supported_mesh
+
+    def patch_dispatch(dispatch) -> None:  # it imports the function by name
+        if getattr(dispatch, "is_rng_supported_mesh", None) is original_supported:
+            dispatch.is_rng_supported_mesh = is_rng_supported_mesh
+    after_import("torch.distributed.tensor._dispatch", patch_dispatch)
 
 
 def _register_compilers() -> None:

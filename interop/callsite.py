@@ -1,22 +1,53 @@
-"""The user's line that caused something: the innermost Python frame outside torch, interop and the
-standard library's wrappers, as ``file:line`` (relative to the working directory when under it)."""
+"""The user's line that caused something, as ``file:line`` (relative to the working directory when under it).
+
+The user's code is every frame outside torch, interop, the standard library and installed packages
+(site-packages): a CUDA call made inside transformers or ``typing_extensions`` on behalf of the script is
+charged to the script's line that called into them. When no frame of the stack is the user's (a library's
+own thread), the innermost frame outside torch and interop is named instead, then the innermost frame.
+"""
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import os
+import site
 import sys
+import sysconfig
 
 import torch
 
 _INTEROP_DIR = os.path.dirname(os.path.abspath(__file__))
-_SKIP_DIRS = (os.path.dirname(os.path.abspath(torch.__file__)) + os.sep, _INTEROP_DIR + os.sep)
-_SKIP_FILES = tuple(os.path.abspath(m.__file__) for m in (contextlib, functools)) + ("<frozen", "<string>")
+_OURS = (os.path.dirname(os.path.abspath(torch.__file__)) + os.sep, _INTEROP_DIR + os.sep)
+_SYNTHETIC = ("<frozen", "<string>")
 
 
-def _skipped(filename: str) -> bool:
-    return filename.startswith(_SKIP_DIRS) or filename.startswith(_SKIP_FILES)
+def _library_dirs() -> tuple[str, ...]:
+    """The standard library's and installed packages' directories (each ending in a separator)."""
+    paths = sysconfig.get_paths()
+    found = {paths[key] for key in ("stdlib", "platstdlib", "purelib", "platlib") if paths.get(key)}
+    try:
+        found.update(site.getsitepackages())
+    except AttributeError:  # some virtualenv builds lack it
+        pass
+    user = site.getusersitepackages() if hasattr(site, "getusersitepackages") else None
+    if user:
+        found.add(user)
+    dirs = set()
+    for path in found:
+        dirs.add(os.path.abspath(path) + os.sep)
+        dirs.add(os.path.realpath(path) + os.sep)
+    return tuple(sorted(dirs))
+
+
+_LIBRARIES = _library_dirs()
+
+
+def _internal(filename: str) -> bool:
+    return filename.startswith(_OURS) or filename.startswith(_SYNTHETIC)
+
+
+def is_user_file(filename: str) -> bool:
+    """True for a file of the user's code: not torch, interop, the standard library or an installed package."""
+    return not (_internal(filename) or filename.startswith(_LIBRARIES))
 
 
 def _relative(path: str) -> str:
@@ -27,24 +58,34 @@ def _relative(path: str) -> str:
     return path if rel.startswith("..") else rel
 
 
-def call_site(depth: int = 2) -> str:
-    """``file:line`` of the first frame, from ``depth`` frames up, outside torch and interop.
+def format_site(filename: str, lineno: int) -> str:
+    """``file:line``, the file relative to the working directory when under it."""
+    return f"{_relative(filename)}:{lineno}"
 
-    Falls back to the innermost frame when the whole stack is inside them.
-    """
+
+def _site(frame) -> str:
+    return format_site(frame.f_code.co_filename, frame.f_lineno)
+
+
+def call_site(depth: int = 2) -> str:
+    """``file:line`` of the first frame of the user's code, from ``depth`` frames up (see the module doc)."""
     try:
         frame = sys._getframe(depth)
     except ValueError:
         return "<unknown>"
-    fallback = None
+    innermost = outside_ours = None
     while frame is not None:
         filename = frame.f_code.co_filename
-        if not _skipped(filename):
-            return f"{_relative(filename)}:{frame.f_lineno}"
-        if fallback is None:
-            fallback = f"{_relative(filename)}:{frame.f_lineno}"
+        if innermost is None:
+            innermost = frame
+        if not _internal(filename):
+            if not filename.startswith(_LIBRARIES):
+                return _site(frame)
+            if outside_ours is None:
+                outside_ours = frame
         frame = frame.f_back
-    return fallback or "<unknown>"
+    chosen = outside_ours or innermost
+    return _site(chosen) if chosen is not None else "<unknown>"
 
 
 def stacklevel(depth: int = 2) -> int:
@@ -55,9 +96,14 @@ def stacklevel(depth: int = 2) -> int:
     except ValueError:
         return 1
     level = 2  # stacklevel 1 is the function calling warnings.warn: the frame above this one
+    first_outside_ours = None
     while frame is not None:
-        if not _skipped(frame.f_code.co_filename):
-            return level
+        filename = frame.f_code.co_filename
+        if not _internal(filename):
+            if not filename.startswith(_LIBRARIES):
+                return level
+            if first_outside_ours is None:
+                first_outside_ours = level
         frame = frame.f_back
         level += 1
-    return 2
+    return first_outside_ours or 2

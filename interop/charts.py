@@ -21,6 +21,8 @@ from __future__ import annotations
 import os
 from collections import defaultdict
 
+from devices.output_files import atomic_path
+
 CLASSES = {
     # display class: (colour, cost-model categories)
     "matmul / conv": ("#1f77b4", ("matmul", "conv", "conv_backward", "attention_math")),
@@ -123,7 +125,8 @@ def timeline_gantt(records, rack, path: str | os.PathLike, *, title: str | None 
 
     fig, _ = timeline_figure(records, rack, title=title, dense_px=dense_px)
     path = os.fspath(path)
-    fig.savefig(path, dpi=fig.dpi)
+    with atomic_path(path, "path") as tmp:  # a whole picture or none
+        fig.savefig(tmp, dpi=fig.dpi)
     plt.close(fig)
     return path
 
@@ -248,6 +251,7 @@ def pipeline_gantt(stages, events, path: str | os.PathLike, *, title: str, tails
         fig.text(0.01, 0.01, note, fontsize="x-small", color="#555555")
     fig.tight_layout(rect=(0, 0.03, 1, 1))
     path = os.fspath(path)
-    fig.savefig(path)
+    with atomic_path(path, "path") as tmp:
+        fig.savefig(tmp)
     plt.close(fig)
     return path

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import Counter
 
 from interop import session
+from interop.timeline_totals import TimelineTotals
 from interop.timelines import TimelineRecord
 
 
@@ -44,10 +45,11 @@ def merge(parts: list[list[TimelineRecord]]) -> list[TimelineRecord]:
     return merged
 
 
-def gather(group=None, dst: int = 0) -> tuple[list[TimelineRecord], dict[int, int]] | None:
-    """Gather every rank's timeline records and each slot's allocator peak on rank ``dst`` of ``group``
-    (default: the whole job); a collective call: every rank calls it. Returns (merged records, peak bytes per
-    slot) on ``dst``, None elsewhere."""
+def gather(group=None, dst: int = 0) -> tuple[list[TimelineRecord], dict[int, int], TimelineTotals] | None:
+    """Gather every rank's timeline and each slot's allocator peak on rank ``dst`` of ``group`` (default: the
+    whole job); a collective call: every rank calls it. Returns, on ``dst``, the merged records of the ranks'
+    windows, the peak bytes per slot and the merged totals of every record placed (folded ones included:
+    :meth:`TimelineTotals.merged`); None elsewhere."""
     import torch.distributed as dist
 
     if not dist.is_available() or not dist.is_initialized():
@@ -56,7 +58,7 @@ def gather(group=None, dst: int = 0) -> tuple[list[TimelineRecord], dict[int, in
     t = session.current_timeline()
     rack = t.rack
     peaks = {d.index: rack.max_memory_allocated(d.index) for d in rack.devices}
-    mine = (list(t.records), {s: b for s, b in peaks.items() if b})
+    mine = (list(t.records), {s: b for s, b in peaks.items() if b}, t.totals())
     rank = dist.get_rank(group)
     parts = [None] * dist.get_world_size(group) if rank == dst else None
     dist.gather_object(mine, parts, dst=dist.get_global_rank(group, dst) if group is not None else dst,
@@ -64,10 +66,11 @@ def gather(group=None, dst: int = 0) -> tuple[list[TimelineRecord], dict[int, in
     if rank != dst:
         return None
     peak: dict[int, int] = {}
-    for _, p in parts:
+    for _, p, _ in parts:
         for s, b in p.items():
             peak[s] = max(peak.get(s, 0), b)
-    return merge([records for records, _ in parts]), peak
+    totals = TimelineTotals.merged([(totals, set(p)) for _, p, totals in parts])
+    return merge([records for records, _, _ in parts]), peak, totals
 
 
 __all__ = ["gather", "merge"]

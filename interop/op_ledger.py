@@ -49,6 +49,9 @@ def _estimates_by_default(rack) -> dict[tuple[str, int], bool]:
     t = rack.timeline
     t.ingest()
     out: dict[tuple[str, int], bool] = {}
+    for (slot, _, kind, op), stats in t.folded.per_op.items():  # the records that left the window
+        if kind == "op":
+            out[(op, slot)] = out.get((op, slot), False) or stats.estimated_by_default > 0
     for r in t.records:
         if r.kind == "op":
             key = (r.op, r.slot)

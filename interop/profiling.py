@@ -22,6 +22,7 @@ Installed by ``import interop`` (one wrap of four profiler methods; nothing on t
 from __future__ import annotations
 
 import functools
+import gzip
 import json
 import os
 
@@ -62,8 +63,9 @@ def modelled_events(window: dict, base_us: float) -> list[dict]:
     if t is None:
         return []
     t.ingest()
-    last = window["last"] if window["last"] is not None else len(t.records)
-    records = t.records[window["first"]:last]
+    records = t.since(window["first"])  # what is still in the timeline's window of it
+    if window["last"] is not None and t.placed > window["last"]:
+        records = records[:max(0, len(records) - (t.placed - window["last"]))]
     origin = min((r.start_ps for r in records), default=0)
     lo, hi = origin, max((r.end_ps for r in records), default=origin)
     events = trace_events(records, t.rack)
@@ -85,9 +87,15 @@ def modelled_events(window: dict, base_us: float) -> list[dict]:
     return events
 
 
+def _open(path: str, mode: str):
+    # tensorboard_trace_handler(use_gzip=True) writes `.json.gz`.
+    return gzip.open(path, mode + "t") if path.endswith(".gz") else open(path, mode)
+
+
 def merge_into(path: str, window: dict) -> None:
-    """Append the window's modelled events to a Chrome trace JSON written by the profiler."""
-    with open(path) as f:
+    """Append the window's modelled events to a Chrome trace JSON (``.json`` or ``.json.gz``) written by the
+    profiler."""
+    with _open(path, "r") as f:
         doc = json.load(f)
     trace = doc["traceEvents"] if isinstance(doc, dict) else doc
     stamps = [e["ts"] for e in trace if isinstance(e, dict) and isinstance(e.get("ts"), (int, float))]
@@ -97,14 +105,16 @@ def merge_into(path: str, window: dict) -> None:
         doc.setdefault("otherData", {})["hybrid-interop"] = (
             "processes named '[modelled by hybrid-interop]' hold the slots' device ops with modelled durations "
             "(cost model, not measured), starting at the profiler's first event")
-    tmp = f"{path}.tmp"
-    with open(tmp, "w") as f:
+    tmp = f"{path}.tmp.gz" if path.endswith(".gz") else f"{path}.tmp"
+    with _open(tmp, "w") as f:
         json.dump(doc, f)
     os.replace(tmp, path)
 
 
 def install() -> None:
-    """Wrap torch.profiler.profile's start/step/stop/export_chrome_trace (once)."""
+    """Wrap torch.profiler.profile's start/step/stop/export_chrome_trace (once), each keeping torch's signature:
+    every argument reaches torch's method as it was given (tensorboard_trace_handler passes
+    ``use_python_export=``)."""
     global _installed
     if _installed:
         return
@@ -114,35 +124,35 @@ def install() -> None:
     start, stop, step, export = cls.start, cls.stop, cls.step, cls.export_chrome_trace
 
     @functools.wraps(start)
-    def wrapped_start(self):
+    def wrapped_start(self, *args, **kwargs):
         window = _window(self)
         t = _timeline()
         # The rack is held: its Timeline refers to it weakly, and the export may come after it is dropped.
-        window.update(timeline=t, rack=t.rack, first=len(t.records), last=None, memory=[])
+        window.update(timeline=t, rack=t.rack, first=t.placed, last=None, memory=[])
         _sample(window)
-        return start(self)
+        return start(self, *args, **kwargs)
 
     @functools.wraps(step)
-    def wrapped_step(self):
+    def wrapped_step(self, *args, **kwargs):
         window = _window(self)
         if window["timeline"] is not None:
             _sample(window)
-        return step(self)
+        return step(self, *args, **kwargs)
 
     @functools.wraps(stop)
-    def wrapped_stop(self):
-        result = stop(self)
+    def wrapped_stop(self, *args, **kwargs):
+        result = stop(self, *args, **kwargs)
         window = _window(self)
         if window["timeline"] is not None:
             _sample(window)
-            window["last"] = len(window["timeline"].records)
+            window["last"] = window["timeline"].placed
         return result
 
     @functools.wraps(export)
-    def wrapped_export(self, path):
-        result = export(self, path)
+    def wrapped_export(self, path, *args, **kwargs):
+        result = export(self, path, *args, **kwargs)
         window = _window(self)
-        if window["timeline"] is not None and str(path).endswith(".json"):
+        if window["timeline"] is not None and str(path).endswith((".json", ".json.gz")):
             merge_into(str(path), window)
         return result
 

@@ -9,14 +9,14 @@ Every time is modelled.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass, field
 
 from devices.chip_set import DEFAULT_BASIS, ChipSet, check_basis
 from devices.units import format_bytes
 from devices.text_table import table
 from interop import session
-from interop.timelines import PS, TimelineRecord
+from interop.timeline_totals import TimelineTotals
+from interop.timelines import PS
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,48 +140,28 @@ class RunReport:
         return "\n".join(out)
 
 
-def build_report(records: list[TimelineRecord], rack, peak_memory: dict[int, int], *,
+def build_report(records, rack, peak_memory: dict[int, int], totals: TimelineTotals | None = None, *,
                  price_basis: str = DEFAULT_BASIS, tokens: float | None = None) -> RunReport:
+    """The report of ``records`` on ``rack`` (after ``totals``, the figures of records placed before them, when
+    given); ``peak_memory``: each slot's allocator peak; ``price_basis``: the basis of every slot's cost;
+    ``tokens``: the tokens processed (the per-token figures)."""
     from interop.numerics.slots.settings import slot_label
 
     check_basis(price_basis)
-    makespan_ps = max((r.end_ps for r in records), default=0)
-    busy: dict[int, int] = defaultdict(int)
-    flops: dict[int, float] = defaultdict(float)
-    flops_by_dtype: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-    ops: dict[int, int] = defaultdict(int)
-    kernels: dict[int, int] = defaultdict(int)
-    kernel_ps: dict[int, int] = defaultdict(int)
-    by_default: dict[int, int] = defaultdict(int)
-    links: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
-    for r in records:
-        involved = set(r.participants) if r.participants else {s for s in (r.slot, r.peer) if s is not None and s >= 0}
-        for s in involved:
-            busy[s] += r.duration_ps
-        if r.kind in ("op", "kernel"):
-            flops[r.slot] += r.flops
-            flops_by_dtype[r.slot][r.dtype] += r.flops
-            by_default[r.slot] += int(r.estimated_by_default)
-            if r.kind == "op":
-                ops[r.slot] += 1
-            else:
-                kernels[r.slot] += 1
-                kernel_ps[r.slot] += r.duration_ps
-        if r.link:
-            links[r.link][0] += r.bytes
-            links[r.link][1] += r.duration
+    t = (totals or TimelineTotals()).plus(records)
     slots = []
-    makespan_s = makespan_ps / PS
+    makespan_s = t.makespan_ps / PS
     cost_unset, energy_unset = {}, {}
     for d in rack.devices:
         chip = d.spec
-        by_dtype = flops_by_dtype.get(d.index)
+        by_dtype = t.flops_by_dtype.get(d.index)
         dtype = max(by_dtype, key=by_dtype.get) if by_dtype else "bfloat16"
         try:
             peak = chip.peak_for(dtype).value
         except (ValueError, KeyError):
             peak = chip.peak_for("bfloat16").value
-        busy_s = busy[d.index] / PS
+        busy_s = t.busy_ps.get(d.index, 0) / PS
+        flops = t.flops.get(d.index, 0.0)
         one = ChipSet.of({d.kind: 1})
         power, price = one.power(), one.price(price_basis)
         energy = None if power.value is None else power.value * busy_s
@@ -191,23 +171,25 @@ def build_report(records: list[TimelineRecord], rack, peak_memory: dict[int, int
         if price.value is None:
             cost_unset[d.kind] = price.reason
         slots.append(SlotReport(
-            d.index, d.kind, chip.projected, busy_s, busy_s / makespan_s if makespan_s else 0.0, flops[d.index],
-            flops[d.index] / busy_s if busy_s else 0.0, peak, dtype, peak_memory.get(d.index, 0), energy, cost,
-            ops[d.index], by_default[d.index], slot_label(rack, d.index), kernels[d.index], kernel_ps[d.index] / PS))
-    return RunReport(rack.name, makespan_s, slots, [LinkReport(k, v[0], v[1]) for k, v in sorted(links.items())],
+            d.index, d.kind, chip.projected, busy_s, busy_s / makespan_s if makespan_s else 0.0, flops,
+            flops / busy_s if busy_s else 0.0, peak, dtype, peak_memory.get(d.index, 0), energy, cost,
+            t.ops.get(d.index, 0), t.by_default.get(d.index, 0), slot_label(rack, d.index), t.kernels.get(d.index, 0),
+            t.kernel_ps.get(d.index, 0) / PS))
+    return RunReport(rack.name, makespan_s, slots, [LinkReport(k, v[0], v[1]) for k, v in sorted(t.links.items())],
                      price_basis, tokens, "; ".join(cost_unset.values()), "; ".join(energy_unset.values()))
 
 
 def report(*, all_ranks: bool = False, price_basis: str = DEFAULT_BASIS,
            tokens: float | None = None) -> RunReport | None:
-    """The modelled report of the current timeline (peak memory: the allocator's peaks).
+    """The modelled report of the current timeline (peak memory: the allocator's peaks): every record placed
+    since it began, those folded out of its window included (:func:`interop.set_timeline_window`).
 
     ``price_basis``: the basis of every slot's cost (``on-demand``, ``capacity-block``, ``reserved-effective``);
     ``tokens``: the tokens the timeline processed, for the cost per million tokens and the joules per token.
 
     ``all_ranks=True`` (under torch.distributed, every rank calls it): the report of every rank's timeline
-    merged on rank 0 (:mod:`interop.merged`; each slot's peak from the rank that runs it); None on the other
-    ranks."""
+    merged on rank 0 (:mod:`interop.merged`; each slot's figures and peak from the rank that runs it); None on
+    the other ranks."""
     t = session.current_timeline()
     if all_ranks:
         from interop.merged import gather
@@ -215,7 +197,7 @@ def report(*, all_ranks: bool = False, price_basis: str = DEFAULT_BASIS,
         gathered = gather()
         if gathered is None:
             return None
-        records, peaks = gathered
-        return build_report(records, t.rack, peaks, price_basis=price_basis, tokens=tokens)
+        _, peaks, totals = gathered
+        return build_report((), t.rack, peaks, totals, price_basis=price_basis, tokens=tokens)
     peaks = {d.index: t.rack.max_memory_allocated(d.index) for d in t.rack.devices}
-    return build_report(t.records, t.rack, peaks, price_basis=price_basis, tokens=tokens)
+    return build_report(t.records, t.rack, peaks, t.folded, price_basis=price_basis, tokens=tokens)

@@ -14,10 +14,12 @@ as ever, and are usable again once their rack is current again.
 from __future__ import annotations
 
 import itertools
+import os
+import threading
 import weakref
 from typing import Callable
 
-from interop.timelines import KernelLaunch, Timeline, TimelineRecord
+from interop.timelines import DEFAULT_WINDOW, KernelLaunch, Timeline, TimelineRecord, TimelineWindow
 
 _current = None
 """The installed rack (an interop.Rack), or None before the first install."""
@@ -32,6 +34,17 @@ _launch_ids = itertools.count(1)
 
 _rack_change: list[Callable] = []
 """Who reacts when another rack becomes current, in the order they subscribed (:func:`on_rack_change`)."""
+
+_window = TimelineWindow()
+"""How much of its run every timeline keeps record by record (:func:`set_timeline_window`)."""
+
+_placing = threading.RLock()
+"""Held while a batch is taken from the runtime and placed: batches are placed whole and in order, whichever
+thread drains (the recording thread of a long run, or one reading a clock)."""
+
+DRAIN_BATCH = 16_384
+"""Records the runtime holds before the recording thread places them (about 1.5 MiB): a run that never reads
+a clock has its records placed, and folded, in batches of this size."""
 
 
 def current():
@@ -65,6 +78,8 @@ def install(rack) -> None:
     _C._install(rack._table)
     _live[rack._table.generation] = rack
     _current = rack
+    if rack.timeline.window.records != _window.records:  # made before the window last changed
+        rack.timeline.set_window(TimelineWindow(_window.records, rack.timeline.window.spill))
     if previous_slot >= len(rack.devices):
         _C._set_current_slot(0)  # a current slot the new rack lacks: its first, as CUDA starts on device 0
     for callback in list(_rack_change):
@@ -81,7 +96,31 @@ def rack_of(generation: int):
 
 def timeline_of(rack) -> Timeline:
     """A new, empty timeline for ``rack`` (its records are drained by this session)."""
-    return Timeline(rack, drain)
+    return Timeline(rack, drain, _window if rack is _current else TimelineWindow(_window.records))
+
+
+def set_timeline_window(records: int | None = DEFAULT_WINDOW, *, spill: str | os.PathLike | None = None) -> None:
+    """Keep the newest ``records`` records of every rack's timeline in full (default 10,000, about 6 MiB;
+    None: every record); older ones are added up as they leave (per slot, link and op) and dropped.
+
+    The report, ``Event.elapsed_time``, the op ledger and the modelled clocks read those totals and are the
+    same as with every record kept; ``interop.timeline()``, the Gantt chart and the trace's per-op events
+    cover the window (the trace adds one summary event per slot and stream for what was folded). With
+    ``spill`` (a file path), the current rack's folded records are also written there in full, as JSON
+    lines (the file is rewritten when its timeline starts or is reset), and ``export_trace`` puts every
+    record in the trace. Applies at once (a smaller window folds the oldest records now) and to every
+    timeline made later."""
+    global _window
+    window = TimelineWindow(records, spill)
+    drain()
+    for rack in list(_live.values()):
+        rack.timeline.set_window(window if rack is _current else TimelineWindow(records))
+    _window = window
+
+
+def timeline_window() -> TimelineWindow:
+    """The window :func:`set_timeline_window` set (records kept in full, spill file)."""
+    return _window
 
 
 def record_kernel(slot: int, launch: KernelLaunch) -> None:
@@ -118,7 +157,11 @@ def drain() -> None:
     """Cost and place everything recorded so far, each record on its own rack's timeline."""
     from interop import _C
 
-    cols, arena = _C._drain_timeline()
+    with _placing:
+        _place(*_C._drain_timeline())
+
+
+def _place(cols: dict, arena) -> None:
     racks = cols["rack"]
     if not racks:
         return
@@ -147,16 +190,19 @@ def current_timeline() -> Timeline:
 
 
 def timeline() -> list[TimelineRecord]:
-    """Every record placed so far on the current rack's modelled timeline."""
-    return list(current_timeline().records)
+    """The records on the current rack's modelled timeline, oldest first: every record placed so far, up to
+    the window (:func:`set_timeline_window`; by default the newest 10,000)."""
+    return current_timeline().newest()
 
 
 def reset_timeline() -> None:
-    """Discard the current rack's timeline (pending records included) and restart its clocks at zero.
+    """Discard the current rack's timeline (pending records included) and restart its clocks at zero; its
+    records and totals are freed.
 
     Other racks' timelines are kept: a rack made current again continues its own."""
     drain()
     if _current is not None:
+        _current.timeline.close()
         _current.timeline = timeline_of(_current)
 
 

@@ -3,11 +3,14 @@ opens in Perfetto and chrome://tracing) and a PNG Gantt chart."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 
+from devices.output_files import atomic_path
 from interop import session
-from interop.timelines import PS, TimelineRecord
+from interop.timeline_totals import TimelineTotals
+from interop.timelines import TimelineRecord
 
 # Process ids: one per slot (its index), links after them.
 LINK_PID_BASE = 1000
@@ -64,6 +67,30 @@ def trace_events(records: list[TimelineRecord], rack) -> list[dict]:
     return events
 
 
+def folded_events(folded: TimelineTotals, rack) -> list[dict]:
+    """What left the timeline's window, as one complete event per slot and stream spanning it, whose
+    arguments give per op the record count, modelled busy time, FLOPs and bytes."""
+    groups: dict[tuple[int, int], dict] = {}
+    for (slot, stream, kind, op), stats in folded.per_op.items():
+        if slot < 0:
+            continue  # a copy from the host: on its destination's summary
+        group = groups.setdefault((slot, stream), {"records": 0, "start": stats.first_start_ps, "end": 0, "ops": {}})
+        group["records"] += stats.count
+        group["start"] = min(group["start"], stats.first_start_ps)
+        group["end"] = max(group["end"], stats.last_end_ps)
+        group["ops"][f"{kind}: {op}"] = {"count": stats.count, "busy_ms": stats.duration_ps / 1e9,
+                                          "flops": stats.flops, "bytes": stats.bytes,
+                                          "estimated_by_default": stats.estimated_by_default}
+    events = []
+    for (slot, stream), group in sorted(groups.items()):
+        events.append({"ph": "X", "name": f"{group['records']} earlier records (folded)", "cat": "folded",
+                       "pid": slot, "tid": stream, "ts": group["start"] / 1e6,
+                       "dur": (group["end"] - group["start"]) / 1e6,
+                       "args": {"modelled": True, "note": "records that left the timeline's window, added up "
+                                "per op (interop.set_timeline_window)", "ops": group["ops"]}})
+    return events
+
+
 RANGE_TID_BASE = 100_000  # named-range tracks sit below a slot's stream tracks
 
 
@@ -93,7 +120,9 @@ def export_trace(path: str | os.PathLike, *, all_ranks: bool = False) -> str | N
     from interop.numerics.slots.settings import slot_label
 
     t = session.current_timeline()
-    records = t.records
+    spilled = t.window.spill is not None and t.folded.records
+    records = itertools.chain(t.spilled(), t.records) if spilled else t.records
+    folded = [] if spilled else folded_events(t.folded, t.rack)
     ranks = None
     if all_ranks:
         import torch.distributed as dist
@@ -103,19 +132,24 @@ def export_trace(path: str | os.PathLike, *, all_ranks: bool = False) -> str | N
         gathered = gather()
         if gathered is None:
             return None
-        records, ranks = gathered[0], dist.get_world_size()
+        records, ranks, folded = gathered[0], dist.get_world_size(), []
     doc = {
-        "traceEvents": trace_events(records, t.rack) + range_events(ranges(t)),
+        "traceEvents": trace_events(records, t.rack) + folded + range_events(ranges(t)),
         "displayTimeUnit": "ns",
         "otherData": {"rack": t.rack.name, "source": t.rack.spec.source,
                       "numerics": {f"hybrid:{d.index}": slot_label(t.rack, d.index) for d in t.rack.devices},
                       "note": "every duration is modelled by hybrid-interop's cost model, not measured"},
     }
+    if t.folded.records and ranks is None:
+        doc["otherData"]["folded"] = {
+            "records": t.folded.records, "window": t.window.records, "spill": t.window.spill,
+            "note": "every record is in the trace (read back from the spill file)" if spilled else
+                    "records that left the timeline's window are one summary event per slot and stream"}
     if ranks is not None:
         doc["otherData"]["ranks"] = ranks
         doc["otherData"]["merged"] = "every rank's timeline on one modelled clock; each collective once"
     path = os.fspath(path)
-    with open(path, "w") as f:
+    with atomic_path(path, "path") as tmp, open(tmp, "w") as f:  # a whole trace or none
         json.dump(doc, f)
     return path
 

@@ -12,13 +12,51 @@ picoseconds so that an interval is exactly the sum of the durations in it.
 from __future__ import annotations
 
 import gc
+import os
 import weakref
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterator
 
 from interop.record_costs import RecordCoster
+from interop.timeline_totals import TimelineTotals, involved_slots
 
 PS = 10**12  # picoseconds per second
+
+DEFAULT_WINDOW = 10_000
+"""Records a timeline keeps in full by default (about 6 MiB): the newest ones; the older ones are added
+to its totals as they leave the window (:class:`TimelineWindow`)."""
+
+
+def fold_slack(limit: int) -> int:
+    """Records a timeline may hold past its window before the oldest are folded, together."""
+    return max(64, limit // 8)
+
+
+@dataclass(frozen=True, slots=True)
+class TimelineWindow:
+    """How much of a long run a timeline keeps record by record (:func:`interop.set_timeline_window`).
+
+    The report, ``Event.elapsed_time``, the op ledger and the trace's summary read the totals, which take
+    every record however old, so they are the same whatever the window; ``interop.timeline()``, the
+    trace's per-op events and the Gantt chart show the records in the window (and, with ``spill``, the
+    trace every record)."""
+
+    records: int | None = DEFAULT_WINDOW
+    """Records kept in full, the newest (None: every record, memory growing with the run)."""
+    spill: str | None = None
+    """A file the current rack's older records are also written to as they leave the window (JSON
+    lines, one record each; truncated when the timeline starts); ``interop.export_trace`` reads them
+    back, so the trace holds every record."""
+
+    def __post_init__(self):
+        records = self.records
+        if records is not None and (isinstance(records, bool) or not isinstance(records, int) or records < 0):
+            raise ValueError(f"records: expected a number of records >= 0, or None to keep every record; "
+                             f"got {records!r}")
+        if self.spill is not None:
+            if not isinstance(self.spill, (str, os.PathLike)):
+                raise TypeError(f"spill: expected a file path or None, got {type(self.spill).__name__}")
+            object.__setattr__(self, "spill", os.fspath(self.spill))
 
 
 
@@ -127,12 +165,23 @@ class Timeline:
     """The placed records and clocks of one rack (``rack.timeline``); it lives as
     long as its rack, and continues when the rack is made current again."""
 
-    def __init__(self, rack, drain: Callable[[], None]):
+    def __init__(self, rack, drain: Callable[[], None], window: TimelineWindow = TimelineWindow()):
         # The rack owns its timeline; references back are weak, so that a rack
         # nobody holds is freed at once, and with it its slot table.
         self._rack = weakref.ref(rack)
         self.coster = RecordCoster(weakref.proxy(rack))
         self.records: list[TimelineRecord] = []
+        """The newest records, in placement order: the window's, and up to :func:`fold_slack` more that leave
+        together (one slice deletion per batch rather than one per record)."""
+        self.folded = TimelineTotals()
+        """Every record that left the window, added up (:mod:`interop.timeline_totals`)."""
+        self.placed = 0
+        """Records placed since the timeline began (the window's and the folded ones)."""
+        self.busy_by_slot: dict[int, int] = {}
+        """Per slot, modelled picoseconds of every record it took part in so far."""
+        self.window = TimelineWindow(records=None)
+        self._spill = None  # the open spill file, while records leave the window into it
+        self.set_window(window)
         self.clocks: dict[tuple[int, int], int] = {}
         self.markers: dict[int, tuple[int, int, int]] = {}
         self.host_floor_ps = 0
@@ -149,6 +198,76 @@ class Timeline:
         if rack is None:
             raise RuntimeError("this timeline's rack no longer exists")
         return rack
+
+    # -- the window ---------------------------------------------------------------
+
+    def _keep(self, record: TimelineRecord) -> None:
+        self.records.append(record)
+        self.placed += 1
+        busy = self.busy_by_slot
+        for s in involved_slots(record):
+            busy[s] = busy.get(s, 0) + record.duration_ps
+        limit = self.window.records
+        if limit is not None and len(self.records) > limit + fold_slack(limit):
+            self._fold(len(self.records) - limit)
+
+    def _fold(self, n: int) -> None:
+        """Move the ``n`` oldest records out of the window: into the totals (and the spill file)."""
+        records, folded, spill = self.records, self.folded, self._spill
+        for r in records[:n]:
+            folded.add(r)
+            if spill is not None:
+                spill.write(r)
+        del records[:n]
+
+    def newest(self) -> list[TimelineRecord]:
+        """The records in the window: the newest ``window.records`` (every one with no window)."""
+        limit = self.window.records
+        if limit is None or len(self.records) <= limit:
+            return list(self.records)
+        return self.records[len(self.records) - limit:]
+
+    def set_window(self, window: TimelineWindow) -> None:
+        """Keep ``window.records`` records from now on (fewer: the oldest are folded at once); with
+        ``window.spill``, (re)start that spill file."""
+        if window.spill != self.window.spill:
+            self.close()
+            if window.spill is not None:
+                from interop.timeline_spill import SpillWriter
+
+                self._spill = SpillWriter(window.spill)  # a path that cannot be written fails here
+        self.window = window
+        if window.records is not None and len(self.records) > window.records:
+            self._fold(len(self.records) - window.records)
+
+    def close(self) -> None:
+        """Flush and close the spill file (the timeline is being discarded)."""
+        if self._spill is not None:
+            self._spill.close()
+            self._spill = None
+
+    def totals(self) -> TimelineTotals:
+        """Everything placed so far, added up: the folded records, then the window's, in placement order."""
+        self.ingest()
+        return self.folded.plus(self.records)
+
+    def spilled(self) -> Iterator[TimelineRecord]:
+        """The records written to the spill file, oldest first (none without one)."""
+        if self._spill is None:
+            return iter(())
+        from interop.timeline_spill import read_spill
+
+        self._spill.flush()
+        return (TimelineRecord(**fields) for fields in read_spill(self._spill.path))
+
+    def since(self, placed: int) -> list[TimelineRecord]:
+        """The records placed after the first ``placed`` ones that are still in the window."""
+        newer = self.placed - placed
+        if newer <= 0:
+            return []
+        if newer >= len(self.records):
+            return list(self.records)
+        return self.records[len(self.records) - newer:]
 
     # -- ingest -----------------------------------------------------------------
 
@@ -181,7 +300,8 @@ class Timeline:
     def _place(self, cols, arena, indices, launches) -> None:
         from interop import _C  # the runtime numbers its record kinds and flags (csrc/model/HybridTimeline.h)
 
-        OP, COPY, MARKER, WAIT, KERNEL = (_C.RECORD_KINDS[k] for k in ("op", "copy", "marker", "wait", "kernel"))
+        OP, COPY, MARKER, WAIT, KERNEL, RELEASE = (_C.RECORD_KINDS[k] for k in ("op", "copy", "marker", "wait",
+                                                                                  "kernel", "release"))
         CAUSAL, MEASURED, ASYNC = (_C.RECORD_FLAGS[f] for f in ("causal", "measured", "async"))
         kinds = cols["kind"]
         for i in indices:
@@ -207,6 +327,8 @@ class Timeline:
                 if marker is not None:
                     key = (slot, stream)
                     self.clocks[key] = max(self.clocks.get(key, 0), marker[2])
+            elif kind == RELEASE:
+                self.markers.pop(cols["value"][i], None)
 
     def _advance(self, keys: list[tuple[int, int]], duration_ps: int) -> int:
         start = max(max(self.clocks.get(k, 0) for k in keys), self.host_floor_ps)
@@ -220,7 +342,7 @@ class Timeline:
         duration = round((est.seconds if measured_s is None else measured_s) * PS)
         start = self._advance([(slot, stream)], duration)
         sources = est.sources if measured_s is None else ("measured: CUDA events around the op",) + est.sources
-        self.records.append(TimelineRecord(
+        self._keep(TimelineRecord(
             slot, stream, "op", name, ins, outs, est.dtype, start, duration, est.flops, est.bytes, est.bound,
             est.estimated_by_default, est.projected, sources, measured_s=measured_s))
 
@@ -232,7 +354,7 @@ class Timeline:
         duration = round(est.seconds * PS)
         start = self._advance([(slot, stream)], duration)
         sources = est.sources + ((launch.method,) if launch.method else ())
-        self.records.append(TimelineRecord(
+        self._keep(TimelineRecord(
             slot, stream, "kernel", launch.name, launch.in_shapes, launch.out_shapes, est.dtype, start, duration,
             est.flops, est.bytes, est.bound, est.estimated_by_default, est.projected, sources, grid=launch.grid))
 
@@ -243,7 +365,7 @@ class Timeline:
         keys = [(s, st) for s, st in ((src, src_stream), (dst, dst_stream)) if s >= 0]
         start = self._advance(list(dict.fromkeys(keys)), duration)
         projected = any(self.rack.devices[s].spec.projected for s, _ in keys)
-        self.records.append(TimelineRecord(
+        self._keep(TimelineRecord(
             src, src_stream if src >= 0 else dst_stream, "copy", "copy", ((nbytes,),), ((nbytes,),), dtype, start,
             duration, 0.0, float(nbytes), "link" if cost.link else "memory", False, projected, cost.sources,
             peer=dst, link=cost.link, asynchronous=asynchronous if host_end else None))
@@ -269,7 +391,7 @@ class Timeline:
         record = TimelineRecord(
             slots[0], keys[0][1], "collective", f"{name} ({algorithm})", (), (), "", start, duration, 0.0,
             float(nbytes), "link", False, projected, tuple(sources), link=link, participants=tuple(slots))
-        self.records.append(record)
+        self._keep(record)
         return record
 
     def place_transfer(self, name: str, src: int, dst: int, start_ps: int, seconds: float, nbytes: float,
@@ -295,7 +417,7 @@ class Timeline:
         record = TimelineRecord(
             home, stream, "collective", f"{name} ({algorithm})", (), (), "", start, duration, 0.0, float(nbytes),
             "link", False, projected, tuple(sources), link=link, participants=(src, dst))
-        self.records.append(record)
+        self._keep(record)
         return record
 
     def stream_clock(self, slot: int) -> int:

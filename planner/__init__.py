@@ -13,7 +13,11 @@ and loads no device.
   live planner (``interop.plan``, :mod:`interop.live`) predicts a plan with it;
   :func:`whatif` lays a homogeneous configuration (:class:`Parallel`) with it.
 * :func:`search` (the fastest fitting homogeneous configuration), :func:`kind_stages`
-  (one stage per chip kind of a mixed rack), :func:`job_goodput` / :class:`FailureModel` (goodput).
+  (one stage per chip kind of a mixed rack), :func:`job_goodput` / :class:`FailureModel` (goodput);
+  both searches (this one and the live plan's, :mod:`planner.plan_search`) run one loop,
+  :func:`branch_and_bound`, and report :class:`SearchStats`.
+* One table per vocabulary: :data:`PRECISIONS` (``precision="fp8"``), :data:`OPTIMIZERS`;
+  one progress protocol (:mod:`planner.progress`).
 * :class:`NeuronConfig` / :func:`neuron_parallel`: a Neuron configuration (degrees in NeuronCores) on
   chips; :mod:`planner.golden_neuron` and :mod:`planner.golden`: the step model against published
   Trainium and GPU throughput; :mod:`planner.claims`: AWS's Trn3 claims checked.
@@ -29,29 +33,32 @@ runs only when the block's profile is not in the profile cache
 
 from __future__ import annotations
 
-from planner.block_pricing import DTYPES, BlockCost, Execution, block_cost
+from planner.block_pricing import BlockCost, Execution, block_cost
+from planner.bound_search import SearchStats, branch_and_bound
 from planner.blocks import ModelBlocks
 from planner.fitted_efficiency import StepEfficiency, step_efficiency
 from planner.comm import CommPricer
-from planner.model_presets import model_blocks, model_presets
+from planner.models import model_blocks, model_presets
 from planner.goodput import FailureModel, Goodput, job_goodput
 from planner.parallel import ORDERS, Parallel, kind_stages, split_layers, uniform_stages
 from planner.neuron_config import NeuronConfig, neuron_parallel
 from planner.profile import BlockProfile, Collective, SavedTensor, Shard, trace_profile
 from planner.schedule import SCHEDULES, Simulation, simulate
 from planner.stage import RECOMPUTE, SlotGrid, Stage
-from planner.step import (COMM_KINDS, OPTIMIZERS, Memory, StageResult, StepConfig, StepResult,
-                                   step_model)
-from planner.search import SearchResult, search
+from planner.optimizers import OPTIMIZERS, Optimizer
+from planner.precision import PRECISIONS, Precision
+from planner.progress import Progress
+from planner.step import COMM_KINDS, Memory, StageResult, StepConfig, StepResult, step_model
+from planner.search import search
 from planner.estimate import MemoryPerChip, StepEstimate
 from planner.whatif import whatif
 
 __all__ = [
-    "COMM_KINDS", "DTYPES", "OPTIMIZERS", "ORDERS", "RECOMPUTE", "SCHEDULES",
+    "COMM_KINDS", "OPTIMIZERS", "ORDERS", "PRECISIONS", "RECOMPUTE", "SCHEDULES",
     "BlockCost", "BlockProfile", "Collective", "CommPricer", "Execution", "FailureModel", "Goodput", "Memory",
-    "MemoryPerChip", "ModelBlocks", "NeuronConfig", "Parallel", "SavedTensor", "SearchResult", "Shard", "Simulation", "SlotGrid",
-    "Stage", "StageResult", "StepConfig", "StepEfficiency", "StepEstimate", "StepResult",
-    "block_cost", "job_goodput", "kind_stages", "model_blocks", "model_presets", "neuron_parallel", "search",
-    "simulate",
-    "split_layers", "step_efficiency", "step_model", "trace_profile", "uniform_stages", "whatif",
+    "MemoryPerChip", "ModelBlocks", "NeuronConfig", "Optimizer", "Parallel", "Precision", "Progress", "SavedTensor",
+    "SearchStats", "Shard", "Simulation", "SlotGrid", "Stage", "StageResult", "StepConfig", "StepEfficiency",
+    "StepEstimate", "StepResult", "block_cost", "branch_and_bound", "job_goodput", "kind_stages", "model_blocks",
+    "model_presets", "neuron_parallel", "search", "simulate", "split_layers", "step_efficiency", "step_model",
+    "trace_profile", "uniform_stages", "whatif",
 ]

@@ -2,8 +2,8 @@
 
 :func:`block_cost` prices every op of a :class:`~planner.profile.BlockProfile`
 with ``devices.estimate`` (roofline with efficiency curves, catalogue figures)
-under an :class:`Execution`: the precision recipe (FP8 matmuls with their
-casts, the rest in BF16) and the step-level efficiencies of
+under an :class:`Execution`: the precision recipe (:data:`planner.precision.PRECISIONS`:
+FP8 matmuls with their casts, the rest in BF16) and the step-level efficiencies of
 :mod:`planner.fitted_efficiency` (fitted per chip family and op class, the
 same for every model). Ops that sequence parallelism divides by tp are charged
 ``1/tp`` of their traced time.
@@ -20,12 +20,8 @@ import devices
 import devices.cost
 from devices.figure import Figure
 from planner.fitted_efficiency import FITTED, StepEfficiency, step_efficiency
+from planner.precision import Precision, check_precision
 from planner.profile import BlockProfile
-
-DTYPES = ("bfloat16", "fp8")
-"""Accepted training precisions: BF16 everywhere, or FP8 matmuls with the rest in BF16."""
-
-FP8 = "float8_e4m3fn"
 
 _GEMM = ("matmul",)
 _ATTENTION = ("attention", "attention_backward", "attention_math")
@@ -35,16 +31,16 @@ _ATTENTION = ("attention", "attention_backward", "attention_math")
 class Execution:
     """How a block's ops run on a chip: the precision recipe and the step-level efficiencies."""
 
-    dtype: str = "bfloat16"
-    """``bfloat16``, or ``fp8``: matmuls in FP8 with a scaling pass (amax) and a cast of each input,
-    attention and everything else in BF16, as FP8 training recipes (Transformer Engine) do."""
+    precision: str = "bfloat16"
+    """A training precision of :data:`~planner.precision.PRECISIONS`: ``bfloat16``, or ``fp8``: matmuls in FP8
+    with a scaling pass (amax) and a cast of each input, attention and everything else in BF16, as FP8
+    training recipes (Transformer Engine) do."""
     calibrated: bool = True
     """Apply the fitted step efficiencies (:mod:`planner.fitted_efficiency`); False: the
     per-op cost model alone, as the in-process runner's timeline prices ops."""
 
     def __post_init__(self) -> None:
-        if self.dtype not in DTYPES:
-            raise ValueError(f"dtype: unknown training precision {self.dtype!r}; accepted: {', '.join(DTYPES)}")
+        check_precision(self.precision)
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,16 +108,17 @@ def use(efficiencies: dict[str, StepEfficiency]) -> Iterator[None]:
         cache_clear()
 
 
-def _fp8_records(records):
+def _cast_matmuls(records, precision: Precision):
+    low = precision.matmul_dtype
     out = []
     for r in records:
         if devices.cost.classify(r.op)[0] in _GEMM and r.dtype in ("bfloat16", "float16", "float32"):
             act = r.shapes[0]
-            # current scaling: an amax pass over the input, then the cast to FP8
+            # current scaling: an amax pass over the input, then the cast to the low precision
             out.append(devices.cost.OpRecord("aten::amax", (act,), r.dtype, ((),)))
             out.append(devices.cost.OpRecord("aten::_to_copy", (act,), r.dtype, (act,),
-                                             MappingProxyType({"dtype": FP8})))
-            out.append(devices.cost.OpRecord(r.op, r.shapes, FP8, r.out_shapes, r.args))
+                                             MappingProxyType({"dtype": low})))
+            out.append(devices.cost.OpRecord(r.op, r.shapes, low, r.out_shapes, r.args))
         else:
             out.append(r)
     return out
@@ -129,6 +126,7 @@ def _fp8_records(records):
 
 def _price(profile: BlockProfile, kind: str, execution: Execution) -> BlockCost:
     eff: StepEfficiency | None = step_efficiency(kind) if execution.calibrated else None
+    precision = check_precision(execution.precision)
     tp = profile.shard.tp
     n_forward = len(profile.forward)
     sources: dict[int, Figure] = {}
@@ -139,9 +137,9 @@ def _price(profile: BlockProfile, kind: str, execution: Execution) -> BlockCost:
         acc = totals[phase]
         for i, r in enumerate(records):
             weight = 1.0 / tp if (offset + i) in profile.sequence_sharded else 1.0
-            expanded = _fp8_records((r,)) if execution.dtype == "fp8" else (r,)
+            expanded = _cast_matmuls((r,), precision) if precision.matmul_dtype else (r,)
             for rec in expanded:
-                e = devices.estimate(kind, rec.op, rec.shapes, rec.dtype, out_shapes=rec.out_shapes, args=rec.args)
+                e = devices.cost.estimate(kind, rec.op, rec.shapes, rec.dtype, out_shapes=rec.out_shapes, args=rec.args)
                 if e.category in ("view", "none"):
                     continue
                 seconds = e.seconds * weight
@@ -167,4 +165,4 @@ def _price(profile: BlockProfile, kind: str, execution: Execution) -> BlockCost:
                      projected=projected, sources=tuple(sources.values()))
 
 
-__all__ = ["DTYPES", "BlockCost", "Execution", "block_cost", "cache_clear"]
+__all__ = ["BlockCost", "Execution", "block_cost", "cache_clear"]

@@ -138,7 +138,7 @@ def model_claims(model: str, *, global_batch: int = 1024, seq_len: int = 8192,
     from planner.whatif import whatif
 
     def run(rack):
-        return whatif(model, rack, global_batch=global_batch, seq_len=seq_len, dtype="fp8", price_basis=price_basis)
+        return whatif(model, rack, global_batch=global_batch, seq_len=seq_len, precision="fp8", price_basis=price_basis)
 
     e3, e2, eg = run(TRN3), run(TRN2), run(GPU)
     what = f"{model}, FP8, {global_batch:,} x {seq_len:,} tokens (modelled)"

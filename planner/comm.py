@@ -8,6 +8,12 @@ interpolates linearly in between, where alpha-beta costs are affine in the
 size for a given algorithm. Groups are slot sequences: a ``range`` (strided
 groups of a million-chip rack stay symbolic) or a tuple.
 
+Groups that sit alike on the rack cost the same, so each table is keyed by
+the group's shape (:meth:`CommPricer.group_key`), priced once by the first
+group of that shape: a what-if's strided groups and a live plan's search over
+thousands of stage groups (which differ only by the slots they hold) price
+each shape once.
+
 An all-gather or reduce-scatter is priced at no more than half the all-reduce
 of the same size over the same group: an all-reduce is a reduce-scatter and an
 all-gather, and ``collectives`` has a two-level (domain, then network)
@@ -29,17 +35,18 @@ GRID_STEPS = 1
 """Grid points per doubling of the size; within one algorithm a collective's time is affine in its size,
 so interpolation errs only near an algorithm switch (under 5 %; tests bound it)."""
 
-_PRICERS: dict[int, tuple[object, "CommPricer"]] = {}
+_PRICERS: dict[object, "CommPricer"] = {}
 
 
 def pricer_for(spec) -> "CommPricer":
-    """The shared :class:`CommPricer` of a rack spec (tables survive between what-ifs on one rack)."""
-    hit = _PRICERS.get(id(spec))
-    if hit is None or hit[0] is not spec:
+    """The shared :class:`CommPricer` of a rack spec (tables survive between what-ifs on equal racks: a spec
+    string parsed twice is one rack)."""
+    hit = _PRICERS.get(spec)
+    if hit is None:
         if len(_PRICERS) > 32:
             _PRICERS.clear()
-        hit = _PRICERS[id(spec)] = (spec, CommPricer(spec))
-    return hit[1]
+        hit = _PRICERS[spec] = CommPricer(spec)
+    return hit
 
 
 def _members(slots: Sequence[int]) -> Sequence[int]:
@@ -50,7 +57,10 @@ class CommPricer:
     """Modelled seconds of collectives on one rack (see the module doc). Not thread-safe."""
 
     def __init__(self, rack) -> None:
-        self.topology = collectives.topology(rack)
+        import devices
+
+        self.spec = devices.parse_rack(rack)
+        self.topology = collectives.topology(self.spec)
         self._points: dict[tuple, float] = {}
         self._keys: dict[tuple, tuple] = {}
         self._calls: dict[tuple, float] = {}
@@ -58,25 +68,42 @@ class CommPricer:
         """(op, group key) -> the algorithm chosen at the last priced point (for reports)."""
 
     def group_key(self, slots: Sequence[int]) -> tuple:
-        """What a collective's cost depends on: the group's size and how it falls on domains and links.
+        """What a collective's cost depends on: how the group's members, in rank order, fall on the rack.
 
-        Two groups at different offsets of a rack whose members sit alike (same domain kinds, as many
-        domains, as many members in each, the same stride) cost the same, so they share a table.
+        Every domain of one model has the same links, every member of a switch domain the same port, and
+        the network joins any two domains alike; so two groups cost the same when, rank by rank, their
+        members sit in the same order of domains (the first domain met, the second...), of the same model,
+        on slots of the same kind, at the same position where the domain is a torus. A tuple is keyed so,
+        member by member; a ``range`` (a strided group of a million-chip rack) by its size, stride and
+        placement (:meth:`collectives.topology.Topology.placement`, counted without walking its members).
         """
         raw = ("r", slots.start, slots.stop, slots.step) if isinstance(slots, range) else ("t",) + tuple(slots)
         key = self._keys.get(raw)
         if key is None:
-            topo = self.topology
-            placement = topo.placement(_members(slots))
-            first = topo.domain_of(slots[0])[1]
-            last = topo.domain_of(slots[-1])[1]
-            step = slots.step if isinstance(slots, range) else tuple(b - a for a, b in zip(slots, slots[1:]))
-            key = self._keys[raw] = (len(slots), step, placement.groups, placement.group_size,
-                                     tuple(d.name for d in placement.domains), first.name, last.name,
-                                     placement.switch is not None, placement.torus)
+            key = self._keys[raw] = self._range_key(slots) if isinstance(slots, range) else self._tuple_key(slots)
         return key
 
+    def _range_key(self, slots: range) -> tuple:
+        topo = self.topology
+        placement = topo.placement(slots)
+        first = topo.domain_of(slots[0])[1]
+        last = topo.domain_of(slots[-1])[1]
+        return ("r", len(slots), slots.step, placement.groups, placement.group_size,
+                tuple(d.name for d in placement.domains), first.name, last.name, placement.switch is not None,
+                placement.torus)
+
+    def _tuple_key(self, slots: Sequence[int]) -> tuple:
+        topo, spec = self.topology, self.spec
+        ordinal: dict[int, int] = {}
+        members = []
+        for s in slots:
+            first, dom = topo.domain_of(s)
+            members.append((ordinal.setdefault(first, len(ordinal)), dom.name, spec.group_of(s).kind,
+                            s - first if dom.is_torus else -1))
+        return ("t", tuple(members))
+
     def _exact(self, op: str, nbytes: int, slots: Sequence[int], key: tuple) -> float:
+        # The first group of a shape prices the shape (see group_key).
         point = (op, key, nbytes)
         hit = self._points.get(point)
         if hit is None:

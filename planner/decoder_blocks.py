@@ -3,8 +3,9 @@
 Blocks: ``embedding`` (token embedding, positional terms), one block per
 decoder layer, ``head`` (final norm, LM head, cross-entropy loss). Layers with
 the same structure share one trace. A tensor-parallel shard is traced as the
-layer a Megatron rank runs: the layer rebuilt from its config with the heads,
-key/value heads (replicated when fewer than tp), MLP width and vocabulary divided
+layer a Megatron rank runs: the whole layer cut by :func:`planner.megatron_shard.shard_layer`
+(column/row projections, whatever the family writes them as: Linear, Conv1D, fused QKV,
+3-D expert tensors; key/value heads replicated when fewer than tp), the vocabulary divided
 by tp. MoE experts are sharded over ep with balanced routing assumed: each chip
 runs ``experts / ep`` experts on the token-expert pairs of its own tokens.
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 import copy
 import inspect
 import json
+import numbers
 from typing import Any, Hashable
 
 from planner.blocks import ModelBlocks
@@ -108,6 +110,10 @@ class DecoderBlocks(ModelBlocks):
         self.name = name or getattr(config, "model_type", "model")
         self.source = source
         self.dtype = dtype
+        for field in ("num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size"):
+            value = getattr(config, field, None)
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+                raise ValueError(f"model: config.{field} must be a positive integer, got {value!r}")
         self.num_layers = int(config.num_hidden_layers)
         self.hidden_size = int(config.hidden_size)
         self.heads = int(config.num_attention_heads)
@@ -244,27 +250,19 @@ class DecoderBlocks(ModelBlocks):
         if self.experts and self.experts % ep:
             raise ValueError(f"ep: expert parallelism {ep} does not divide the {self.experts} experts of {self.name}")
 
-    def _sharded_config(self, tp: int):
-        cfg = copy.deepcopy(self.config)
-        if tp == 1:
-            return cfg
-        cfg.num_attention_heads = self.heads // tp
-        if hasattr(cfg, "num_key_value_heads"):
-            cfg.num_key_value_heads = max(1, self.kv_heads // tp)
-        cfg.head_dim = self.head_dim
-        for width in _WIDTHS:
-            value = getattr(cfg, width, None)
-            if value:
-                setattr(cfg, width, value // tp)
-        return cfg
-
     def _layer_module(self, index: int, tp: int):
-        if tp == 1 and self._model is not None:
-            return fuse_norms(copy.deepcopy(self.parts(self._model)["layers"][index - 1]))
-        model = self._build(self._sharded_config(tp), layers=index) if self._layer_has_type(index) else \
-            self._build(self._sharded_config(tp), layers=1)
-        layers = self.parts(model)["layers"]
-        return fuse_norms(layers[len(layers) - 1])
+        """Layer ``index`` as tensor rank 0 of ``tp`` holds it: the whole layer (the user's module, or one
+        built from the config) cut by Megatron's rules (:func:`planner.megatron_shard.shard_layer`)."""
+        from planner.megatron_shard import shard_layer
+
+        if self._model is not None:
+            layer = self.parts(self._model)["layers"][index - 1]
+        else:
+            model = self._build(self.config, layers=index if self._layer_has_type(index) else 1)
+            layer = self.parts(model)["layers"][-1]
+        layer = shard_layer(copy.deepcopy(layer), tp, heads=self.heads, kv_heads=self.kv_heads,
+                            head_dim=self.head_dim)
+        return fuse_norms(layer)
 
     def _layer_has_type(self, index: int) -> bool:
         return self._layer_signatures()[index - 1] != 0

@@ -7,18 +7,18 @@ Shared by :func:`planner.whatif` (one configuration, or the one the search finds
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import math
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from devices.chip_set import DEFAULT_BASIS, ChipSet, Economics, check_basis
-from planner.block_pricing import DTYPES
 from planner.blocks import ModelBlocks
 from planner.comm import CommPricer
-from planner.parallel import Parallel, uniform_stages
+from planner.optimizers import check_optimizer
+from planner.parallel import Parallel, largest_divisor, uniform_stages
+from planner.precision import PRECISIONS, check_precision
 from planner.stage import check_recompute
-from planner.step import OPTIMIZERS, StepConfig, StepResult, step_model
-
-_PEAK_DTYPE = {"bfloat16": "bfloat16", "fp8": "float8"}
+from planner.step import StepConfig, StepResult, step_model
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +46,7 @@ class StepEstimate:
     model_tflops_per_chip: float
     """Model FLOPs (3 x forward matmul and attention FLOPs, recompute not counted) per second per chip, / 1e12."""
     mfu: float
-    """Model FLOPs over the chips' dense peak in the matmul precision (FP8 peak for ``dtype="fp8"``)
+    """Model FLOPs over the chips' dense peak in the matmul precision (FP8 peak for ``precision="fp8"``)
     (:meth:`devices.ChipSet.mfu` of the chips used)."""
     memory_per_chip: MemoryPerChip
     fits: bool
@@ -63,6 +63,18 @@ class StepEstimate:
     """The configuration used (dp, schedule, microbatches and recompute filled in)."""
     projected: bool
     """True when a projected chip figure (e.g. Trainium4) entered the estimate."""
+    result: StepResult = field(repr=False, compare=False)
+    """The full step-model result (per-stage busy/idle, memory; its events replay the schedule)."""
+    model: str = ""
+    """The model's name."""
+    rack: str = ""
+    """The rack's name."""
+    rack_counts: dict[str, int] = field(default_factory=dict)
+    """Chips of the rack per kind (the configuration may leave some idle)."""
+    precision: str = "bfloat16"
+    """The training precision (:data:`~planner.precision.PRECISIONS`)."""
+    advice: str = ""
+    """When the step does not fit: the memory it needs per chip and the largest fitting alternative."""
     price_basis: str = DEFAULT_BASIS
     """The price basis of :attr:`usd_per_step` and :attr:`usd_per_million_tokens` (:data:`devices.PRICE_BASES`)."""
     usd_per_step: float | None = None
@@ -71,25 +83,6 @@ class StepEstimate:
     """Board power of every chip used over the step (None without a power figure for every kind)."""
     economics: Economics | None = None
     """The step's cost and energy with the figures summed and, where unset, why (:meth:`devices.ChipSet.economics`)."""
-
-    # Details beyond the fields: set once by whatif(), read through the properties below.
-    @property
-    def result(self) -> StepResult:
-        """The full step-model result (per-stage busy/idle, memory, events)."""
-        return self.__dict__["_result"]
-
-    @property
-    def model(self) -> str:
-        return self.__dict__["_model"]
-
-    @property
-    def rack(self) -> str:
-        return self.__dict__["_rack"]
-
-    @property
-    def advice(self) -> str:
-        """When the step does not fit: the memory it needs per chip and the largest fitting alternative."""
-        return self.__dict__.get("_advice", "")
 
     def goodput(self, failures=None):
         """Expected goodput under a failure model (see :mod:`planner.goodput`)."""
@@ -107,14 +100,8 @@ class StepEstimate:
         return "\n".join(f"{k:<34} {v}" for k, v in self.rows())
 
 
-def _attach(est: StepEstimate, **details: Any) -> StepEstimate:
-    for k, v in details.items():
-        object.__setattr__(est, f"_{k}", v)
-    return est
-
-
-def estimate_from_result(result: StepResult, spec, parallel: dict[str, Any], *, dtype: str, model: str,
-                         price_basis: str = DEFAULT_BASIS) -> StepEstimate:
+def estimate_from_result(result: StepResult, spec, parallel: dict[str, Any], *, precision: str,
+                         model: str, price_basis: str = DEFAULT_BASIS) -> StepEstimate:
     """A :class:`StepEstimate` from a step-model result on ``spec`` (cost on ``price_basis``)."""
     chips = result.chips
     tokens_s = result.tokens / result.seconds
@@ -123,17 +110,17 @@ def estimate_from_result(result: StepResult, spec, parallel: dict[str, Any], *, 
     flops_s = result.model_flops / result.seconds
     worst = max(result.stages, key=lambda s: s.memory.total / max(1, s.memory.capacity))
     mem = worst.memory
-    est = StepEstimate(
+    return StepEstimate(
         seconds=result.seconds, tokens_per_second=tokens_s, tokens_per_second_per_chip=tokens_s / chips,
         model_tflops_per_chip=flops_s / chips / 1e12,
-        mfu=used.mfu(result.model_flops, result.seconds, _PEAK_DTYPE[dtype]),
+        mfu=used.mfu(result.model_flops, result.seconds, PRECISIONS[precision].peak),
         memory_per_chip=MemoryPerChip(mem.weights, mem.gradients, mem.optimizer, mem.activations, mem.total,
                                       mem.capacity),
         fits=all(s.memory.fits for s in result.stages),
         joules_per_token=money.joules_per_token, usd_per_million_tokens=money.usd_per_million_tokens,
-        breakdown=result.breakdown, parallel=parallel, projected=result.projected, price_basis=price_basis,
+        breakdown=result.breakdown, parallel=parallel, projected=result.projected, result=result, model=model,
+        rack=spec.name, rack_counts=spec.counts(), precision=precision, price_basis=price_basis,
         usd_per_step=money.usd, joules_per_step=money.joules, economics=money)
-    return _attach(est, result=result, model=model, rack=spec.name, rack_counts=spec.counts())
 
 
 def reprice(est: StepEstimate, price_basis: str) -> StepEstimate:
@@ -142,24 +129,21 @@ def reprice(est: StepEstimate, price_basis: str) -> StepEstimate:
         return est
     used = ChipSet.of((st.kind, len(st.slots)) for st in est.result.stages)
     money = used.economics(est.seconds, est.result.tokens, check_basis(price_basis))
-    for name, value in (("price_basis", price_basis), ("usd_per_step", money.usd), ("economics", money),
-                        ("usd_per_million_tokens", money.usd_per_million_tokens)):
-        object.__setattr__(est, name, value)
-    return est
+    return replace(est, price_basis=price_basis, usd_per_step=money.usd, economics=money,
+                   usd_per_million_tokens=money.usd_per_million_tokens)
 
 
-def _check(global_batch: int, seq_len: int, dtype: str, recompute: str, optimizer: str) -> None:
+def check_step(global_batch: int, seq_len: int, precision: str, recompute: str, optimizer: str) -> None:
+    """ValueError naming the first of the what-if's step arguments that is not accepted."""
     for name, value in (("global_batch", global_batch), ("seq_len", seq_len)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name}: expected a positive integer, got {value!r}")
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype: unknown {dtype!r}; accepted: {', '.join(DTYPES)}")
+    check_precision(precision)
     check_recompute(recompute)
-    if optimizer not in OPTIMIZERS:
-        raise ValueError(f"optimizer: unknown {optimizer!r}; accepted: {', '.join(OPTIMIZERS)}")
+    check_optimizer(optimizer)
 
 
-def run_config(blocks: ModelBlocks, spec, par: Parallel, *, global_batch: int, seq_len: int, dtype: str,
+def run_config(blocks: ModelBlocks, spec, par: Parallel, *, global_batch: int, seq_len: int, precision: str,
                recompute: str, optimizer: str, pricer: CommPricer | None = None,
                record: bool = False) -> tuple[StepResult, dict[str, Any]]:
     """The step model for one configuration: (result, the configuration as a dict).
@@ -168,7 +152,7 @@ def run_config(blocks: ModelBlocks, spec, par: Parallel, *, global_batch: int, s
     into whole microbatches (the remaining chips idle, reported as ``idle_chips``). On a rack mixing chip
     kinds, one stage per kind (:func:`~planner.parallel.kind_stages`)."""
     if len(spec.counts()) > 1:
-        return _run_mixed(blocks, spec, par, global_batch=global_batch, seq_len=seq_len, dtype=dtype,
+        return _run_mixed(blocks, spec, par, global_batch=global_batch, seq_len=seq_len, precision=precision,
                           recompute=recompute, optimizer=optimizer, pricer=pricer, record=record)
     if par.dp is None:
         cell = par.tp * par.cp * par.pp
@@ -176,8 +160,7 @@ def run_config(blocks: ModelBlocks, spec, par: Parallel, *, global_batch: int, s
         if global_batch % par.microbatch:
             raise ValueError(f"global_batch: {global_batch} samples do not split into microbatches of "
                              f"{par.microbatch}")
-        samples = global_batch // par.microbatch
-        dp = max((d for d in range(min(most, samples), 0, -1) if samples % d == 0), default=0)
+        dp = largest_divisor(global_batch // par.microbatch, most)
         if dp:
             par = replace(par, dp=dp)
     stages, par, idle = uniform_stages(blocks, spec, par)
@@ -187,7 +170,7 @@ def run_config(blocks: ModelBlocks, spec, par: Parallel, *, global_batch: int, s
                          f"{par.microbatch} x {par.dp} = {per_step}")
     microbatches = global_batch // per_step
     config = StepConfig(global_batch=global_batch, seq_len=seq_len, microbatches=microbatches,
-                        schedule=par.schedule, dtype=dtype, recompute=recompute, optimizer=optimizer,
+                        schedule=par.schedule, precision=precision, recompute=recompute, optimizer=optimizer,
                         zero=par.zero_stage, record=record)
     if seq_len % par.cp:
         raise ValueError(f"cp: context parallelism {par.cp} does not divide seq_len {seq_len}")
@@ -198,23 +181,21 @@ def run_config(blocks: ModelBlocks, spec, par: Parallel, *, global_batch: int, s
     return result, used
 
 
-def _run_mixed(blocks: ModelBlocks, spec, par: Parallel, *, global_batch: int, seq_len: int, dtype: str,
+def _run_mixed(blocks: ModelBlocks, spec, par: Parallel, *, global_batch: int, seq_len: int, precision: str,
                recompute: str, optimizer: str, pricer, record: bool) -> tuple[StepResult, dict[str, Any]]:
     from planner.parallel import kind_stages
 
     if par.pp != 1 or par.vp != 1 or par.dp is not None or par.ep != 1:
         raise ValueError("parallel: on a rack mixing chip kinds the what-if makes one pipeline stage per kind; "
                          "pp, vp, dp and ep are not accepted there (give tp, cp, fsdp, zero, microbatch)")
-    stages = kind_stages(blocks, spec, par, seq_len=seq_len, dtype=dtype)
+    stages = kind_stages(blocks, spec, par, seq_len=seq_len, precision=precision)
     dps = [s.dp for s in stages]
-    microbatches = next((m for m in range(global_batch, 0, -1)
-                         if all(global_batch % (m * d) == 0 and global_batch // (m * d) >= par.microbatch
-                                for d in dps)), None)
-    if microbatches is None:
+    microbatches = _mixed_microbatches(global_batch, dps, par.microbatch)
+    if not microbatches:
         raise ValueError(f"global_batch: {global_batch} samples do not split evenly over the stages' data-parallel "
                          f"replicas {dps}")
     config = StepConfig(global_batch=global_batch, seq_len=seq_len, microbatches=microbatches, schedule="1f1b",
-                        dtype=dtype, recompute=recompute, optimizer=optimizer, zero=par.zero_stage, record=record)
+                        precision=precision, recompute=recompute, optimizer=optimizer, zero=par.zero_stage, record=record)
     result = step_model(blocks, stages, spec, config, pricer=pricer)
     used = par.as_dict()
     used.update(pp=len(stages), dp=dps, zero=par.zero_stage, schedule="1f1b", microbatches=microbatches,
@@ -224,4 +205,16 @@ def _run_mixed(blocks: ModelBlocks, spec, par: Parallel, *, global_batch: int, s
     return result, used
 
 
-__all__ = ["MemoryPerChip", "StepEstimate", "estimate_from_result", "reprice", "run_config"]
+def _mixed_microbatches(global_batch: int, dps: list[int], microbatch: int) -> int:
+    """The most microbatches ``m`` that split ``global_batch`` into whole microbatches of at least ``microbatch``
+    samples on every stage (``m * dp`` dividing it for each stage's replicas ``dp``); 0 when none does. ``m``
+    divides every ``global_batch / dp``, so it is a divisor of their gcd (no loop over the batch)."""
+    if any(global_batch % d for d in dps):
+        return 0
+    common = 0
+    for d in dps:
+        common = math.gcd(common, global_batch // d)
+    return largest_divisor(common, global_batch // (microbatch * max(dps)))
+
+
+__all__ = ["MemoryPerChip", "StepEstimate", "check_step", "estimate_from_result", "reprice", "run_config"]

@@ -19,7 +19,7 @@ import devices
 from devices.figure import Figure
 from planner.block_pricing import use
 from planner.fitted_efficiency import StepEfficiency
-from planner.model_presets import model_blocks
+from planner.models import model_blocks
 from planner.parallel import Parallel
 from planner.estimate import StepEstimate, estimate_from_result, run_config
 
@@ -104,9 +104,9 @@ def evaluate(rows: Iterable[GoldenRow] = ROWS) -> list[Outcome]:
         par = Parallel(tp=row.tp, pp=row.pp, cp=row.cp, vp=row.vp, fsdp=row.fsdp, microbatch=row.microbatch,
                        dp=row.gpus // (row.tp * row.pp * row.cp))
         assert row.gpus <= nodes
-        result, used = run_config(blocks, spec, par, global_batch=row.global_batch, seq_len=8192, dtype="fp8",
+        result, used = run_config(blocks, spec, par, global_batch=row.global_batch, seq_len=8192, precision="fp8",
                                   recompute=row.recompute, optimizer="adamw")
-        out.append(Outcome(row, estimate_from_result(result, spec, used, dtype="fp8", model=blocks.name)))
+        out.append(Outcome(row, estimate_from_result(result, spec, used, precision="fp8", model=blocks.name)))
     return out
 
 

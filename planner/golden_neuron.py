@@ -24,7 +24,7 @@ from devices.figure import Figure
 from planner.block_pricing import use
 from planner.estimate import StepEstimate, estimate_from_result, run_config
 from planner.fitted_efficiency import FITTED, TRAINIUM, StepEfficiency
-from planner.model_presets import model_blocks
+from planner.models import model_blocks
 from planner.neuron_config import NeuronConfig
 
 _PAGE = ("AWS Neuron documentation, 'Trn1/Trn1n Training Performance', table training_data_decoder.csv "
@@ -44,7 +44,7 @@ class NeuronRow:
     release: str
     """The Neuron SDK release whose table the row is in (a key of :data:`SOURCES`)."""
     model: str
-    """A model preset (:func:`planner.model_presets`)."""
+    """A model preset (:data:`planner.models.MODELS`)."""
     nodes: int
     """trn1.32xlarge instances (16 chips, 32 NeuronCores each)."""
     tp: int
@@ -125,8 +125,8 @@ def evaluate(rows: Iterable[NeuronRow] = ROWS) -> list[Outcome]:
         par = row.config.parallel()
         assert row.config.chips() == row.chips == len(spec), row.label
         result, used = run_config(blocks, spec, par, global_batch=row.global_batch, seq_len=row.seq_len,
-                                  dtype="bfloat16", recompute=row.recompute, optimizer="adamw")
-        out.append(Outcome(row, estimate_from_result(result, spec, used, dtype="bfloat16", model=blocks.name)))
+                                  precision="bfloat16", recompute=row.recompute, optimizer="adamw")
+        out.append(Outcome(row, estimate_from_result(result, spec, used, precision="bfloat16", model=blocks.name)))
     return out
 
 

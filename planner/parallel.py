@@ -13,6 +13,7 @@ when that is what makes the split even, as Megatron's
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
+from functools import lru_cache
 from typing import Any, Mapping
 
 from planner.blocks import ModelBlocks
@@ -98,8 +99,36 @@ def _positive(value: object, name: str) -> int:
     return value
 
 
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+def divisors(n: int, limit: int | None = None) -> list[int]:
+    """The divisors of ``n`` (a positive integer), ascending, those above ``limit`` left out.
+
+    From ``n``'s prime factors (trial division up to its square root, stopping once the rest is prime), so a
+    global batch of 10^12 samples costs what 2,048 does, not a loop over every count below it."""
+    return [d for d in _divisors(n) if limit is None or d <= limit]
+
+
+@lru_cache(maxsize=1024)
+def _divisors(n: int) -> tuple[int, ...]:
+    # A search asks for the divisors of the same few counts for each of its hundreds of candidates.
+    factors: dict[int, int] = {}
+    rest, p = n, 2
+    while p * p <= rest:
+        while rest % p == 0:
+            factors[p] = factors.get(p, 0) + 1
+            rest //= p
+        p += 1 if p == 2 else 2
+    if rest > 1:
+        factors[rest] = factors.get(rest, 0) + 1
+    out = [1]
+    for prime, power in factors.items():
+        out = [d * prime ** k for d in out for k in range(power + 1)]
+    return tuple(sorted(out))
+
+
+def largest_divisor(n: int, limit: int) -> int:
+    """The largest divisor of ``n`` not above ``limit`` (0 when ``limit`` < 1)."""
+    found = divisors(n, limit) if limit >= 1 else []
+    return found[-1] if found else 0
 
 
 def split_layers(blocks: ModelBlocks, virtual: int, *, what: str = "pp") -> list[range]:
@@ -115,8 +144,8 @@ def split_layers(blocks: ModelBlocks, virtual: int, *, what: str = "pp") -> list
         per = (count + first + (n - last)) // virtual
         bounds = [0] + [per * k for k in range(1, virtual)] + [n]
     else:
-        fits = [d for d in _divisors(count)] + [d for d in _divisors(count + first + n - last) if d not in
-                                               _divisors(count)]
+        fits = [d for d in divisors(count)] + [d for d in divisors(count + first + n - last) if d not in
+                                               divisors(count)]
         raise ValueError(f"{what}: {virtual} pipeline chunks do not divide the {count} layers of {blocks.name} "
                          f"(nor {count + first + n - last} counting the embedding and head as layers); "
                          f"chunk counts that do: {', '.join(map(str, sorted(set(fits))))}")
@@ -167,7 +196,7 @@ def uniform_stages(blocks: ModelBlocks, spec, parallel: Parallel) -> tuple[list[
     return stages, replace(parallel, dp=dp), n - used
 
 
-def kind_stages(blocks: ModelBlocks, spec, parallel: Parallel, *, seq_len: int, dtype: str = "bfloat16"
+def kind_stages(blocks: ModelBlocks, spec, parallel: Parallel, *, seq_len: int, precision: str = "bfloat16"
                 ) -> list[Stage]:
     """One pipeline stage per chip kind of a mixed rack, layers split in proportion to each kind's
     modelled throughput (its chips over its per-layer time): a baseline heterogeneous plan.
@@ -197,7 +226,8 @@ def kind_stages(blocks: ModelBlocks, spec, parallel: Parallel, *, seq_len: int, 
         dp = len(slots) // (tp * cp)
         if dp < 1:
             raise ValueError(f"tp: tp*cp = {tp * cp} exceeds the {len(slots)} {kind} slots")
-        cost = block_cost(blocks.profile(layer, Shard(seq_len=seq_len, tp=tp, cp=cp)), kind, Execution(dtype=dtype))
+        cost = block_cost(blocks.profile(layer, Shard(seq_len=seq_len, tp=tp, cp=cp)), kind,
+                          Execution(precision=precision))
         rates.append(dp / (cost.forward + cost.backward))
     count = len(blocks.layers)
     if count < len(kinds):
@@ -217,4 +247,4 @@ def kind_stages(blocks: ModelBlocks, spec, parallel: Parallel, *, seq_len: int, 
     return stages
 
 
-__all__ = ["ORDERS", "Parallel", "kind_stages", "split_layers", "uniform_stages"]
+__all__ = ["ORDERS", "Parallel", "divisors", "kind_stages", "largest_divisor", "split_layers", "uniform_stages"]

@@ -4,24 +4,13 @@ from __future__ import annotations
 
 import os
 
+from devices.output_files import atomic_path
+
 _PHASE = {0: ("forward", "#4C9BE8"), 1: ("backward", "#1F4E8C")}
 _PARTS = (("compute", "#1F4E8C"), ("tp_comm", "#E8743B"), ("cp_comm", "#F2B134"), ("ep_comm", "#A05EB5"),
           ("dp_comm", "#D64550"), ("pp_comm", "#7F7F7F"), ("bubble", "#D9D9D9"), ("optimizer", "#19A979"))
 _MAX_BARS = 4000
 """Schedule actions drawn one by one per stage; beyond it, runs of adjacent actions merge into one bar."""
-
-
-def _recorded(estimate):
-    from planner.estimate import run_config
-
-    detail = estimate.__dict__
-    if estimate.result.events:
-        return estimate.result
-    cfg = estimate.result.config
-    result, _ = run_config(detail["_blocks"], detail["_spec"], detail["_parallel_obj"], global_batch=cfg.global_batch,
-                           seq_len=cfg.seq_len, dtype=cfg.dtype, recompute=detail["_recompute"],
-                           optimizer=cfg.optimizer, record=True)
-    return result
 
 
 def plot_step(estimate, path: str | os.PathLike) -> str:
@@ -34,7 +23,7 @@ def plot_step(estimate, path: str | os.PathLike) -> str:
 
     from planner.report import chips_label, configuration
 
-    result = _recorded(estimate)
+    result = estimate.result  # its events replay the schedule the estimate was priced with
     stages = result.stages
     p = len(stages)
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(12, 2.2 + 0.45 * p + 2.6), height_ratios=[max(1, p), 3],
@@ -89,7 +78,8 @@ def plot_step(estimate, path: str | os.PathLike) -> str:
     if estimate.projected:
         fig.text(0.01, 0.005, "PROJECTED chip figures in use", color="#D64550", fontsize=9)
     path = os.fspath(path)
-    fig.savefig(path, dpi=110)
+    with atomic_path(path, "path") as tmp:  # a whole picture or none
+        fig.savefig(tmp, dpi=110)
     plt.close(fig)
     return path
 

@@ -44,7 +44,7 @@ def chips_label(estimate) -> str:
     used: dict[str, int] = {}
     for st in estimate.result.stages:
         used[st.kind] = used.get(st.kind, 0) + len(st.slots)
-    counts = estimate.__dict__.get("_rack_counts") or used
+    counts = estimate.rack_counts or used
     parts = []
     for kind, n in counts.items():
         text = f"{n:,} {kind}" + (" (projected)" if devices.chip(kind).projected else "")
@@ -110,21 +110,31 @@ def estimate_rows(est) -> list[tuple[str, str]]:
     return rows
 
 
-def compare_table(estimates: Sequence) -> str:
-    """Several estimates side by side (one column per rack)."""
+COLUMN_WIDTH = 48
+"""A compare table's column is at most this wide unless one word is wider; longer cells wrap between words."""
+
+
+def compare_table(estimates: Sequence, width: int = COLUMN_WIDTH) -> str:
+    """Several estimates side by side (one column per rack). No cell is cut: a cell longer than ``width``
+    wraps onto the next lines of its row, between words."""
+    import textwrap
+
     columns = [dict(e.rows()) for e in estimates]
     labels: list[str] = []
     for e in estimates:
         for label, _ in e.rows():
             if label not in labels:
                 labels.append(label)
-    width = max(len(x) for x in labels)
+    label_w = max(len(x) for x in labels)
     cells = [[c.get(label, "") for c in columns] for label in labels]
-    colw = [max(len(cells[r][k]) for r in range(len(labels))) for k in range(len(columns))]
-    colw = [min(w, 60) for w in colw]
+    wrapped = [[textwrap.wrap(v, width, break_long_words=False, break_on_hyphens=False) or [""] for v in row]
+               for row in cells]
+    colw = [max(len(line) for row in wrapped for line in row[k]) for k in range(len(columns))]
     lines = []
-    for label, row in zip(labels, cells):
-        lines.append(f"{label:<{width}}  " + "  ".join(f"{v[:60]:<{w}}" for v, w in zip(row, colw)).rstrip())
+    for label, row in zip(labels, wrapped):
+        for i in range(max(len(part) for part in row)):
+            text = "  ".join(f"{part[i] if i < len(part) else '':<{w}}" for part, w in zip(row, colw))
+            lines.append(f"{label if i == 0 else '':<{label_w}}  {text}".rstrip())
     return "\n".join(lines)
 
 

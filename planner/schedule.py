@@ -181,4 +181,37 @@ def simulate(forward: Sequence[Sequence[float]], backward: Sequence[Sequence[flo
                       events=tuple(events))
 
 
-__all__ = ["SCHEDULES", "Simulation", "actions", "simulate"]
+def interleaved_bound(f: Sequence[float], b: Sequence[float], m: int, stages: int) -> float:
+    """A lower bound on an interleaved step: ``f``, ``b`` per virtual stage (chunk ``c`` of stage ``s`` at
+    ``c * stages + s``)."""
+    v = len(f) // stages
+    best = 0.0
+    before_f = before_b = 0.0
+    for s in range(stages):
+        work = sum(f[c * stages + s] + b[c * stages + s] for c in range(v))
+        best = max(best, before_f + m * work + before_b)
+        before_f += f[s]
+        before_b += b[s]
+    return best
+
+
+def lower_bound(f: Sequence[float], b: Sequence[float], m: int) -> float:
+    """A lower bound on a GPipe / 1F1B step with stage times ``f``, ``b`` and ``m`` microbatches."""
+    best = 0.0
+    before_f = before_b = 0.0
+    for fj, bj in zip(f, b):
+        best = max(best, before_f + m * (fj + bj) + before_b)
+        before_f += fj
+        before_b += bj
+    return best
+
+
+def pipeline_bound(forward: Sequence[float], backward: Sequence[float], microbatches: int, stages: int) -> float:
+    """A lower bound on a step's pipeline time from per-virtual-stage times alone (whatever the communication,
+    which only adds): :func:`lower_bound` for one chunk per stage, :func:`interleaved_bound` for several."""
+    if len(forward) == stages:
+        return lower_bound(forward, backward, microbatches)
+    return interleaved_bound(forward, backward, microbatches, stages)
+
+
+__all__ = ["SCHEDULES", "Simulation", "actions", "interleaved_bound", "lower_bound", "pipeline_bound", "simulate"]

@@ -73,7 +73,7 @@ class Stage:
     kind: str
     """Chip kind of every slot of the stage."""
     slots: Sequence[int]
-    """The stage's slots, ordered (replica, context rank, tensor rank): a tuple or a :class:`SlotGrid`."""
+    """The stage's slots, ordered (replica, context rank, tensor rank): a tuple, a ``range`` or a :class:`SlotGrid`."""
     tp: int = 1
     """Tensor-parallel degree."""
     cp: int = 1
@@ -127,16 +127,17 @@ class Stage:
                     if grid.dp > 1 else range(grid.base, grid.base + 1)
             return grid.group(dim)
         s, tp, cp = self.slots, self.tp, self.cp
+        part = (lambda x: x) if isinstance(s, range) else tuple  # a range stage keeps range groups (symbolic)
         if dim == "tp":
-            return tuple(s[:tp])
+            return part(s[:tp])
         if dim == "cp":
-            return tuple(s[0:tp * cp:tp])
+            return part(s[0:tp * cp:tp])
         if dim == "dp":
-            return tuple(s[0::tp * cp])
+            return part(s[0::tp * cp])
         if dim == "ep":
-            return tuple(s[0:tp * cp * self.ep:tp * cp])
+            return part(s[0:tp * cp * self.ep:tp * cp])
         if dim == "edp":
-            return tuple(s[0::tp * cp * self.ep])
+            return part(s[0::tp * cp * self.ep])
         raise ValueError(f"dim: unknown group {dim!r}; accepted: tp, cp, dp, ep, edp")
 
 

@@ -14,6 +14,12 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 
+def pytest_addoption(parser):
+    parser.addoption("--exhaustive", action="store_true", default=False,
+                     help="conformance sweeps run every sample (the ModuleInfo sweep runs the first few of each "
+                          "module by default)")
+
+
 @pytest.fixture
 def use_rack():
     """Install a rack for one test and restore the previous one afterwards.

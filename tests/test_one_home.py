@@ -51,8 +51,33 @@ def test_launcher_variables_are_read_by_collectives_torchrun_env():
     assert not found, "torchrun's variables read by hand (use collectives.torchrun_env):\n" + "\n".join(found)
 
 
-@pytest.mark.xfail(strict=True, reason="the `planner` branch (issue 16, planner side) makes devices.parse_rack the "
-                                       "only rack normaliser; flip this when it is merged")
+RACK_NORMALISER = r"""hasattr\(\s*[\w.]+\s*,\s*['"]domains['"]\s*\)"""
+OPTIMIZER_TABLE = r"STATE_TENSORS\s*=|OPTIMIZERS\s*=\s*\{"
+PRECISION_TABLE = r"""_PEAK_DTYPE|\{\s*['"]bfloat16['"]\s*:\s*['"]bfloat16['"]\s*,\s*['"]fp8['"]"""
+
+
 def test_rack_arguments_go_through_parse_rack():
-    found = _found(r"""hasattr\(\s*[\w.]+\s*,\s*['"]domains['"]\s*\)""")
+    # devices.parse_rack returns a RackSpec unchanged: it is the one normaliser of a rack argument.
+    found = _found(RACK_NORMALISER)
     assert not found, "rack arguments normalised by hand (use devices.parse_rack):\n" + "\n".join(found)
+
+
+def test_optimizer_state_comes_from_planner_optimizers():
+    # Kernel, state tensors, state and master bytes: planner.optimizers.OPTIMIZERS.
+    found = _found(OPTIMIZER_TABLE, skip=("planner/optimizers.py",))
+    assert not found, "an optimizer table beside planner.optimizers.OPTIMIZERS:\n" + "\n".join(found)
+
+
+def test_precisions_come_from_planner_precision():
+    # A training precision maps to the catalogue's peak key in planner.precision.PRECISIONS.
+    found = _found(PRECISION_TABLE, skip=("planner/precision.py",))
+    assert not found, "a precision table beside planner.precision.PRECISIONS:\n" + "\n".join(found)
+
+
+def test_each_pattern_catches_its_copy():
+    # The patterns themselves are tested: each matches the copy it was written against.
+    copies = {RACK_NORMALISER: 'spec = rack if hasattr(rack, "domains") else parse(rack)',
+              OPTIMIZER_TABLE: 'STATE_TENSORS = {"adamw": 2}',
+              PRECISION_TABLE: '_PEAK_DTYPE = {"bfloat16": "bfloat16", "fp8": "float8"}'}
+    for pattern, line in copies.items():
+        assert re.search(pattern, line), line

@@ -120,12 +120,13 @@ class PeerMonitor:
             if r not in second:
                 gone.append(f"{self.who(r)} never sent a heartbeat{state}")
             elif liveness and second[r][0] == first.get(r, (None,))[0]:
-                gone.append(f"{self.who(r)} stopped responding: no heartbeat for {wait:.1f} s{state}, after "
-                            f"{second[r][1]} operations (this is #{issued})")
+                # Its count is as of its last heartbeat: it may have issued more before it stopped.
+                gone.append(f"{self.who(r)} stopped responding: no heartbeat for {wait:.1f} s{state}, having "
+                            f"issued at least {second[r][1]} operations by its last heartbeat (this is #{issued})")
             elif second[r][1] < issued:
                 alive = "is alive but " if liveness else ""
-                behind.append(f"{self.who(r)} {alive}has issued {second[r][1]} operations, not #{issued}: "
-                              "it has not called this one")
+                behind.append(f"{self.who(r)} {alive}has issued {second[r][1]} operations by its last heartbeat "
+                              f"(at most {self.interval:.2g} s ago), not #{issued}: it has not called this one")
         if not gone and not behind:
             return ("every peer is alive and has reached this operation" if liveness else
                     "every peer has reached this operation (liveness not checked: the call's timeout is shorter "

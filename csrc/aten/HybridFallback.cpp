@@ -7,6 +7,7 @@
 #include "aten/HybridAlias.h"
 #include "aten/HybridFallback.h"
 #include "aten/HybridFidelity.h"
+#include "aten/HybridRefusals.h"
 #include "runtime/HybridCpuRouting.h"
 #include "runtime/HybridGenerator.h"
 #include "runtime/HybridGuard.h"
@@ -121,7 +122,9 @@ bool is_write(const c10::Argument& arg) {
 
 } // namespace
 
-void run_on_slot(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+namespace {
+
+void run_on_slot_impl(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::DeviceIndex& slot_out) {
   const c10::FunctionSchema& schema = op.schema();
   const auto& arguments = schema.arguments();
   const size_t n_args = arguments.size();
@@ -140,7 +143,11 @@ void run_on_slot(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     return;
   }
   const c10::DeviceIndex slot = placement.slot;
+  slot_out = slot;
   const bool emulated = rack->is_emulated(slot);
+  if (emulated && C10_UNLIKELY(!op.hasComputedKernelForDispatchKey(c10::DispatchKey::CPU))) {
+    refusals::refuse_cuda_only(op, *rack, slot);  // a CUDA-only op: named, with what to use instead
+  }
   const c10::Device exec = execution_device(*rack, slot);
   // After the rack check (place): a retired rack's tensor is refused, never counted.
   fidelity::check(op, *rack, slot, placement.dtype);
@@ -235,6 +242,21 @@ void run_on_slot(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     }
     timeline::record_op(op, rack->generation(), slot, inputs_for_record.data(), inputs_for_record.size(), rets,
                         n_returns, dtype, flags, std::move(measured));
+  }
+}
+
+} // namespace
+
+void run_on_slot(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  c10::DeviceIndex slot = -1;
+  try {
+    run_on_slot_impl(op, stack, slot);
+  } catch (const c10::Error& e) {
+    refusals::note_failure(op.operator_name().name, slot, e.what_without_backtrace());
+    throw;
+  } catch (const std::exception& e) {
+    refusals::note_failure(op.operator_name().name, slot, e.what());
+    throw;
   }
 }
 

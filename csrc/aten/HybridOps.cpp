@@ -37,9 +37,17 @@ at::Tensor reshape_alias(const at::Tensor& self, c10::IntArrayRef size, c10::Int
   return at::native::_reshape_alias(self, size, stride);
 }
 
+// Tensor.record_stream: CUDA's caching allocator must not hand a block to
+// another stream before the work recorded on it is done. Every op of a slot is
+// issued in order (emulated streams run in order on the host; a backed slot's
+// kernels go to its GPU's current stream) and the slot allocator returns a block
+// only when its tensor dies, so there is nothing to record.
+void record_stream(at::Tensor& self, c10::Stream stream) {}
+
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("record_stream", record_stream);
   m.impl("empty.memory_format", ledger::counted<native::empty_memory_format>("aten::empty.memory_format"));
   m.impl("empty_strided", ledger::counted<native::empty_strided>("aten::empty_strided"));
   m.impl("resize_", ledger::counted<native::resize_>("aten::resize_"));

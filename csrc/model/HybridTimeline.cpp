@@ -25,7 +25,11 @@ struct Log {
   // (record index, events) of ops measured on real GPUs, resolved at drain.
   std::vector<std::pair<size_t, std::unique_ptr<Measurement>>> measurements;
   std::function<double(int64_t, int64_t)> elapsed_hook;
+  std::function<void()> drain_hook;
+  size_t drain_threshold = 0;  // 0: never drained from the recording thread
 };
+
+thread_local bool t_draining = false;
 
 Log& log() {
   static Log* instance = new Log();  // outlives static destructors of other TUs
@@ -86,6 +90,33 @@ Record blank(RecordKind kind, uint64_t rack, c10::DeviceIndex slot) {
   return r;
 }
 
+// Shape-less records: one lock, one push.
+void append(Record r) {
+  Log& l = log();
+  std::lock_guard<std::mutex> lock(l.mutex);
+  r.shapes_begin = static_cast<uint32_t>(l.shapes.size());
+  l.records.push_back(r);
+}
+
+// Called after an op or a copy is appended, outside the lock: past the threshold, the
+// drain hook places what is pending (one batch per `drain_threshold` records). Not
+// re-entered on a thread that is already draining.
+void drain_if_full() {
+  if (t_draining) return;
+  std::function<void()> hook;
+  {
+    Log& l = log();
+    std::lock_guard<std::mutex> lock(l.mutex);
+    if (l.drain_threshold == 0 || l.records.size() < l.drain_threshold || !l.drain_hook) return;
+    hook = l.drain_hook;
+  }
+  struct Draining {
+    Draining() { t_draining = true; }
+    ~Draining() { t_draining = false; }
+  } draining;
+  hook();
+}
+
 } // namespace
 
 bool enabled() noexcept { return g_enabled.load(std::memory_order_relaxed); }
@@ -98,24 +129,19 @@ void record_op(const c10::OperatorHandle& op, uint64_t rack, c10::DeviceIndex sl
   Record r = blank(RecordKind::Op, rack, slot);
   r.dtype = dtype;
   r.flags = flags;
-  Log& l = log();
-  std::lock_guard<std::mutex> lock(l.mutex);
-  r.name = intern(l, op);
-  r.shapes_begin = static_cast<uint32_t>(l.shapes.size());
-  int64_t first_list = -1;
-  r.n_inputs = push_shapes(l.shapes, inputs, n_inputs, first_list);
-  r.n_outputs = push_shapes(l.shapes, outputs, n_outputs, first_list);
-  r.value = first_list < 0 ? 0 : first_list;
-  if (measured) l.measurements.emplace_back(l.records.size(), std::move(measured));
-  l.records.push_back(r);
-}
-
-// Shape-less records: one lock, one push.
-void append(Record r) {
-  Log& l = log();
-  std::lock_guard<std::mutex> lock(l.mutex);
-  r.shapes_begin = static_cast<uint32_t>(l.shapes.size());
-  l.records.push_back(r);
+  {
+    Log& l = log();
+    std::lock_guard<std::mutex> lock(l.mutex);
+    r.name = intern(l, op);
+    r.shapes_begin = static_cast<uint32_t>(l.shapes.size());
+    int64_t first_list = -1;
+    r.n_inputs = push_shapes(l.shapes, inputs, n_inputs, first_list);
+    r.n_outputs = push_shapes(l.shapes, outputs, n_outputs, first_list);
+    r.value = first_list < 0 ? 0 : first_list;
+    if (measured) l.measurements.emplace_back(l.records.size(), std::move(measured));
+    l.records.push_back(r);
+  }
+  drain_if_full();
 }
 
 void record_copy(uint64_t rack, c10::DeviceIndex src, c10::DeviceIndex dst, int64_t nbytes,
@@ -127,6 +153,7 @@ void record_copy(uint64_t rack, c10::DeviceIndex src, c10::DeviceIndex dst, int6
   r.dtype = dtype;
   r.flags = asynchronous ? kAsync : 0;
   append(r);
+  drain_if_full();
 }
 
 int64_t record_marker(uint64_t rack, c10::DeviceIndex slot, c10::StreamId stream) {
@@ -142,6 +169,17 @@ void record_wait(uint64_t rack, c10::DeviceIndex slot, c10::StreamId stream, int
   r.stream = stream;
   r.value = marker;
   append(r);
+}
+
+void record_release(uint64_t rack, int64_t marker) noexcept {
+  if (marker < 0) return;
+  Record r = blank(RecordKind::Release, rack, -1);
+  r.value = marker;
+  try {
+    append(r);
+  } catch (...) {
+    // Out of memory while growing the log: the marker is only kept longer.
+  }
 }
 
 bool record_kernel(uint64_t rack, c10::DeviceIndex slot, int64_t launch) {
@@ -176,6 +214,19 @@ std::string name_of(uint32_t id) {
   std::lock_guard<std::mutex> lock(l.mutex);
   TORCH_CHECK(id < l.names.size(), "unknown op name id ", id);
   return l.names[id];
+}
+
+void set_drain_hook(std::function<void()> hook, size_t threshold) {
+  Log& l = log();
+  std::lock_guard<std::mutex> lock(l.mutex);
+  l.drain_hook = std::move(hook);
+  l.drain_threshold = threshold;
+}
+
+size_t pending() noexcept {
+  Log& l = log();
+  std::lock_guard<std::mutex> lock(l.mutex);
+  return l.records.size();
 }
 
 void set_elapsed_hook(std::function<double(int64_t, int64_t)> hook) {

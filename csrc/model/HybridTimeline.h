@@ -24,6 +24,7 @@ enum class RecordKind : uint8_t {
   Wait = 3,        // (slot, stream) waits for marker `value`
   Kernel = 4,      // a compiled (Inductor) or Triton kernel launched on `slot`; `value`
                    // identifies the launch's description queued by interop.session
+  Release = 5,     // marker `value` is not read again (its event was destroyed or recorded anew)
   // Collectives are placed by the Python collective layer directly (they are
   // costed from their schedule, not from a record).
 };
@@ -77,6 +78,9 @@ void record_copy(uint64_t rack, c10::DeviceIndex src, c10::DeviceIndex dst, int6
                  c10::ScalarType dtype, bool asynchronous);
 int64_t record_marker(uint64_t rack, c10::DeviceIndex slot, c10::StreamId stream);
 void record_wait(uint64_t rack, c10::DeviceIndex slot, c10::StreamId stream, int64_t marker);
+// Appends a release record: nothing will wait for or time marker `marker` again, so the
+// timeline may forget it (an event's destructor, or its next record, calls this).
+void record_release(uint64_t rack, int64_t marker) noexcept;
 // Appends a kernel record on the slot's current stream, in order with the ops
 // around it. Returns false (nothing appended) while recording is off.
 bool record_kernel(uint64_t rack, c10::DeviceIndex slot, int64_t launch);
@@ -88,6 +92,12 @@ struct Batch {
 };
 Batch drain();
 std::string name_of(uint32_t id);
+
+// Python installs this: it places every pending record (interop.session.drain). The recording
+// thread calls it, outside the log's lock, whenever `threshold` records are pending, so that a
+// run that never reads a clock still has its records placed (and folded) in bounded batches.
+void set_drain_hook(std::function<void()> hook, size_t threshold);
+size_t pending() noexcept;
 
 // Python installs this: modelled milliseconds between two markers.
 void set_elapsed_hook(std::function<double(int64_t, int64_t)> hook);

@@ -1,7 +1,9 @@
 // interop._C bindings of the CUDA layer's runtime parts: the op ledger, device
-// fidelity (the capability checks' hook and masks), pinned memory and named-range markers.
+// fidelity (the capability checks' hook and masks), pinned memory, named-range markers, the CUDA-only
+// ops an emulated slot refuses and the op that last failed on a slot.
 
 #include "aten/HybridFidelity.h"
+#include "aten/HybridRefusals.h"
 #include "runtime/HybridHostAllocator.h"
 #include "model/HybridLedger.h"
 #include "runtime/HybridSlots.h"
@@ -63,6 +65,15 @@ void bind_layer(py::module& m) {
     rack->slot(static_cast<c10::DeviceIndex>(slot));  // a clear error for an index the rack lacks
     return timeline::record_marker(rack->generation(), static_cast<c10::DeviceIndex>(slot), stream);
   }, "A timeline marker on (slot, stream) of the current rack; returns its id (process-wide, never reused).");
+  m.def("_release_marker", [](uint64_t generation, int64_t marker) {
+    timeline::record_release(generation, marker);
+  }, "Marker `marker` of the rack with this generation is not read again (the timeline forgets it).");
+  m.def("_set_cuda_only_ops", [](std::unordered_map<std::string, std::string> instead) {
+    refusals::set_cuda_only(std::move(instead));
+  }, "The ops torch implements for CUDA only, each with what to use instead on an emulated slot.");
+  m.def("_last_failure", &refusals::last_failure,
+        "(op, slot, message) of the last op that raised on a slot; op is '' when none did.");
+  m.def("_clear_last_failure", &refusals::clear_last_failure);
   m.def("_is_pinned_ptr", [](uintptr_t ptr) { return pinned::contains(reinterpret_cast<const void*>(ptr)); });
 }
 

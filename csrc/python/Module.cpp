@@ -22,6 +22,7 @@ namespace hybrid {
 void register_hooks();
 int register_cpu_parity();
 void bind_layer(pybind11::module& m);
+void bind_fused_collectives(pybind11::module& m);
 int register_foreach();
 
 namespace {
@@ -155,6 +156,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.attr("_foreach_ops") = register_foreach();
 
   bind_layer(m);
+  bind_fused_collectives(m);
 
   m.attr("MAX_SLOTS") = static_cast<int>(kMaxSlots);
   {
@@ -166,6 +168,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     kinds["marker"] = static_cast<int>(RecordKind::Marker);
     kinds["wait"] = static_cast<int>(RecordKind::Wait);
     kinds["kernel"] = static_cast<int>(RecordKind::Kernel);
+    kinds["release"] = static_cast<int>(RecordKind::Release);
     m.attr("RECORD_KINDS") = kinds;
     py::dict flags;
     flags["causal"] = static_cast<int>(timeline::kCausal);
@@ -191,7 +194,18 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       })
       .def("reset_accumulated_stats", [](const SlotTable& t, int i) {
         t.account(static_cast<c10::DeviceIndex>(i)).reset_accumulated();
-      });
+      })
+      .def("set_memory_limit", [](const SlotTable& t, int i, int64_t bytes) {
+        t.account(static_cast<c10::DeviceIndex>(i)).set_limit(bytes);
+      }, "Bytes the slot may hold in this process, below its capacity (negative: the capacity).")
+      .def("memory_limit", [](const SlotTable& t, int i) {
+        return t.account(static_cast<c10::DeviceIndex>(i)).limit();
+      })
+      .def("peaks", [](const SlotTable& t, int i) { return t.account(static_cast<c10::DeviceIndex>(i)).peaks(); },
+           "The slot's peak counters, for restore_peaks.")
+      .def("restore_peaks", [](const SlotTable& t, int i, const std::vector<int64_t>& saved) {
+        t.account(static_cast<c10::DeviceIndex>(i)).restore_peaks(saved);
+      }, "Each peak becomes the larger of the saved one and the current value.");
 
   m.def("_install", [](const SlotTablePtr& table) { install(table); },
         "Make a rack's slot table current (the previous one is retired, its allocations intact).");
@@ -240,6 +254,22 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     return record_kernel(static_cast<c10::DeviceIndex>(slot), launch);
   }, "Queue a kernel record, inside _call_on_slot, on its rack and the slot's current stream; `launch` "
      "identifies its description.");
+  m.def("_pending_records", &timeline::pending, "Records appended and not drained yet.");
+  m.def("_set_drain_hook", [](py::function fn, size_t threshold) {
+    auto* held = new py::function(std::move(fn));  // kept for the life of the process, as below
+    timeline::set_drain_hook([held]() {
+      if (!Py_IsInitialized() || _Py_IsFinalizing()) return;
+      py::gil_scoped_acquire gil;
+      try {
+        (*held)();
+      } catch (py::error_already_set& e) {
+        // The op that crossed the threshold ran and stays done; a failure to place is the
+        // timeline's, reported (sys.unraisablehook) and met again at the next clock read.
+        e.discard_as_unraisable("interop.session.drain (placing the timeline's pending records)");
+      }
+    }, threshold);
+  }, py::arg("hook"), py::arg("threshold"),
+  "Place pending records from the recording thread whenever `threshold` are pending (0: never).");
   m.def("_set_elapsed_hook", [](py::function fn) {
     // Kept for the life of the process: destroying a Python object during
     // interpreter shutdown, from a static destructor, would crash.

@@ -33,13 +33,15 @@ void for_pools(size_t nbytes, Fn&& fn) {
 
 void SlotAccount::charge(const SlotTable& table, c10::DeviceIndex slot, size_t nbytes) {
   const int64_t capacity = table.slot(slot).capacity;
+  const int64_t set_limit = limit_;
+  const int64_t allowed = set_limit >= 0 && set_limit < capacity ? set_limit : capacity;
   const auto request = static_cast<int64_t>(nbytes);
   int64_t in_use = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     auto& s = stats_;
     in_use = s.allocated_bytes[kAll].current;
-    if (request <= capacity - in_use) {
+    if (request <= allowed - in_use) {
       for_pools(nbytes, [&](size_t pool) {
         s.allocated_bytes[pool].increase(nbytes);
         s.allocation[pool].increase(1);
@@ -48,6 +50,14 @@ void SlotAccount::charge(const SlotTable& table, c10::DeviceIndex slot, size_t n
       return;
     }
     s.num_ooms += 1;
+  }
+  if (allowed < capacity) {
+    TORCH_CHECK_WITH(
+        OutOfMemoryError, false,
+        table.label(slot), " is out of memory: tried to allocate ", format_bytes(request), " (",
+        nbytes, " bytes); ", format_bytes(in_use), " (", in_use, " bytes) is in use of this process's limit of ",
+        format_bytes(allowed), " (", allowed, " bytes, set by set_per_process_memory_fraction; the capacity is ",
+        format_bytes(capacity), "), ", format_bytes(std::max<int64_t>(0, allowed - in_use)), " free.");
   }
   TORCH_CHECK_WITH(
       OutOfMemoryError, false,
@@ -81,6 +91,27 @@ c10::CachingDeviceAllocator::DeviceStats SlotAccount::stats() const {
   out.reserved_bytes = out.active_bytes = out.requested_bytes = out.allocated_bytes;
   out.segment = out.active = out.allocation;
   return out;
+}
+
+std::vector<int64_t> SlotAccount::peaks() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<int64_t> out;
+  for (const auto& family : {&stats_.allocated_bytes, &stats_.allocation}) {
+    for (const auto& stat : *family) out.push_back(stat.peak);
+  }
+  return out;
+}
+
+void SlotAccount::restore_peaks(const std::vector<int64_t>& saved) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  size_t i = 0;
+  for (auto* family : {&stats_.allocated_bytes, &stats_.allocation}) {
+    for (auto& stat : *family) {
+      TORCH_CHECK(i < saved.size(), "restore_peaks: ", saved.size(), " peaks given, more expected");
+      stat.peak = std::max(stat.current, saved[i++]);
+    }
+  }
+  TORCH_CHECK(i == saved.size(), "restore_peaks: ", saved.size(), " peaks given, ", i, " expected");
 }
 
 int64_t SlotAccount::allocated_bytes() const {

@@ -10,10 +10,12 @@
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/Device.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <vector>
 
 namespace hybrid {
 
@@ -32,9 +34,21 @@ class SlotAccount {
   void reset_peak();
   void reset_accumulated();
 
+  // The peaks of the counted families (bytes and allocations, per pool), and their restoration (each peak
+  // becomes the larger of the saved one and the current value): work that must not count towards the peak
+  // (a compiler's benchmarking) runs between the two.
+  std::vector<int64_t> peaks() const;
+  void restore_peaks(const std::vector<int64_t>& saved);
+
+  // A limit below the capacity (torch.cuda.set_per_process_memory_fraction);
+  // negative: none, the capacity is the limit.
+  void set_limit(int64_t bytes) noexcept { limit_ = bytes; }
+  int64_t limit() const noexcept { return limit_; }
+
  private:
   mutable std::mutex mutex_;  // uncontended in the common single-thread case
   c10::CachingDeviceAllocator::DeviceStats stats_;
+  std::atomic<int64_t> limit_{-1};
 };
 
 // "1.50 MiB".

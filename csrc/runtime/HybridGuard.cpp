@@ -25,6 +25,7 @@ c10::DeviceIndex resolve(c10::Device d) {
 // clock of its stream when it was recorded. On a cuda-backed slot it also holds
 // a real CUDA event, whose measured time elapsed_time reports instead.
 struct Event {
+  uint64_t rack = 0;  // the generation of the rack whose timeline holds `marker`
   c10::DeviceIndex slot = -1;
   c10::StreamId stream = 0;
   int64_t marker = -1;
@@ -112,7 +113,9 @@ c10::DeviceIndex HybridGuardImpl::deviceCount() const noexcept {
 
 void HybridGuardImpl::destroyEvent(void* event, const c10::DeviceIndex) const noexcept {
   auto* e = static_cast<Event*>(event);
-  if (e != nullptr && e->cuda_event != nullptr) cuda_impl()->destroyEvent(e->cuda_event, e->cuda_index);
+  if (e == nullptr) return;
+  if (e->cuda_event != nullptr) cuda_impl()->destroyEvent(e->cuda_event, e->cuda_index);
+  timeline::record_release(e->rack, e->marker);  // nothing can time or wait for it any more
   delete e;
 }
 
@@ -128,7 +131,9 @@ void HybridGuardImpl::record(void** event, const c10::Stream& stream,
   e->stream = stream.id();
   const SlotTablePtr& rack = current_table();
   const SlotInfo& info = rack->slot(e->slot);
-  e->marker = timeline::record_marker(rack->generation(), e->slot, e->stream);
+  timeline::record_release(e->rack, e->marker);  // recorded anew: its previous marker is not read again
+  e->rack = rack->generation();
+  e->marker = timeline::record_marker(e->rack, e->slot, e->stream);
   if (info.backing == Backing::Cuda) {
     // Timing-enabled (BACKEND_DEFAULT) so elapsed_time can measure.
     const c10::Device device(c10::DeviceType::CUDA, info.cuda_index);

@@ -122,7 +122,7 @@ def _estimate(kind: str, op: str, shapes: tuple[tuple[int, ...], ...], dtype: st
             raise ValueError(f"{op}: shapes must hold non-negative ints, got {shape!r}")
     work = count(op, shapes, itemsize(name), out_shapes, dict(args))
     if work.category in ("view", "none"):
-        return Estimate(0.0, 0.0, 0.0, "none", chip.kind, op, name, chip.projected, False, (),
+        return Estimate(0.0, 0.0, 0.0, "none", chip.kind, op, name, _projected(chip), False, (),
                         category=work.category, launches=0)
     return _price(chip, op, name, work)
 
@@ -174,13 +174,20 @@ def _price(chip, op: str, dtype: str, work: Work) -> Estimate:
     return Estimate(
         seconds=roof + overhead, flops=float(work.flops), bytes=float(work.bytes), bound=bound,
         kind=chip.kind, op=op, dtype=dtype,
-        projected=bool(used_chip or (chip.projected and not work.flops and not work.bytes)),
+        projected=bool(used_chip or (not work.flops and not work.bytes and _projected(chip))),
         estimated_by_default=work.by_default, sources=tuple(dict.fromkeys(sources)),
         category=work.category, compute_seconds=compute, memory_seconds=memory, overhead_seconds=overhead,
         launches=work.launches, note=work.note)
 
 
+@lru_cache(maxsize=64)
+def _projected(chip) -> bool:
+    # Chip.projected walks every figure; an estimate (thousands per what-if) asks once per chip.
+    return chip.projected
+
+
 def cache_clear() -> None:
     """Forget cached estimates and parameters (after editing the catalogue in a test)."""
     _estimate.cache_clear()
+    _projected.cache_clear()
     eff.params_for.cache_clear()

@@ -106,6 +106,12 @@ ELEMENTWISE_FLOPS: dict[str, float] = {
     "glu_backward": 6, "softshrink_backward": 1, "hardshrink_backward": 1, "rrelu_with_noise_backward": 1,
     "mse_loss_backward": 3, "smooth_l1_loss_backward": 3, "huber_loss_backward": 3,
     "binary_cross_entropy_backward": 5, "_prelu_kernel_backward": 3, "prelu_backward": 3,
+    # fused recurrent cells (CUDA's RNN.cu math), per element of the first output, counted from the formulas:
+    # the LSTM cell ~36 operations per row and hidden unit (gate sums, three sigmoids and two tanh, the cell
+    # update) for one hy element; its backward ~24 per row and hidden unit over the 4 gate gradients; the GRU
+    # cell ~25 per hy element; its backward ~20 over the 3 input-gate gradients.
+    "_thnn_fused_lstm_cell": 36, "_thnn_fused_lstm_cell_backward_impl": 6, "_thnn_fused_gru_cell": 25,
+    "_thnn_fused_gru_cell_backward": 7,
 }
 
 # Ops that write a tensor without reading one (fills, factories, in-place

@@ -25,7 +25,7 @@ def _elementwise(name, op, shapes, itemsize, out_shapes, args) -> Work:
         # glu_backward's grad is half the input; dropout also writes its mask.
         inferred = [shapes[-1]] if name == "glu_backward" else [shapes[0], shapes[0]]
     else:
-        inferred = [sh.broadcast(shapes)]
+        inferred = [sh.broadcast(shapes)] if out_shapes is None else []  # an op's own out_shapes need no inferring
     outs = _outs(out_shapes, inferred)
     per = ops.ELEMENTWISE_FLOPS.get(name, 1)
     return Work("elementwise", float(per * sh.numel(outs[0] if outs else ())), _moved(shapes, outs, itemsize))

@@ -10,10 +10,15 @@ interop.numerics applies it to a live rack.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from devices.rack.intervals import last_wins, value_at
 
 NUMERICS_MODES: tuple[str, ...] = ("exact", "device")
 """Accepted values of a slot's numerics mode."""
+
+SEED_LIMIT = 2**64
+"""Seeds are below this: a torch.Generator takes 64-bit seeds."""
 
 
 def check_mode(value: object, where: str = "numerics") -> str:
@@ -35,6 +40,8 @@ class NumericsSpec:
     """Round op results stochastically on device-mode slots whose kind does so when enabled (Trainium)."""
     seed: int = 0
     """Seed of the stochastic-rounding generators (Neuron's NEURON_RT_STOCHASTIC_ROUNDING_SEED defaults to 0)."""
+    _pieces: tuple = field(default=(), init=False, repr=False, compare=False)
+    _starts: tuple = field(default=(), init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         check_mode(self.default, "numerics")
@@ -44,16 +51,16 @@ class NumericsSpec:
                 raise ValueError(f"numerics: slot range ({first}, {count}) must start at 0 or later and be non-empty")
         if not isinstance(self.stochastic_rounding, bool):
             raise ValueError(f"stochastic_rounding: expected true or false, got {self.stochastic_rounding!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise ValueError(f"stochastic_rounding_seed: expected a non-negative integer, got {self.seed!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < SEED_LIMIT:
+            raise ValueError(f"stochastic_rounding_seed: expected an integer from 0 to 2**64 - 1 (a generator "
+                             f"seed), got {self.seed!r}")
+        pieces = tuple(last_wins([(first, first + count, mode) for first, count, mode in self.ranges]))
+        object.__setattr__(self, "_pieces", pieces)
+        object.__setattr__(self, "_starts", tuple(p[0] for p in pieces))
 
     def mode_of(self, local_index: int) -> str:
         """The mode of slot ``local_index`` (its index within one replica)."""
-        mode = self.default
-        for first, count, range_mode in self.ranges:
-            if first <= local_index < first + count:
-                mode = range_mode
-        return mode
+        return value_at(self._pieces, self._starts, local_index, self.default)
 
     @property
     def any_device(self) -> bool:

@@ -48,6 +48,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -58,7 +59,8 @@ from devices.fabrics import NETWORK_FABRICS
 from devices.backing import Backing
 from devices.figure import Figure
 from devices.rack.parts import DomainSpec, NetworkSpec, check_int64
-from devices.rack.numerics import NumericsSpec, check_mode
+from devices.rack.numerics import SEED_LIMIT, NumericsSpec, check_mode
+from devices.rack.intervals import last_wins, value_at
 from devices.rack.layout import build_groups, default_domains, default_network
 from devices.rack.spec import RackSpec
 from devices.units import parse_bandwidth, parse_duration, parse_size
@@ -73,6 +75,18 @@ _KEYS: dict[str, tuple[str, ...]] = {
 }
 
 _RANGE = re.compile(r"\s*([0-9]+)\s*(?:-\s*([0-9]+)\s*)?")
+
+
+def _long_number_place(text: str) -> str:
+    """``line N, key 'k': `` of the first number longer than Python reads (its int() digit limit), or ''."""
+    limit = sys.get_int_max_str_digits() or 0
+    if limit:
+        long_number = re.compile(rf"[0-9][0-9_]{{{limit},}}")
+        for number, line in enumerate(text.splitlines(), 1):
+            if long_number.search(line):
+                key = line.split("=", 1)[0].strip() if "=" in line else ""
+                return f"line {number}" + (f", key {key!r}" if key else "") + ": "
+    return ""
 
 
 def _check_keys(table: Any, section: str, where: str) -> dict:
@@ -165,29 +179,44 @@ def _slot_runs(doc: dict) -> list[list]:
 
 
 def _apply_overrides(runs: list[list], doc: dict) -> list[list]:
-    # Per-slot overrides split the runs they touch; build_groups merges what
-    # ends up identical again.
+    # Each override sets capacity and backing on its slots, a later one winning (devices.rack.intervals);
+    # build_groups merges what ends up identical again.
     width = sum(r[1] for r in runs)
+    capacities, backings = [], []
     for i, entry in enumerate(_array_of_tables(doc, "overrides")):
         where = f"overrides[{i}]"
         if "slots" not in entry:
             raise ValueError(f"{where}.slots: missing; accepted: 'a-b', an index, or a list of consecutive indices")
         first, count = _slot_range(entry["slots"], f"{where}.slots", width)
-        capacity = _capacity(entry["capacity"], f"{where}.capacity") if "capacity" in entry else None
-        backing = Backing.parse(entry["backing"], f"{where}.backing") if "backing" in entry else None
-        split: list[list] = []
-        start = 0
-        for kind, n, cap, back in runs:
-            stop = start + n
-            cuts = sorted({start, stop, min(max(first, start), stop), min(max(first + count, start), stop)})
-            for a, b in zip(cuts, cuts[1:]):
-                inside = first <= a and b <= first + count
-                split.append([kind, b - a,
-                              capacity if inside and capacity is not None else cap,
-                              backing if inside and backing is not None else back])
-            start = stop
-        runs = split
-    return runs
+        if "capacity" in entry:
+            capacities.append((first, first + count, _capacity(entry["capacity"], f"{where}.capacity")))
+        if "backing" in entry:
+            backings.append((first, first + count, Backing.parse(entry["backing"], f"{where}.backing")))
+    if not capacities and not backings:
+        return runs
+    capacity_pieces, backing_pieces = last_wins(capacities), last_wins(backings)
+    cuts = {0, width}
+    start = 0
+    for run in runs:
+        start += run[1]
+        cuts.add(start)
+    for a, b, _ in (*capacity_pieces, *backing_pieces):
+        cuts.update((a, b))
+    bounds = sorted(cuts)
+    run_starts = [0]
+    for run in runs:
+        run_starts.append(run_starts[-1] + run[1])
+    cap_starts = [p[0] for p in capacity_pieces]
+    back_starts = [p[0] for p in backing_pieces]
+    out: list[list] = []
+    r = 0
+    for a, b in zip(bounds, bounds[1:]):
+        while run_starts[r + 1] <= a:
+            r += 1
+        kind, _, cap, back = runs[r]
+        out.append([kind, b - a, value_at(capacity_pieces, cap_starts, a, cap),
+                    value_at(backing_pieces, back_starts, a, back)])
+    return out
 
 
 def _domains(doc: dict, width: int) -> list[DomainRun] | None:
@@ -281,7 +310,10 @@ def _numerics(doc: dict, rack_table: dict, width: int) -> NumericsSpec | None:
     rounding = rack_table.get("stochastic_rounding", False)
     if not isinstance(rounding, bool):
         raise ValueError(f"rack.stochastic_rounding: expected true or false, got {rounding!r}")
-    seed = _int(rack_table.get("stochastic_rounding_seed", 0), "rack.stochastic_rounding_seed", minimum=0)
+    seed = rack_table.get("stochastic_rounding_seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < SEED_LIMIT:
+        raise ValueError(f"rack.stochastic_rounding_seed: expected an integer from 0 to 2**64 - 1 (a generator "
+                         f"seed), got {seed!r}")
     return NumericsSpec(default, tuple(ranges), rounding, seed)
 
 
@@ -294,6 +326,8 @@ def loads_with_description(text: str, source: str = "toml text", default_name: s
     except RecursionError:
         raise ValueError(f"toml: {source}: nested deeper than the TOML reader can follow; a rack file needs "
                          f"only tables, arrays of tables and flat values") from None
+    except ValueError as error:  # tomllib passes int()'s limit on digits through, without a place
+        raise ValueError(f"toml: {source}: {_long_number_place(text)}{error}") from None
     _check_keys(doc, "", "")
     rack_table = _check_keys(doc.get("rack", {}), "rack", "rack")
     name = _str(rack_table.get("name", default_name), "rack.name")

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import devices
 import devices.cost
+from devices.output_files import atomic_path
 
 DEFAULT_KINDS = ("trn2", "trn3", "trn4", "h100", "h200", "b200", "gb300")
 
@@ -107,6 +108,7 @@ def plot(s: Sweep, path: str) -> str:
     ax.legend()
     ax.grid(True, alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    with atomic_path(path, "path") as tmp:  # a whole picture or none
+        fig.savefig(tmp, dpi=100)
     plt.close(fig)
     return path

@@ -22,6 +22,7 @@ from collectives import in_process as hc
 from collectives.algorithm_choice import plan
 from collectives.ops import REDUCING, SCALED
 from collectives.schedule import CollectiveSpec
+from devices.output_files import atomic_path
 
 BENCH_OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all")
 
@@ -131,7 +132,8 @@ def plot(rows: list[Row], path: str) -> str:
     ax.grid(True, alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    with atomic_path(path, "path") as tmp:  # a whole picture or none
+        fig.savefig(tmp, dpi=100)
     plt.close(fig)
     return path
 

@@ -15,7 +15,10 @@ registration waits for the module it extends (:mod:`interop.import_hooks`):
   hybrid tensors go to their slot (:mod:`.triton_launch`), autotuning on an
   emulated slot ranks configurations by modelled time (:mod:`.triton_autotune`);
 - ``torch._higher_order_ops.triton_kernel_wrap``: Dynamo's analysis of what a
-  Triton kernel writes works without a GPU driver (:mod:`.triton_tracing`).
+  Triton kernel writes works without a GPU driver (:mod:`.triton_tracing`);
+- ``torch._dynamo.callback``: the compiler's own work (benchmarking, constant
+  folding, a cold cache's extra runs) stays off the modelled timeline and the
+  slots' peaks (:mod:`.compile_time`).
 
 Launches with anything but hybrid tensors reach Triton unchanged, and
 ``TRITON_INTERPRET`` is never set.
@@ -145,6 +148,12 @@ def _patch_autotuner(module) -> None:
     patch_autotuner(module)
 
 
+def _patch_compile_callbacks(module) -> None:
+    from interop.compile.compile_time import install as keep_compile_time_apart
+
+    keep_compile_time_apart(module)
+
+
 def install() -> None:
     """Register the hybrid device with Dynamo, Inductor and Triton as each is imported (idempotent)."""
     global _installed
@@ -154,6 +163,7 @@ def install() -> None:
     after_import("torch._dynamo.device_interface", _register_dynamo)
     after_import("torch._inductor.codegen.common", _register_inductor)
     after_import("torch._inductor.compile_fx", _patch_compile_fx)
+    after_import("torch._dynamo.callback", _patch_compile_callbacks)
     after_import("torch.utils._triton", _patch_has_triton)
     after_import("triton.runtime.jit", _patch_jit)
     after_import("triton.runtime.interpreter", _patch_interpreter)

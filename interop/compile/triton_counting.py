@@ -4,7 +4,8 @@ Triton's interpreter executes every memory access and matrix product through
 one module-level builder; for the duration of a launch its methods are shadowed
 by counting ones (:class:`Counting`): each active lane of a load, store or
 atomic (atomics read and write) at the element size of its pointer type, and
-2*M*N*K per ``tl.dot``. This is what the kernel asks of memory, with no cache
+2*M*N*K per ``tl.dot``. The same shadows check each access against the launch's
+allocations first (:mod:`interop.compile.triton_bounds`). This is what the kernel asks of memory, with no cache
 between it and HBM: a tiled matmul's re-reads are counted each time.
 """
 
@@ -64,6 +65,10 @@ def _element_type(handle):
     return handle.get_element_ty()
 
 
+def _element_bytes(handle) -> int:
+    return max(1, _element_type(handle).primitive_bitwidth // 8)
+
+
 class Counting:
     """Counts the interpreter builder's memory traffic and dot FLOPs while a launch runs.
 
@@ -74,28 +79,37 @@ class Counting:
     NAMES = ("create_masked_load", "create_masked_store", "create_atomic_rmw", "create_atomic_cas", "create_dot",
              "set_grid_dim", "set_grid_idx")
 
-    def __init__(self, builder, counter: LaunchCounter):
-        self.builder, self.counter = builder, counter
+    def __init__(self, builder, counter: LaunchCounter, bounds=None):
+        self.builder, self.counter, self.bounds = builder, counter, bounds
 
     def __enter__(self):
         b, c = self.builder, self.counter
         load, store = b.create_masked_load, b.create_masked_store
         rmw, cas, dot = b.create_atomic_rmw, b.create_atomic_cas, b.create_dot
         set_dim, set_idx = b.set_grid_dim, b.set_grid_idx
+        bounds = self.bounds  # interop.compile.triton_bounds.Bounds: every access checked before it is made
+
+        def check(what, ptrs, mask):
+            if bounds is not None:
+                bounds.check(what, ptrs.data, None if mask is None else mask.data, _element_bytes(ptrs))
 
         def create_masked_load(ptrs, mask, other, cache_policy, is_volatile):
+            check("loads from", ptrs, mask)
             c.moved(int(np.count_nonzero(mask.data)), _element_type(ptrs))
             return load(ptrs, mask, other, cache_policy, is_volatile)
 
         def create_masked_store(ptrs, value, mask, cache_policy):
+            check("stores to", ptrs, mask)
             c.moved(int(np.count_nonzero(mask.data)), _element_type(ptrs))
             return store(ptrs, value, mask, cache_policy)
 
         def create_atomic_rmw(rmw_op, ptr, val, mask, sem, scope):
+            check("atomically updates", ptr, mask)
             c.moved(2 * int(np.count_nonzero(mask.data)), _element_type(ptr))
             return rmw(rmw_op, ptr, val, mask, sem, scope)
 
         def create_atomic_cas(ptr, cmp, val, sem, scope):
+            check("compares and swaps at", ptr, None)
             c.moved(2 * int(np.size(ptr.data)), _element_type(ptr))
             return cas(ptr, cmp, val, sem, scope)
 

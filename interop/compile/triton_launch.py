@@ -29,6 +29,7 @@ import torch
 from devices.dtypes import dtype_label
 from interop.compile.backing import cuda_backing
 from interop.compile.records import TRITON_PREFIX
+from interop.compile.triton_bounds import Bounds, IllegalMemoryAccess, allocations
 from interop.compile.triton_counting import COUNTED_METHOD, Counting, LaunchCounter
 from interop.hybrid._utils import DEVICE_TYPE
 from interop.session import record_kernel
@@ -182,16 +183,25 @@ class _NestedCalls:
         return False
 
 
-def run_interpreted(fn, host_args, host_kwargs, grid) -> LaunchCounter:
+def run_interpreted(fn, host_args, host_kwargs, grid, slot: int = -1) -> LaunchCounter:
     """Run ``fn`` (a JITFunction or InterpretedFunction) over ``grid`` on host tensors (the aliases of the
-    slot's memory); returns what it counted."""
+    slot's memory); returns what it counted. An access outside the tensors' memory raises
+    :class:`~interop.compile.triton_bounds.IllegalMemoryAccess` before it is made."""
     interp = interpreter()
     function = interp.interpreted(fn)
     counter = LaunchCounter()
+    names = list(function.arg_names[:len(host_args)]) + list(host_kwargs)
+    bounds = Bounds(kernel_name(fn).removeprefix(TRITON_PREFIX), slot,
+                    allocations(names, [*host_args, *host_kwargs.values()]))
     # The launched function's own hooks (a JITFunction's add_pre_run_hook), as Triton runs them.
     executor = interp.executor(function.rewrite(), function.arg_names, grid, fn.pre_run_hooks)
-    with _NestedCalls(interp), Counting(interp.module.interpreter_builder, counter):
-        executor(*host_args, **host_kwargs)
+    try:
+        with _NestedCalls(interp), Counting(interp.module.interpreter_builder, counter, bounds):
+            executor(*host_args, **host_kwargs)
+    except Exception as error:  # the interpreter wraps what a kernel raises; a fault is raised as itself
+        if isinstance(error.__cause__, IllegalMemoryAccess):
+            raise error.__cause__.with_traceback(None) from None
+        raise
     return counter
 
 
@@ -247,7 +257,7 @@ def launch(fn, slot: int, args, kwargs, grid, warmup, original_run):
 
 def _launch_interpreted(fn, slot, args, kwargs, host_args, host_kwargs, grid) -> None:
     _warn_bfloat16(fn, args, kwargs)
-    counter = run_interpreted(fn, host_args, host_kwargs, grid)
+    counter = run_interpreted(fn, host_args, host_kwargs, grid, slot)
     launch_record = KernelLaunch(kernel_name(fn), counter.dtype, counter.bytes, 0.0, counter.dot_flops,
                                  counter.dot_outputs, counter.grid, COUNTED_METHOD)
     modelling = getattr(_state, "modelling", None)

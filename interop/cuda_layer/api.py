@@ -24,10 +24,11 @@ SERVED: dict[str, tuple[str, str]] = {}
 """``"torch.cuda.name"`` -> (how served, note), for every API below."""
 
 
-def served(how: str, note: str = "", name: str | None = None):
-    """Register a torch.cuda replacement and count its calls."""
+def served(how: str, note: str = "", name: str | None = None, *, qualified: str | None = None):
+    """Register a torch.cuda replacement and count its calls. ``qualified`` names an API outside torch.cuda's top
+    level (``"torch.cuda.tunable.enable"``)."""
     def deco(fn):
-        api = f"torch.cuda.{name or fn.__name__}"
+        api = qualified or f"torch.cuda.{name or fn.__name__}"
         SERVED[api] = (how, note)
 
         @functools.wraps(fn)
@@ -116,6 +117,9 @@ class device_of(device):
 
     def __init__(self, obj):
         super().__init__(obj.device if obj.device.type in ("hybrid", "cuda") else None)
+
+
+SERVED["torch.cuda.device_of"] = ("mapped", "context manager over the tensor's slot")
 
 
 @served("mapped", "the mapped chip's catalogue name")
@@ -286,17 +290,15 @@ def device_memory_used(device=None) -> int:
     return _hybrid().memory_allocated(mapping.slot_of(device))
 
 
-@served("same", "accepted; the slot's capacity (its modelled HBM) is the limit")
+@served("mapped", "enforced: the mapped slot's allocator admits fraction x its capacity (the modelled HBM) "
+                  "for this process; past it, torch.OutOfMemoryError")
 def set_per_process_memory_fraction(fraction: float, device=None) -> None:
-    if not 0 <= float(fraction) <= 1:
-        raise ValueError(f"set_per_process_memory_fraction: fraction must be in [0, 1], got {fraction}")
-    mapping.slot_of(device)
+    _hybrid().set_per_process_memory_fraction(fraction, mapping.slot_of(device))
 
 
-@served("same", "1.0: the whole slot")
+@served("mapped", "the fraction of the mapped slot's capacity this process may hold")
 def get_per_process_memory_fraction(device=None) -> float:
-    mapping.slot_of(device)
-    return 1.0
+    return _hybrid().get_per_process_memory_fraction(mapping.slot_of(device))
 
 
 @served("same", "the slot allocator")

@@ -1,6 +1,7 @@
 """Device arguments in every form (str, torch.device, int, dict) reach the mapped slot: every torch factory,
 ``Tensor.to/cuda/new_*/pin_memory/is_cuda``, ``UntypedStorage.cuda``, ``Module.to/to_empty/cuda``,
-``torch.load`` (``map_location`` in any form, and CUDA checkpoints loaded without one), ``torch.Generator``,
+``torch.load`` (``map_location`` in any form, and CUDA checkpoints loaded without one), ``torch.save`` (a mapped
+slot's storages saved as the CUDA device the script named), ``torch.Generator``,
 ``torch.set_default_device`` and ``with torch.device("cuda")``; ``torch.accelerator`` answers ``cuda`` to user and
 library code."""
 
@@ -126,6 +127,21 @@ def _load(original):
     return load
 
 
+def _location_tag(original):
+    """torch.save's storage tag: a mapped slot's storages are saved as the CUDA device the script named, so the
+    checkpoint loads on a GPU machine (and on the rack, through :func:`_map_location`) as a CUDA one does."""
+    @functools.wraps(original)
+    def location_tag(storage):
+        device = getattr(storage, "device", None)
+        if device is not None and device.type == mapping.DEVICE_TYPE and mapping._current is not None:
+            index = mapping._current.cuda_index(device.index if device.index is not None else 0)
+            if index is not None:
+                touch("torch.save (storages on a mapped slot)", "mapped", "saved as the CUDA device the script named")
+                return f"cuda:{index}"
+        return original(storage)
+    return location_tag
+
+
 # -- torch.accelerator ------------------------------------------------------------------------------------
 
 def _outside_torch(depth: int = 2) -> bool:
@@ -232,6 +248,7 @@ def install() -> None:
     from torch import serialization
 
     PATCHES.set(serialization, "load", torch.load)
+    PATCHES.set(serialization, "location_tag", _location_tag(serialization.location_tag))
 
     PATCHES.set(torch.Tensor, "to", _tensor_to(ORIGINAL["Tensor.to"]))
     PATCHES.set(torch.Tensor, "cuda", _tensor_cuda)

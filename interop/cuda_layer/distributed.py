@@ -1,6 +1,6 @@
 """torch.distributed written for NCCL on the rack: ``init_process_group("nccl")`` and ``new_group(backend="nccl")``
 create the project's ``hybrid`` backend on the rank's mapped slot, ``get_backend()`` answers ``"nccl"`` for them,
-``is_nccl_available()`` is True; DDP's ``device_ids``/``output_device``, FSDP's ``device_id``,
+``is_nccl_available()`` is True; DDP's ``device_ids``/``output_device``, DataParallel's, FSDP's ``device_id``,
 ``init_device_mesh("cuda", ...)``, ``barrier(device_ids=...)`` and the object collectives' ``device`` take CUDA
 indices."""
 
@@ -37,10 +37,14 @@ def _backend_for(backend):
     return backend, False
 
 
-def _rank_slot_options():
+def _rank_slot_options(device_id=None):
+    """The hybrid group's options: the rank's slot from ``device_id`` (the CUDA device it named), else from
+    LOCAL_RANK, else the current slot."""
     import collectives.distributed as cd
     from collectives.torchrun_env import torchrun_env
 
+    if device_id is not None:
+        return cd.Options(slot=mapping.slot_of(device_id))
     local = torchrun_env().local_rank
     if local is not None:
         return cd.Options(slot=mapping.current().slot(local))
@@ -62,10 +66,17 @@ def _patch_distributed() -> None:
         if was_nccl:
             touch("torch.distributed.init_process_group('nccl')", "mapped",
                   "the project's 'hybrid' backend (Gloo moves the bytes, the rack models the time)")
+            # device_id (current recipes pass the rank's CUDA device) names the group's slot. It is not bound in
+            # c10d: binding selects a per-device backend and NCCL-style communicator splitting, which the hybrid
+            # group (one backend for every device, Gloo moving the bytes) has no use for.
+            device_id = kwargs.pop("device_id", None)
+            if device_id is not None:
+                touch("torch.distributed.init_process_group(device_id=...)", "mapped",
+                      "the group's slot is the mapped slot of device_id")
+                device_id = mapping.to_hybrid(torch.device("cuda", device_id) if isinstance(device_id, int)
+                                              else device_id)
             if kwargs.get("pg_options") is None:
-                kwargs["pg_options"] = _rank_slot_options()
-            if kwargs.get("device_id") is not None:
-                kwargs["device_id"] = mapping.to_hybrid(kwargs["device_id"])
+                kwargs["pg_options"] = _rank_slot_options(device_id)
         out = original_init(backend, *args, **kwargs)
         if was_nccl:
             _NCCL_GROUPS.add(dist.group.WORLD)
@@ -139,6 +150,24 @@ def _patch_distributed() -> None:
             output_device = mapping.to_hybrid(output_device)
         original_ddp(self, module, device_ids, output_device, *args, **kwargs)
     PATCHES.set(DDP, "__init__", ddp_init)
+
+    from torch.nn.parallel import DataParallel
+
+    original_dp = DataParallel.__init__
+
+    @functools.wraps(original_dp)
+    def dp_init(self, module, device_ids=None, output_device=None, dim=0):
+        # torch picks "cuda" (CUDA looks available) and CUDA indices; the replicas live on the mapped slots, and
+        # the scatter, broadcast and gather run on them (interop.data_parallel).
+        original_dp(self, module, device_ids, output_device, dim)
+        if self.device_ids and self.src_device_obj.type == "cuda":
+            touch("torch.nn.DataParallel", "mapped", "replicas on the mapped slots; scatter, broadcast, gather and "
+                  "the gradients' sum between them (modelled copies)")
+            device_map = mapping.current()
+            self.device_ids = [device_map.slot(i) for i in self.device_ids]
+            self.output_device = device_map.slot(self.output_device)
+            self.src_device_obj = torch.device(mapping.DEVICE_TYPE, self.device_ids[0])
+    PATCHES.set(DataParallel, "__init__", dp_init)
 
     def patch_fsdp(fsdp) -> None:
         cls = fsdp.FullyShardedDataParallel

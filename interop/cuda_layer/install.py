@@ -1,6 +1,7 @@
 """Installing the CUDA layer: every patch made once, at start, and undone by :func:`uninstall_patches`.
 
-The patches, by concern: :mod:`interop.cuda_layer.cuda_module` (``torch.cuda`` itself), :mod:`interop.cuda_layer.device_args`
+The patches, by concern: :mod:`interop.cuda_layer.cuda_module` (``torch.cuda`` itself),
+:mod:`interop.cuda_layer.namespace` (its submodules, torch.backends.cuda/cudnn, torch.version), :mod:`interop.cuda_layer.device_args`
 (device arguments in every form), :mod:`interop.cuda_layer.settings` (autocast, GradScaler, torch.backends flags,
 profiler activities), :mod:`interop.cuda_layer.distributed` (``"nccl"`` -> the ``hybrid`` backend, DDP/FSDP device ids).
 Each records its use for the report. Triton, torch.compile and torch.jit are left as they are; nothing here sits
@@ -9,7 +10,7 @@ on the per-op path (an op on a hybrid tensor never reaches Python because of the
 
 from __future__ import annotations
 
-from interop.cuda_layer import cuda_module, device_args, distributed, settings
+from interop.cuda_layer import cuda_module, device_args, distributed, ipc, namespace, settings
 from interop.cuda_layer.patch_ledger import PATCHES, forget_pending_imports
 
 
@@ -17,10 +18,13 @@ def install_patches() -> None:
     """Make every patch (once)."""
     if PATCHES.done:
         return
+    namespace.import_all()
     cuda_module.install()
+    namespace.install()
     device_args.install()
     settings.install()
     distributed.install()
+    ipc.install()
 
 
 def uninstall_patches() -> None:

@@ -21,16 +21,26 @@ class Patches:
     """Every (object, attribute, original) the layer replaced, so :meth:`undo` restores them all."""
 
     def __init__(self) -> None:
-        self.done: list[tuple[object, str, object]] = []
+        self.done: list[tuple[object, object, object, bool]] = []
 
     def set(self, owner, name: str, value) -> None:
         original = owner.__dict__.get(name, _MISSING) if isinstance(owner, type) else getattr(owner, name, _MISSING)
-        self.done.append((owner, name, original))
+        self.done.append((owner, name, original, False))
         setattr(owner, name, value)
 
+    def set_item(self, mapping: dict, key, value) -> None:
+        """``mapping[key] = value``, undone like an attribute (a registry such as ForkingPickler's reducers)."""
+        self.done.append((mapping, key, mapping.get(key, _MISSING), True))
+        mapping[key] = value
+
     def undo(self) -> None:
-        for owner, name, original in reversed(self.done):
-            if original is _MISSING:
+        for owner, name, original, item in reversed(self.done):
+            if item:
+                if original is _MISSING:
+                    owner.pop(name, None)
+                else:
+                    owner[name] = original
+            elif original is _MISSING:
                 try:
                     delattr(owner, name)
                 except AttributeError:

@@ -31,10 +31,6 @@ UNSUPPORTED: dict[str, str] = {
     "torch.cuda.current_solver_handle": "nothing: there is no cuSOLVER handle on a slot",
     "torch.cuda.jiterator._create_jit_fn": "a Python function of torch ops, or torch.compile",
     "torch.cuda.jiterator._create_multi_output_jit_fn": "a Python function of torch ops, or torch.compile",
-    "torch.cuda.comm.broadcast": "collectives.broadcast (tensors on several slots)",
-    "torch.cuda.comm.reduce_add": "collectives.reduce",
-    "torch.cuda.comm.scatter": "collectives.scatter",
-    "torch.cuda.comm.gather": "collectives.gather",
     "torch.cuda.cudart": "nothing: there is no CUDA runtime behind a slot",
     "torch.cuda.host_memory_stats": "torch.cuda.memory_stats() (pinned host memory is not counted per slot)",
 }
@@ -42,7 +38,13 @@ UNSUPPORTED: dict[str, str] = {
 
 
 class UnsupportedCudaAPI(RuntimeError):
-    """A CUDA API the rack cannot serve; the message names it, the call site and what to use instead."""
+    """A CUDA API the rack cannot serve; the message names it, the call site and what to use instead.
+
+    ``api`` is the API's name (``"torch.cuda.graph"``)."""
+
+    def __init__(self, message: str, api: str = "") -> None:
+        super().__init__(message)
+        self.api = api
 
 
 def unsupported(api: str, instead: str, original=None):
@@ -56,14 +58,16 @@ def unsupported(api: str, instead: str, original=None):
 
         touch(api, "unsupported", f"instead: {instead}")
         raise UnsupportedCudaAPI(f"{api} is not supported by the CUDA layer (called at {call_site(2)}); "
-                                 f"instead: {instead}")
+                                 f"instead: {instead}", api)
     if isinstance(original, type):
         def __new__(cls, *args, **kwargs):
             refuse()
-        return type(original.__name__, (), {"__new__": __new__, "__hybrid_api__": api, "__module__": "torch.cuda",
+        return type(original.__name__, (), {"__new__": __new__, "__hybrid_api__": api, "__hybrid_refused__": instead,
+                                            "__module__": api.rsplit(".", 1)[0],
                                             "__doc__": f"Unsupported on the rack: {instead}"})
     refuse.__name__ = api.rsplit(".", 1)[1]
     refuse.__qualname__ = refuse.__name__
     refuse.__doc__ = f"Unsupported on the rack: {instead}"
     refuse.__hybrid_api__ = api
+    refuse.__hybrid_refused__ = instead
     return refuse

@@ -35,6 +35,9 @@ class CudaReport:
     modelled: dict = field(default_factory=dict)
     exit_code: int | None = None
     rank: int | None = None
+    failure: dict | None = None
+    """How the script failed, when it raised: ``kind`` ("op" | "api" | "exception"), ``name`` (the ATen op,
+    the CUDA API or the exception type), ``slot``, ``message``, ``site`` (the user's line)."""
 
     # -- views -------------------------------------------------------------------------------------------
 
@@ -46,7 +49,7 @@ class CudaReport:
         """A JSON-serialisable dict of the whole report."""
         return {
             "script": self.script, "rack": self.rack, "device_map": self.device_map, "map_note": self.map_note,
-            "strict": self.strict, "exit_code": self.exit_code, "rank": self.rank,
+            "strict": self.strict, "exit_code": self.exit_code, "rank": self.rank, "failure": self.failure,
             "cuda_apis": [dict(asdict(a), served_as=SERVED.get(a.served, a.served)) for a in self.apis],
             "numerics_flags": [dict(asdict(f), value=repr(f.value)) for f in self.flags],
             "divergences": [d.to_dict() for d in self.divergences],
@@ -64,9 +67,11 @@ class CudaReport:
         lines += [f"- device fidelity: {'strict (refusals raise)' if self.strict else 'default (ops run; divergences listed)'}",
                   f"- exit code: {self.exit_code}" if self.exit_code is not None else "- exit code: (running)", ""]
         lines += ["## CUDA APIs the script touched", "",
-                  "| API | calls | served | first call sites | note |", "|---|---:|---|---|---|"]
+                  "Calls torch.compile made while compiling are counted apart (compile time), on no line of the "
+                  "script.", "",
+                  "| API | calls | compile-time calls | served | first call sites | note |", "|---|---:|---:|---|---|---|"]
         for a in self.apis:
-            lines.append(f"| `{a.api}` | {a.count} | {SERVED.get(a.served, a.served)} | "
+            lines.append(f"| `{a.api}` | {a.count} | {a.compile_count} | {SERVED.get(a.served, a.served)} | "
                          f"{'<br>'.join(a.sites)} | {a.note} |")
         lines.append("")
         if self.flags:
@@ -76,8 +81,13 @@ class CudaReport:
                 lines.append(f"| `{f.name}` | `{f.value!r}` | {'yes' if f.changes_numerics else 'no'} | {f.site} | "
                              f"{f.note} |")
             lines += ["", "The emulated slots compute exactly as the CPU whatever these say.", ""]
+        if self.failure:
+            lines += ["## The run failed", "", f"- {self._failure_line()}", f"- message: {self.failure['message']}",
+                      ""]
         lines += ["## What would fail or differ on the real target", ""]
-        if not self.divergences:
+        if not self.divergences and self.failure:
+            lines += ["Nothing else was seen before the run failed (above).", ""]
+        elif not self.divergences:
             lines += ["Nothing: every op ran in a dtype its slot's real chip computes in natively.", ""]
         else:
             lines += ["| op | slot | dtype | on the real chip | calls | first call sites | reason | instead | source |",
@@ -102,12 +112,20 @@ class CudaReport:
             lines += ["## Modelled time", "", "```", self.modelled.get("table", ""), "```", ""]
         return "\n".join(lines)
 
+    def _failure_line(self) -> str:
+        f = self.failure
+        what = {"op": "the op", "api": "the CUDA API", "exception": "an exception"}.get(f["kind"], f["kind"])
+        slot = f" on hybrid:{f['slot']}" if f.get("slot") is not None and f["slot"] >= 0 else ""
+        return f"failed at {f['site']}: {what} `{f['name']}`{slot} raised"
+
     def summary(self) -> str:
         """A few lines for stderr at exit."""
         served: dict[str, int] = {}
         for a in self.apis:
-            served[a.served] = served.get(a.served, 0) + 1
+            if a.count:
+                served[a.served] = served.get(a.served, 0) + 1
         calls = sum(a.count for a in self.apis)
+        compile_calls = sum(a.compile_count for a in self.apis)
         parts = ", ".join(f"{n} {SERVED[k]}" for k, n in served.items() if k in SERVED)
         ops = sum(r.count for r in self.ledger)
         refused = [d for d in self.divergences if d.level == "unsupported"]
@@ -115,8 +133,11 @@ class CudaReport:
         lines = [f"hybrid run: {self.script} on {self.rack} ({self.device_map})"]
         if self.map_note:
             lines.append(f"  note: {self.map_note}")
+        if self.failure:
+            lines.append(f"  {self._failure_line()}: {self.failure['message'].splitlines()[0][:200]}")
         lines += [
-                 f"  CUDA APIs: {len(self.apis)} touched, {calls} calls ({parts or 'none'})",
+                 f"  CUDA APIs: {sum(1 for a in self.apis if a.count)} touched, {calls} calls ({parts or 'none'})"
+                 + (f"; {compile_calls} more by torch.compile while compiling" if compile_calls else ""),
                  f"  ops on slots: {ops} ({len({r.op for r in self.ledger})} distinct); "
                  f"default cost estimates: {len(self.default_estimated)} op(s)"]
         if refused or converted:
@@ -134,19 +155,26 @@ class CudaReport:
 
     def write(self, path: str) -> tuple[str, str]:
         """Write ``<path>.json`` and ``<path>.md`` (a ``.json`` or ``.md`` suffix on ``path`` is kept for
-        that file); returns both paths."""
-        stem, ext = os.path.splitext(path)
-        if ext not in (".json", ".md"):
-            stem = path
-        json_path, md_path = stem + ".json", stem + ".md"
-        for p in (json_path, md_path):
-            parent = os.path.dirname(os.path.abspath(p))
-            os.makedirs(parent, exist_ok=True)
-        with open(json_path, "w") as f:
-            json.dump(self.to_json(), f, indent=1, default=str)
-        with open(md_path, "w") as f:
-            f.write(self.markdown())
+        that file), each whole or not at all (a temporary file renamed into place); returns both paths.
+        ValueError (naming ``--report``) when either cannot be written."""
+        from devices.output_files import atomic_path
+
+        json_path, md_path = report_paths(path)
+        with atomic_path(json_path, "--report") as json_tmp, atomic_path(md_path, "--report") as md_tmp:
+            with open(json_tmp, "w", encoding="utf-8") as f:
+                json.dump(self.to_json(), f, indent=1, default=str)
+            with open(md_tmp, "w", encoding="utf-8") as f:
+                f.write(self.markdown())
         return json_path, md_path
+
+
+def report_paths(path: str) -> tuple[str, str]:
+    """The two files ``--report PATH`` writes: ``PATH.json`` and ``PATH.md`` (a ``.json`` or ``.md`` suffix
+    on ``PATH`` is kept for that file)."""
+    stem, ext = os.path.splitext(path)
+    if ext not in (".json", ".md"):
+        stem = path
+    return stem + ".json", stem + ".md"
 
 
 def _modelled() -> dict:
@@ -161,7 +189,34 @@ def _modelled() -> dict:
             "note": "every time here is modelled by the cost model, not measured"}
 
 
-def build(script: str = "<interactive>", exit_code: int | None = None) -> CudaReport:
+def describe_failure(exc: BaseException) -> dict:
+    """What :attr:`CudaReport.failure` holds for an exception the script raised: the ATen op that raised on a
+    slot (when the exception is that op's), else the CUDA API the layer refused, else the exception's type;
+    and the innermost line of the user's code in its traceback."""
+    from interop import _C
+    from interop.callsite import format_site, is_user_file
+    from interop.cuda_layer.refusals import UnsupportedCudaAPI
+
+    message = str(exc)
+    site = "<unknown>"
+    tb = exc.__traceback__
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename
+        if is_user_file(filename):
+            site = format_site(filename, tb.tb_lineno)
+        tb = tb.tb_next
+    if isinstance(exc, UnsupportedCudaAPI) and exc.api:
+        return {"kind": "api", "name": exc.api, "slot": None, "message": message, "site": site}
+    try:
+        op, slot, op_message = _C._last_failure()
+    except Exception:  # noqa: BLE001  (no extension: nothing ran on a slot)
+        op, slot, op_message = "", -1, ""
+    if op and op_message and (op_message.strip() in message or message.strip() in op_message):
+        return {"kind": "op", "name": op, "slot": slot, "message": message, "site": site}
+    return {"kind": "exception", "name": type(exc).__name__, "slot": None, "message": message, "site": site}
+
+
+def build(script: str = "<interactive>", exit_code: int | None = None, failure: dict | None = None) -> CudaReport:
     """The report of everything recorded so far in this process."""
     import interop
     from interop.cuda_layer import mapping
@@ -189,4 +244,5 @@ def build(script: str = "<interactive>", exit_code: int | None = None) -> CudaRe
         modelled=_modelled(),
         exit_code=exit_code,
         rank=rank,
+        failure=failure,
     )

@@ -2,17 +2,28 @@
 (or ``-m package.module [ARGS...]``): run CUDA code unmodified on the rack.
 
 The same as ``hybrid run``; under torchrun: ``torchrun --nproc_per_node=N -m interop.run SCRIPT ARGS``.
-The script's exit code, stdout and tracebacks are its own; the layer adds a
+Child processes of the script (mp.spawn, spawn-context DataLoader workers...) run under the same layer and
+rack (:mod:`interop.cuda_layer.children`). The script's exit code, stdout and tracebacks are its own; the layer adds a
 short summary on stderr at exit and, with ``--report PATH``, writes the full
 report as JSON and Markdown (``PATH.json`` and ``PATH.md``; under torchrun each
 rank but 0 adds ``.rank<r>`` to the name).
+
+The report's files are checked before the script starts (a path that cannot be
+written is a usage error, exit 2) and written whole or not at all, after the
+summary; a report that could not be written makes the exit status non-zero (1
+where the script succeeded) and says so. SIGINT, SIGTERM and SIGHUP (what
+torchrun, Slurm and Kubernetes send to stop a job) stop the script, then the
+summary and the report are written and the exit status is 128 + the signal's
+number (130, 143, 129), as a shell reports a process that signal ended.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import runpy
+import signal
 import sys
 import traceback
 
@@ -38,6 +49,54 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 class UsageError(ValueError):
     """A bad ``hybrid run`` invocation (exit status 2)."""
+
+
+class Stopped(BaseException):
+    """The script was stopped by a signal (SIGTERM, SIGHUP): raised in the main thread by the handler that
+    ``hybrid run`` installs, so that its report is still written. A BaseException, as KeyboardInterrupt
+    is, so that a script's ``except Exception`` does not swallow it."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.signum).name
+
+
+STOPPING_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
+"""The signals after which the summary and the report are still written (SIGINT as KeyboardInterrupt)."""
+
+
+def _raise_stopped(signum, frame):
+    raise Stopped(signum)
+
+
+class _Deferred:
+    """While the summary and the report are written, a stopping signal only is noted (the report stays whole);
+    the exit status then says which one came."""
+
+    def __init__(self):
+        self.signum = None
+        self.previous = {}
+
+    def __enter__(self):
+        def note(signum, frame):
+            self.signum = self.signum or signum
+
+        for sig in STOPPING_SIGNALS:
+            self.previous[sig] = signal.signal(sig, note)
+        return self
+
+    def __exit__(self, *exc):
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+        return False
+
+
+def _exit_status(signum: int) -> int:
+    return 128 + int(signum)
 
 
 def _target(args) -> tuple[str, str, list[str]]:
@@ -75,7 +134,9 @@ def _install(args):
     except cuda_layer.MapError as e:
         raise UsageError(str(e)) from None
     import interop.cuda  # noqa: F401  (installed above, so this only names it: a script may call interop.cuda.*)
+    from interop.cuda_layer import children
 
+    children.export(args.rack or interop.current_rack().name, args.device_map, args.strict, args.report)
     return device_map
 
 
@@ -88,6 +149,20 @@ def _check_launch() -> None:
         torchrun_env()
     except ValueError as e:
         raise UsageError(str(e)) from None
+
+
+def _check_report(args) -> None:
+    """The report's two files can be written (before the script runs, not after it)."""
+    if not args.report:
+        return
+    from devices.output_files import check_writable
+    from interop.cuda_layer.report import report_paths
+
+    for path in report_paths(_report_path(args.report)):
+        try:
+            check_writable(path, "--report")
+        except ValueError as e:
+            raise UsageError(str(e)) from None
 
 
 def _report_path(path: str) -> str:
@@ -116,12 +191,17 @@ def run(args) -> int:
     try:
         kind, name, argv = _target(args)
         _check_launch()
+        _check_report(args)
         _install(args)
     except UsageError as e:
         print(f"hybrid run: error: {e}", file=sys.stderr)
         return 2
     exit_code = 0
+    failure = None
     saved_argv, saved_path = sys.argv[:], sys.path[:]
+    handlers = {}
+    if threading_main():
+        handlers = {sig: signal.signal(sig, _raise_stopped) for sig in STOPPING_SIGNALS if sig != signal.SIGINT}
     try:
         if kind == "script":
             sys.argv = [name] + argv
@@ -136,26 +216,56 @@ def run(args) -> int:
         exit_code = code if isinstance(code, int) else (0 if code is None else 1)
         if code is not None and not isinstance(code, int):
             print(code, file=sys.stderr)
+    except Stopped as e:  # SIGTERM / SIGHUP: stopped, not failed; the report follows
+        print(f"hybrid run: {name} stopped by {e.name}", file=sys.stderr)
+        exit_code = _exit_status(e.signum)
     except BaseException as e:  # the script's own failure: its traceback, status 1
         _print_script_traceback(e)
-        exit_code = 130 if isinstance(e, KeyboardInterrupt) else 1
+        exit_code = _exit_status(signal.SIGINT) if isinstance(e, KeyboardInterrupt) else 1
+        failure = e
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
-    _finish(args, name, exit_code)
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    deferred = _Deferred() if threading_main() else contextlib.nullcontext()
+    with deferred:
+        written = _finish(args, name, exit_code, failure)
+    if isinstance(deferred, _Deferred) and deferred.signum is not None:
+        return _exit_status(deferred.signum)
+    if not written and exit_code == 0:
+        return 1  # the script succeeded, its report did not: not a success
     return exit_code
 
 
-def _finish(args, name: str, exit_code: int) -> None:
-    from interop.cuda_layer.report import build
+def threading_main() -> bool:
+    """Signal handlers can be installed (only the main thread of the main interpreter may)."""
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
+def _finish(args, name: str, exit_code: int, failure: BaseException | None = None) -> bool:
+    """Print the summary, then write the report (``--report``); False when a report was asked for and not
+    written (the reason is printed)."""
+    from interop.cuda_layer.report import build, describe_failure
 
     try:
-        report = build(script=name, exit_code=exit_code)
-        if args.report:
-            json_path, md_path = report.write(_report_path(args.report))
-            print(f"hybrid run: report written to {json_path} and {md_path}", file=sys.stderr)
-        print(report.summary(), file=sys.stderr)
+        report = build(script=name, exit_code=exit_code,
+                       failure=describe_failure(failure) if failure is not None else None)
+        summary = report.summary()
     except Exception as e:  # the report must not change the script's outcome
         print(f"hybrid run: could not build the report: {type(e).__name__}: {e}", file=sys.stderr)
+        return not args.report
+    print(summary, file=sys.stderr, flush=True)
+    if not args.report:
+        return True
+    try:
+        json_path, md_path = report.write(_report_path(args.report))
+    except ValueError as e:
+        print(f"hybrid run: error: the report was not written: {e}", file=sys.stderr)
+        return False
+    print(f"hybrid run: report written to {json_path} and {md_path}", file=sys.stderr)
+    return True
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,8 +2,10 @@
 torch.backends flags set, and the divergences from the real target it saw.
 
 Recording is a dict increment per call; the call site is read (a walk up the
-Python stack to the first frame outside torch and interop) only for the first
-few calls of each API, so a call in a loop costs one increment.
+Python stack to the first frame of the user's code) only for the first few
+calls of each API, so a call in a loop costs one increment. Calls torch.compile
+makes while it compiles are counted apart (``compile_count``), on no line of
+the script.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import threading
 from dataclasses import dataclass, field
 
 from interop.callsite import call_site
+from interop.compile.compile_time import compiling
 
 SERVED: dict[str, str] = {
     "same": "same semantics",
@@ -35,6 +38,8 @@ class ApiUse:
     note: str
     count: int = 0
     sites: list[str] = field(default_factory=list)
+    compile_count: int = 0
+    """Calls torch.compile made while compiling (its own, not the script's: on no line of it)."""
 
 
 @dataclass
@@ -61,6 +66,9 @@ class UsageLog:
         if use is None:
             with self._lock:
                 use = self.apis.setdefault(api, ApiUse(api, served, note))
+        if compiling():
+            use.compile_count += 1
+            return
         use.count += 1
         if use.count <= _SITE_LOOKUPS and len(use.sites) < SITES_KEPT:
             site = call_site(depth + 1)

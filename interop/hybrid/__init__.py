@@ -14,6 +14,7 @@ import torch
 from interop.hybrid._utils import DEVICE_TYPE, slot_index
 from interop.hybrid.memory import (
     empty_cache,
+    get_per_process_memory_fraction,
     max_memory_allocated,
     max_memory_reserved,
     mem_get_info,
@@ -24,6 +25,7 @@ from interop.hybrid.memory import (
     reset_accumulated_memory_stats,
     reset_max_memory_allocated,
     reset_peak_memory_stats,
+    set_per_process_memory_fraction,
 )
 from interop.hybrid.random import (
     default_generator,
@@ -199,11 +201,13 @@ def _is_in_bad_fork() -> bool:
 __all__ = [
     "Event", "HybridDeviceProperties", "Stream", "current_device", "current_stream", "default_generator",
     "default_stream", "device", "device_count", "device_of", "empty_cache", "get_amp_supported_dtype",
-    "get_device_capability", "get_device_name", "get_device_properties", "get_rng_state", "get_rng_state_all",
+    "get_device_capability", "get_device_name", "get_device_properties", "get_per_process_memory_fraction",
+    "get_rng_state", "get_rng_state_all",
     "init", "initial_seed", "is_available", "is_bf16_supported", "is_initialized", "manual_seed",
     "manual_seed_all", "max_memory_allocated", "max_memory_reserved", "mem_get_info", "memory_allocated",
     "memory_reserved", "memory_stats", "memory_summary", "nvtx", "reset_accumulated_memory_stats",
-    "reset_max_memory_allocated", "reset_peak_memory_stats", "seed", "seed_all", "set_device", "set_rng_state",
+    "reset_max_memory_allocated", "reset_peak_memory_stats", "seed", "seed_all", "set_device",
+    "set_per_process_memory_fraction", "set_rng_state",
     "set_rng_state_all", "set_stream", "stream", "synchronize",
 ]
 

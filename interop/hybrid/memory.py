@@ -72,6 +72,29 @@ def mem_get_info(device=None) -> tuple[int, int]:
     return max(0, s["capacity"] - s["allocated_bytes.all.current"]), s["capacity"]
 
 
+def set_per_process_memory_fraction(fraction: float, device=None) -> None:
+    """Let this process hold at most ``fraction`` of the slot's capacity (torch.cuda's semantics): an
+    allocation past it raises ``torch.OutOfMemoryError`` naming the limit. 1.0 lifts the limit."""
+    if not isinstance(fraction, float):
+        raise TypeError(f"set_per_process_memory_fraction: fraction must be a float in [0, 1], got "
+                        f"{type(fraction).__name__}")
+    if not 0.0 <= fraction <= 1.0:
+        raise ValueError(f"set_per_process_memory_fraction: fraction must be in [0, 1], got {fraction}")
+    idx = slot_index(device)
+    rack = _rack()
+    capacity = rack.memory_stats(idx)["capacity"]
+    rack._table.set_memory_limit(idx, -1 if fraction == 1.0 else int(fraction * capacity))
+
+
+def get_per_process_memory_fraction(device=None) -> float:
+    """The fraction of the slot's capacity this process may hold (1.0 unless
+    :func:`set_per_process_memory_fraction` lowered it)."""
+    idx = slot_index(device)
+    rack = _rack()
+    limit = rack._table.memory_limit(idx)
+    return 1.0 if limit < 0 else limit / rack.memory_stats(idx)["capacity"]
+
+
 def empty_cache() -> None:
     """Release cached memory. The hybrid allocator caches nothing, so this is a no-op."""
 

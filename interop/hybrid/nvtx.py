@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from collections import deque
 from dataclasses import dataclass
 
 from interop.hybrid._utils import slot_index
@@ -39,10 +40,14 @@ class _Open:
     slot: int
     stream: int
     marker: int
+    rack: int
+    """The generation of the rack whose timeline holds the markers."""
 
 
 _lock = threading.Lock()
-_closed: list[tuple[str, int, int, int, int, int]] = []  # name, slot, stream, depth, start marker, end marker
+_closed: deque[tuple[str, int, int, int, int, int, int]] = deque()
+"""name, slot, stream, depth, start marker, end marker, rack generation: the newest ranges, as many as a timeline
+keeps records (:func:`interop.set_timeline_window`); an older one is forgotten with its markers."""
 _stacks = threading.local()
 
 
@@ -62,10 +67,12 @@ def _marker(slot: int) -> tuple[int, int]:
 
 def range_push(msg: str, device=None) -> int:
     """Open a range named ``msg`` on a slot (default: the current one); returns its depth (0 outermost)."""
+    from interop import _C
+
     slot = slot_index(device)
     stream, marker = _marker(slot)
     stack = _stack()
-    stack.append(_Open(str(msg), slot, stream, marker))
+    stack.append(_Open(str(msg), slot, stream, marker, _C._current_generation()))
     return len(stack) - 1
 
 
@@ -75,10 +82,18 @@ def range_pop() -> int:
     stack = _stack()
     if not stack:
         return -1
+    from interop import _C
+    from interop.session import timeline_window
+
     top = stack.pop()
     _, end = _marker(top.slot)
+    keep = timeline_window().records
     with _lock:
-        _closed.append((top.name, top.slot, top.stream, len(stack), top.marker, end))
+        _closed.append((top.name, top.slot, top.stream, len(stack), top.marker, end, top.rack))
+        while keep is not None and len(_closed) > keep:
+            *_, start, stop, rack = _closed.popleft()
+            _C._release_marker(rack, start)
+            _C._release_marker(rack, stop)
     return len(stack)
 
 
@@ -115,7 +130,7 @@ def ranges(timeline=None) -> list[NamedRange]:
     with _lock:
         closed = list(_closed)
     out = []
-    for name, slot, stream, depth, start, end in closed:
+    for name, slot, stream, depth, start, end, _ in closed:
         a, b = timeline.markers.get(start), timeline.markers.get(end)
         if a is None or b is None:
             continue
@@ -125,7 +140,12 @@ def ranges(timeline=None) -> list[NamedRange]:
 
 def clear() -> None:
     """Forget every closed range (open ones stay open)."""
+    from interop import _C
+
     with _lock:
+        for *_, start, stop, rack in _closed:
+            _C._release_marker(rack, start)
+            _C._release_marker(rack, stop)
         _closed.clear()
 
 

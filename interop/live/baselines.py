@@ -65,8 +65,9 @@ def baselines(plan) -> Baselines:
     best_homog = None
     pb = plan.problem
     for kind, slots in pb.kinds.items():
-        sub = Problem(pb.blocks, pb.spec, tuple(slots), pb.global_batch, pb.seq_len, objective=pb.objective,
-                      price_basis=pb.price_basis, schedules=pb.schedules, microbatches=pb.microbatches, optimizer=pb.optimizer,
+        sub = Problem(pb.blocks, pb.spec, slots, pb.global_batch, pb.seq_len, objective=pb.objective,
+                      price_basis=pb.price_basis, schedules=pb.schedules, microbatches=pb.microbatches,
+                      optimizer=pb.optimizer,
                       recompute=pb.recompute, calibrated=pb.calibrated, master_weights=pb.master_weights,
                       pricer=pb.pricer)
         try:
@@ -76,7 +77,7 @@ def baselines(plan) -> Baselines:
             continue
         note = f"{len(layout.stages)} stage(s), {layout.microbatches} mb"
         rows.append(Baseline(f"homogeneous: {kind} only", result.seconds, len(slots), note))
-        peak = sum(_peak(plan, kind) for _ in slots)
+        peak = _peak(plan, kind) * len(slots)
         utilisation = result.model_flops / result.seconds / peak if result.seconds else 0.0
         if best_homog is None or utilisation > best_homog[0]:
             best_homog = (utilisation, kind, result)
@@ -89,7 +90,7 @@ def baselines(plan) -> Baselines:
     ideal = None
     note = ""
     if best_homog is not None and best_homog[0] > 0:
-        rack_peak = sum(_peak(plan, plan.rack.slot(s).kind) for s in pb.slots)
+        rack_peak = sum(_peak(plan, kind) * len(slots) for kind, slots in pb.kinds.items())
         ideal = plan.predicted.result.model_flops / (best_homog[0] * rack_peak)
         note = (f"{format_value(rack_peak, 'FLOP/s')} peak at {best_homog[1]}'s modelled utilisation "
                 f"{100 * best_homog[0]:.2f} %")

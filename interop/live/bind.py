@@ -103,16 +103,25 @@ def bind(stage: nn.Module, model: nn.Module | None, device, canonical: dict[str,
 
 
 def _retarget_factories(module: nn.Module, device: torch.device) -> None:
-    """Graph ops that create tensors on a fixed device (``arange(..., device=cpu)``) create them on ``device``."""
+    """Graph ops that name a fixed device create or move tensors onto ``device`` instead: factories
+    (``arange(..., device=cpu)``) and moves (``aten.to.device(inv_freq, cpu)``, the rotary embeddings' move
+    of their frequency buffer to the activations' device, which export records with the example's device
+    as a positional argument)."""
+
+    def moved(value):
+        return device if isinstance(value, torch.device) and value != device else value
+
     for mod in module.modules():
         graph = getattr(mod, "graph", None)
         if not isinstance(graph, fx.Graph):
             continue
         changed = False
         for node in graph.nodes:
-            d = node.kwargs.get("device")
-            if isinstance(d, torch.device) and d != device:
-                node.kwargs = {**node.kwargs, "device": device}
+            if node.op != "call_function":
+                continue
+            args, kwargs = pytree.tree_map(moved, (node.args, node.kwargs))
+            if args != node.args or kwargs != node.kwargs:
+                node.args, node.kwargs = args, kwargs
                 changed = True
         if changed and isinstance(mod, fx.GraphModule):
             mod.recompile()

@@ -2,7 +2,7 @@
 
 The model is traced with ``torch.export`` (batch dimension dynamic) and split
 where torch.distributed.pipelining splits models: at ``pipe_split()`` markers,
-placed here before every repeated layer (an ``nn.ModuleList``/``nn.Sequential``
+placed here before every repeated layer (an ``nn.ModuleList``/``Sequential``/``ModuleDict``
 of same-class children: HF decoder layers, ``blocks``) and after the last one,
 so that the embeddings, each layer and the head come out as blocks. A model
 with no such list is cut at its top-level children that own parameters; a model
@@ -42,11 +42,12 @@ class NoBlockStructure(ValueError):
 
 
 def find_layers(model: nn.Module) -> tuple[str, list[str]] | None:
-    """The model's repeated layers: the ``ModuleList``/``Sequential`` with the most same-class children
-    that own parameters (ties: the one with more parameters). Returns (container name, layer names)."""
+    """The model's repeated layers: the ``ModuleList``/``Sequential``/``ModuleDict`` (torchtitan keeps its layers
+    in a dict) with the most same-class children that own parameters (ties: the one with more parameters).
+    Returns (container name, layer names)."""
     best = None
     for name, mod in model.named_modules():
-        if not isinstance(mod, (nn.ModuleList, nn.Sequential)):
+        if not isinstance(mod, (nn.ModuleList, nn.Sequential, nn.ModuleDict)):
             continue
         children = list(mod.named_children())
         if len(children) < 2:
@@ -108,6 +109,9 @@ def _export(model: nn.Module, args: tuple, batch_dims) -> Any:
 
     batch = Dim("batch", min=1, max=1 << 24)
     dynamic = tuple({0: batch} if d else None for d in batch_dims)
+    # torch.export specializes a dimension of size 1, so an example of one row cannot carry a dynamic batch:
+    # it is exported with its row twice (the graph is the same for every batch size).
+    args = tuple(torch.cat([a, a]) if d and a.shape[0] == 1 else a for a, d in zip(args, batch_dims))
     try:
         return torch.export.export(model, args, dynamic_shapes=dynamic)
     except Exception as e:  # noqa: BLE001 - export raises many types; the cause is chained

@@ -52,7 +52,7 @@ from torch.utils import _pytree as pytree
 
 from interop.live.bind import bind, eval_size
 from interop.live.exported_blocks import ExportedBlocks
-from interop.live.record import step_record
+from interop.live.record import busy_marks, step_record
 
 
 class TensorStage(nn.Module):
@@ -348,6 +348,7 @@ class DistributedPlanRunner:
         timeline = current_timeline()
         self._t0 = self._clock_max(timeline.now_ps(self.rank))
         timeline.advance_to(self.rank, self._t0)
+        self._busy0 = busy_marks(timeline, (self.rank,))  # the step's records are placed after
         torch.hybrid.reset_peak_memory_stats(self.rank)
 
     def _step_end(self, losses) -> None:
@@ -356,7 +357,8 @@ class DistributedPlanRunner:
         timeline = current_timeline()
         mine = timeline.now_ps(self.rank)
         t1 = self._clock_max(mine)
-        record = step_record(timeline, (self.rank,), self._t0, t1, self.layout.microbatches, busy_until_ps=mine)
+        record = step_record(timeline, (self.rank,), self._t0, t1, self.layout.microbatches,
+                             busy_before=self._busy0)
         total = torch.tensor([sum(float(x.detach().cpu()) for x in losses), float(len(losses))],
                              dtype=torch.float64)
         dist.all_reduce(total)

@@ -13,7 +13,10 @@ the entry point, its validation and the :class:`Plan` itself.
 
 from __future__ import annotations
 
+import math
+import numbers
 import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -23,7 +26,8 @@ from interop.live.baselines import Baselines, baselines
 from interop.live.plan_presentation import plan_gantt, plan_json, plan_table
 from planner.layout import Layout
 from planner.plan_search import OBJECTIVES, Problem, SearchStats, search
-from planner.step import OPTIMIZERS, StepResult
+from planner.optimizers import OPTIMIZERS
+from planner.step import StepResult
 
 SCHEDULE_CHOICES = ("auto", "gpipe", "1f1b", "interleaved")
 RECOMPUTE_CHOICES = ("auto", "none")
@@ -138,6 +142,11 @@ class Plan:
             raise ValueError(f"layout: a global batch of {layout.global_batch} rows; this plan's step takes "
                              f"{self.global_batch}")
         layout.validate(len(self.blocks), len(self.rack))
+        for i, stage in enumerate(layout.stages):  # a stage is priced as its kind: it must be its slots' kind
+            kinds = sorted({self.rack.slot(s).kind for s in stage.slots})
+            if kinds != [stage.kind]:
+                raise ValueError(f"layout: stage {i} is a {stage.kind!r} stage on slots {list(stage.slots)}, which "
+                                 f"are {', '.join(kinds)}; a stage's kind must be the kind of its slots")
         result = self.problem.evaluate(layout)
         return Plan(self.blocks, layout, Prediction.of(result), self.rack, self.objective, self.optimizer,
                     self.problem, SearchStats(candidates=1, evaluated=1, exact=False), self.live, self.rack_object)
@@ -208,21 +217,15 @@ def plan(model, example_inputs, rack=None, *, slots=None, objective: str = "time
     import interop
     from interop.live.cut import cut
 
-    if objective not in OBJECTIVES:
-        raise ValueError(f"objective: expected one of {', '.join(OBJECTIVES)}, got {objective!r}")
-    if schedule not in SCHEDULE_CHOICES:
-        raise ValueError(f"schedule: expected one of {', '.join(SCHEDULE_CHOICES)}, got {schedule!r}")
-    if optimizer not in OPTIMIZERS:
-        raise ValueError(f"optimizer: expected one of {', '.join(OPTIMIZERS)}, got {optimizer!r}")
-    if recompute not in RECOMPUTE_CHOICES:
-        raise ValueError(f"recompute: a live plan runs its blocks whole; expected one of "
-                         f"{', '.join(RECOMPUTE_CHOICES)}, got {recompute!r}")
+    check_plan_arguments(objective=objective, schedule=schedule, optimizer=optimizer, recompute=recompute,
+                         slots=slots, global_batch=global_batch, microbatches=microbatches,
+                         max_seconds=max_seconds, split_spec=split_spec)
     rack_object, spec, live = _resolve_rack(rack)
     n_slots = len(spec)
     if slots is None:
-        chosen = tuple(range(n_slots))
+        chosen = range(n_slots)
     else:
-        chosen = tuple(int(s) for s in slots)
+        chosen = tuple(int(s) for s in slots)  # ints already (numpy's included): checked above
         bad = [s for s in chosen if not 0 <= s < n_slots]
         if bad or not chosen or len(set(chosen)) != len(chosen):
             listing = ", ".join(f"{s.index} ({s.kind})" for s in spec.iter_slots()) if n_slots <= 64 else \
@@ -234,10 +237,8 @@ def plan(model, example_inputs, rack=None, *, slots=None, objective: str = "time
     blocks = cut(model, args, split_spec=split_spec, loss_fn=loss_fn)
     if example_targets is not None:
         blocks.example_targets = example_targets
-    batch = blocks.example_batch
-    global_batch = global_batch or batch
-    if global_batch < 1:
-        raise ValueError(f"global_batch: expected a positive number of rows, got {global_batch}")
+    global_batch = blocks.example_batch if global_batch is None else int(global_batch)
+    microbatches = None if microbatches is None else int(microbatches)
     seq_len = _seq_len(args)
     if microbatches is not None:
         if microbatches < 1 or global_batch % microbatches:
@@ -247,24 +248,63 @@ def plan(model, example_inputs, rack=None, *, slots=None, objective: str = "time
         counts = ()
     schedules = ("1f1b", "gpipe", "interleaved") if schedule == "auto" else (schedule,)
     dtype = _param_dtype(model)
-    from planner.plan_search import GroupPricer
+    from planner.comm import CommPricer
 
     # One transfer model (collectives.transfer) prices the runner's copies on the timeline and the step
     # model's pipeline hops alike.
-    pricer = GroupPricer(spec)
+    pricer = CommPricer(spec)
+    # torch keeps optimizer state in the parameters' dtype and no master copy (master_weights=False).
     problem = Problem(blocks, spec, chosen, global_batch, seq_len, objective=objective, price_basis=price_basis,
                       schedules=schedules,
                       microbatches=counts, optimizer=optimizer, recompute="none", calibrated=False,
-                      master_weights=False, state_bytes=STATE_TENSORS[optimizer] * dtype.itemsize,
+                      master_weights=False, state_bytes=OPTIMIZERS[optimizer].state_bytes(dtype.itemsize),
                       grad_dtype=devices.dtype_name(dtype), max_seconds=max_seconds, pricer=pricer)
     layout, result, stats = search(problem)
     return Plan(blocks, layout, Prediction.of(result), spec, objective, optimizer, problem, stats, live,
                 rack_object)
 
 
-STATE_TENSORS = {"adamw": 2, "adam": 2, "sgd": 1}
-"""Optimizer state tensors per parameter in torch (exp_avg and exp_avg_sq; the momentum buffer), each in the
-parameter's dtype; torch keeps no separate master copy."""
+def _is_int(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def check_plan_arguments(*, objective, schedule, optimizer, recompute, slots, global_batch, microbatches,
+                         max_seconds, split_spec) -> None:
+    """:func:`plan`'s arguments, each checked before any work: a ValueError or TypeError that names the
+    argument and what it accepts (None always means "not given"; 0 is not None)."""
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective: expected one of {', '.join(OBJECTIVES)}, got {objective!r}")
+    if schedule not in SCHEDULE_CHOICES:
+        raise ValueError(f"schedule: expected one of {', '.join(SCHEDULE_CHOICES)}, got {schedule!r}")
+    if not isinstance(optimizer, str) or optimizer not in OPTIMIZERS:
+        raise ValueError(f"optimizer: expected one of {', '.join(OPTIMIZERS)}, got {optimizer!r}")
+    if recompute not in RECOMPUTE_CHOICES:
+        raise ValueError(f"recompute: a live plan runs its blocks whole; expected one of "
+                         f"{', '.join(RECOMPUTE_CHOICES)}, got {recompute!r}")
+    if slots is not None:
+        if isinstance(slots, (str, bytes)) or not isinstance(slots, Iterable):
+            raise TypeError(f"slots: expected a list of slot indices (ints), got {type(slots).__name__}")
+        wrong = [s for s in slots if not _is_int(s)]
+        if wrong:
+            raise TypeError(f"slots: expected slot indices (ints), got {wrong[0]!r} ({type(wrong[0]).__name__})")
+    for name, value in (("global_batch", global_batch), ("microbatches", microbatches)):
+        if value is None:
+            continue
+        if not _is_int(value):
+            raise TypeError(f"{name}: expected a positive int or None, got {value!r} ({type(value).__name__})")
+        if value < 1:
+            raise ValueError(f"{name}: expected a positive int or None (None: "
+                             f"{'the example batch' if name == 'global_batch' else 'searched'}), got {value}")
+    if max_seconds is not None:
+        if isinstance(max_seconds, bool) or not isinstance(max_seconds, numbers.Real):
+            raise TypeError(f"max_seconds: expected a number of seconds or None, got {max_seconds!r} "
+                            f"({type(max_seconds).__name__})")
+        if not math.isfinite(max_seconds) or max_seconds <= 0:
+            raise ValueError(f"max_seconds: expected a positive, finite number of seconds or None (no budget), "
+                             f"got {max_seconds}")
+    if split_spec is not None and not isinstance(split_spec, Mapping):
+        raise TypeError(f"split_spec: expected a dict of submodule name -> SplitPoint (the pipelining API's), "
+                        f"or None, got {type(split_spec).__name__}")
 
 
 def _param_dtype(model):
@@ -296,7 +336,7 @@ def _resolve_rack(rack):
         return current, current.spec, True
     if isinstance(rack, interop.Rack):
         return rack, rack.spec, True
-    spec = rack if isinstance(rack, devices.RackSpec) else devices.parse_rack(rack)
+    spec = devices.parse_rack(rack)
     current = interop.current_rack()
     if current is not None and (current.name == spec.name or current.spec == spec):
         return current, current.spec, True

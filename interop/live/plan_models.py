@@ -1,17 +1,17 @@
-"""Models ``hybrid plan`` knows by name, with their example batch and loss.
+"""Models ``hybrid plan`` builds by name, with their example batch and loss.
 
-* ``gpt``: the planner's demo, a GPT-style decoder big enough that compute, not op
-  launches, sets the step (2048 wide, 8 layers, 1024 tokens, bfloat16, batch 64);
-* ``gpt-tiny``: the small GPT of ``hybrid demo`` (float32), quick to run for real;
-* ``cnn``: a LeNet-sized CNN on 1x28x28 inputs (float32);
-* a transformers model type (``gpt2``, ``llama``, ...): its default config, built
-  from the config (no weights, no download), dropout off so a run can be compared
-  with the single-device run bit for bit;
-* ``module:factory``: ``factory()`` returns an ``nn.Module`` taking token ids, or a
-  tuple ``(model, example_inputs[, example_targets[, loss_fn]])``.
+Names come from the one registry, :data:`planner.models.MODELS` (torch-free): this module builds them.
 
-A model is built on the meta device when it will only be planned (shape-only), for
-real when it will run.
+* this project's modules (``gpt``: the planner's demo, a GPT-style decoder big enough that compute, not op
+  launches, sets the step; ``gpt-tiny``: the small GPT of ``hybrid demo``; ``cnn``: a LeNet-sized CNN), from
+  the class and configuration the registry names;
+* the named transformers architectures (``llama3-8b`` ...) and any transformers causal-LM model type (``gpt2``,
+  ``llama``, ...: its default config, :func:`planner.models.transformers_config`), built from the config (no
+  weights, no download), dropout off so a run can be compared with the single-device run bit for bit;
+* ``module:factory``: ``factory()`` returns an ``nn.Module`` taking token ids, or a tuple
+  ``(model, example_inputs[, example_targets[, loss_fn]])``.
+
+A model is built on the meta device when it will only be planned (shape-only), for real when it will run.
 """
 
 from __future__ import annotations
@@ -20,11 +20,7 @@ import importlib
 from dataclasses import dataclass
 from typing import Any, Callable
 
-BUILTIN = {
-    "gpt": "GPT-style decoder, 2048 wide, 8 layers, 1024 tokens, bfloat16, batch 64 (the planner's demo)",
-    "gpt-tiny": "the small GPT of `hybrid demo` (128 wide, 2 layers, 64 tokens), float32, batch 8",
-    "cnn": "a LeNet-sized CNN on 1x28x28 inputs, float32, batch 32",
-}
+from planner.models import MODELS, ModelEntry, lookup, transformers_config
 
 
 @dataclass(slots=True)
@@ -76,31 +72,36 @@ def build(name: str, *, real: bool, batch: int | None = None, seq: int | None = 
     torch.manual_seed(0)
     if ":" in name:
         return _factory(name, device)
-    from interop.models import GPT, GPTConfig, SmallCNN
-
-    if name in ("gpt", "gpt-tiny"):
-        if name == "gpt":
-            cfg = GPTConfig(vocab_size=32768, seq_len=seq or 1024, dim=2048, heads=16, layers=8)
-            batch, dt = batch or 64, dtype or "bfloat16"
-        else:
-            cfg = GPTConfig(seq_len=seq or 64)
-            batch, dt = batch or 8, dtype or "float32"
-        with torch.device(device):
-            model = GPT(cfg).to(getattr(torch, dt))
-        x, y = _tokens(cfg.vocab_size, batch, cfg.seq_len, device)
-        return PlanModel(name, model, (x,), y, None, BUILTIN[name])
-    if name == "cnn":
-        batch = batch or 32
-        with torch.device(device):
-            model = SmallCNN().to(getattr(torch, dtype or "float32"))
-        x = torch.zeros(batch, 1, 28, 28, device=device, dtype=getattr(torch, dtype or "float32"))
-        y = torch.zeros(batch, dtype=torch.long, device=device)
-        if real:
-            g = torch.Generator().manual_seed(0)
-            x = torch.randn(batch, 1, 28, 28, generator=g, dtype=x.dtype)
-            y = torch.randint(0, 10, (batch,), generator=g)
-        return PlanModel(name, model, (x,), y, None, BUILTIN[name])
+    entry = lookup(name)
+    if entry is not None and entry.module is not None:
+        return _own(entry, device, batch, seq, dtype)
     return _transformers(name, device, batch or 8, seq or 64, dtype)
+
+
+def _own(entry: ModelEntry, device: str, batch: int | None, seq: int | None, dtype: str | None) -> PlanModel:
+    """One of this project's modules, built as the registry says."""
+    import torch
+
+    path, _, cls = entry.module.partition(":")
+    module = importlib.import_module(path)
+    arch = dict(entry.arch)
+    if seq is not None and "seq_len" in arch:
+        arch["seq_len"] = seq
+    batch, dt = batch or entry.batch, getattr(torch, dtype or entry.dtype or "float32")
+    with torch.device(device):
+        model = getattr(module, cls)(getattr(module, entry.module_config)(**arch)) if entry.module_config else \
+            getattr(module, cls)()
+        model = model.to(dt)
+    if entry.inputs == "images":
+        x = torch.zeros(batch, 1, 28, 28, device=device, dtype=dt)
+        y = torch.zeros(batch, dtype=torch.long, device=device)
+        if device != "meta":
+            g = torch.Generator().manual_seed(0)
+            x = torch.randn(batch, 1, 28, 28, generator=g, dtype=dt)
+            y = torch.randint(0, 10, (batch,), generator=g)
+        return PlanModel(entry.name, model, (x,), y, None, entry.description)
+    x, y = _tokens(model.cfg.vocab_size, batch, model.cfg.seq_len, device)
+    return PlanModel(entry.name, model, (x,), y, None, entry.description)
 
 
 def _transformers(name: str, device: str, batch: int, seq: int, dtype: str | None) -> PlanModel:
@@ -109,12 +110,12 @@ def _transformers(name: str, device: str, batch: int, seq: int, dtype: str | Non
     try:
         import transformers
     except ImportError as e:  # pragma: no cover - transformers is a test dependency
-        raise ValueError(f"model: {name!r} is not built in ({', '.join(BUILTIN)}) and transformers is missing") from e
+        raise ValueError(f"model: {name!r} needs transformers, which is missing; this project's own models: "
+                         f"{', '.join(n for n, m in MODELS.items() if m.module)}") from e
     try:
-        config = transformers.AutoConfig.for_model(name)
-    except ValueError:
-        raise ValueError(f"model: unknown model {name!r}; built in: {', '.join(BUILTIN)}; or a transformers model "
-                         "type (gpt2, llama, ...), or module:factory") from None
+        config = transformers_config(name)
+    except ValueError as error:
+        raise ValueError(f"{error}; or module:factory") from None
     for key, value in list(config.to_dict().items()):
         if isinstance(value, float) and ("dropout" in key or "pdrop" in key):
             setattr(config, key, 0.0)  # a run is compared with the single-device run bit for bit
@@ -140,11 +141,17 @@ def _factory(spec: str, device: str) -> PlanModel:
         factory = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as e:
         raise ValueError(f"model: cannot load {spec!r} ({e}); expected module:factory") from None
+    if not callable(factory):
+        raise ValueError(f"model: {spec} is a {type(factory).__name__}, not a factory; expected module:factory, "
+                         "a function returning (model, example_inputs[, example_targets[, loss_fn]])")
     with torch.device(device):
         made = factory()
     if isinstance(made, torch.nn.Module):
         raise ValueError(f"model: {spec} returned a module without inputs; return (model, example_inputs"
                          "[, example_targets[, loss_fn]])")
+    if not isinstance(made, (tuple, list)) or not 2 <= len(made) <= 4 or not isinstance(made[0], torch.nn.Module):
+        raise ValueError(f"model: {spec}() returned {type(made).__name__} {str(made)[:60]!r}; expected "
+                         "(model, example_inputs[, example_targets[, loss_fn]]) with an nn.Module first")
     model, inputs, *rest = made
     targets = rest[0] if rest else None
     loss_fn = rest[1] if len(rest) > 1 else None

@@ -12,6 +12,13 @@ from devices.text_table import table
 from devices.units import format_bytes
 
 
+def _slot_list(slots) -> str:
+    """A stage's slots for a table: every one, or the ends of a long run (a plan on millions of chips)."""
+    if len(slots) > 16:
+        return f"{slots[0]}..{slots[-1]} ({len(slots):,} slots)"
+    return ",".join(map(str, slots))
+
+
 def _block_span(plan, chunks) -> str:
     names = plan.blocks.names
     return " + ".join(f"{c.start}-{c.stop - 1} ({names[c.start]}..{names[c.stop - 1]})"
@@ -24,7 +31,7 @@ def plan_table(plan) -> str:
     for st in plan.stages:
         projected = "*" if devices.chip(st.kind).projected else ""
         rows.append([st.index, _block_span(plan, st.chunks), st.kind + projected,
-                     ",".join(map(str, st.slots)), st.tp, st.dp, st.microbatch,
+                     _slot_list(st.slots), st.tp, st.dp, st.microbatch,
                      f"{st.forward[0] * 1e6:.1f}", f"{st.backward[0] * 1e6:.1f}",
                      f"{st.busy * 1e3:.3f}", f"{st.idle * 1e3:.3f}",
                      format_bytes(st.memory.total), f"{100 * st.memory.total / st.memory.capacity:.2f} %"])
@@ -72,8 +79,8 @@ def plan_gantt(plan, path: str | os.PathLike) -> str:
     reduction and optimizer after them, idle time as bubble."""
     from interop.charts import pipeline_gantt
 
-    result = plan.problem.evaluate(plan.layout, record=True)
-    labels = [f"stage {st.index}: {st.kind} x{len(st.slots)} [{','.join(map(str, st.slots))}] "
+    result = plan.predicted.result  # its events replay the schedule it was priced with
+    labels = [f"stage {st.index}: {st.kind} x{len(st.slots)} [{_slot_list(st.slots)}] "
               f"blocks {', '.join(f'{c.start}-{c.stop - 1}' for c in st.chunks)}" for st in result.stages]
     finish = {}
     for s, _, _, _, _, end in result.events:

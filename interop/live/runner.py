@@ -48,7 +48,7 @@ from torch.utils import _pytree as pytree
 from interop.live.bind import split_rows, tensor_attrs
 from interop.live.exported_blocks import ExportedBlocks
 from interop.live.pipeline import FORWARD, Pipeline, StageReplica, issue_order, replica_module
-from interop.live.record import StepRecord, step_record
+from interop.live.record import StepRecord, busy_marks, step_record
 from interop.live.reduction import GradientReducer
 from planner.layout import Layout
 
@@ -103,6 +103,7 @@ class PlanRunner:
         slots = layout.slots
         self.reducer.prepare()
         t0 = self.pipeline.barrier(slots)
+        busy_before = busy_marks(current(), slots)  # the step's records are placed after
         for s in slots:
             torch.hybrid.reset_peak_memory_stats(s)
 
@@ -127,7 +128,7 @@ class PlanRunner:
                 rep.optimizer.step()
         timeline = current()
         t1 = max(timeline.now_ps(s) for s in slots)
-        record = step_record(timeline, slots, t0, t1, m)
+        record = step_record(timeline, slots, t0, t1, m, busy_before=busy_before)
         # The reported loss is summed after the step's end: a training loop reads it while the next step runs.
         total = sum(loss.cpu() for loss in losses) * scale if scale != 1.0 else sum(loss.cpu() for loss in losses)
         record.loss = float(total)

@@ -474,9 +474,10 @@ def _peer_failure_worker(rank, world):
     quiet = dist.new_group([0, 1], timeout=short)
     unchecked = dist.new_group([0, 1], timeout=short, pg_options=Options(check_peers=False))  # the engine's wait
     if rank == 0:
-        fails(quiet, "rank 1 (hybrid:1) is alive but has issued 0 operations, not #1", "has not called",
-              "waiting 1500ms")
-        fails(unchecked, "rank 1 (hybrid:1) is alive but has issued 0 operations, not #1", "Timed out waiting 1500ms")
+        fails(quiet, "rank 1 (hybrid:1) is alive but has issued 0 operations by its last heartbeat", "not #1",
+              "has not called", "waiting 1500ms")
+        fails(unchecked, "rank 1 (hybrid:1) is alive but has issued 0 operations by its last heartbeat", "not #1",
+              "Timed out waiting 1500ms")
     dist.barrier()
     # Frozen (SIGSTOP): no heartbeat; on this host its process is seen stopped.
     frozen = dist.new_group([0, 1], timeout=short)

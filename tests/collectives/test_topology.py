@@ -174,3 +174,74 @@ def test_importing_topology_does_not_import_torch():
 def test_unknown_rack_raises_value_error():
     with pytest.raises(ValueError):
         from_rack("no-such-rack")
+
+
+# -- costs that do not grow with counts (issue 17, section 2) --------------------------------------------------
+
+
+def _walked_layout(topo, slots):
+    # The member-by-member layout the counted one replaces (kept here as the reference).
+    groups = topo.group_ranks(slots)
+    sizes = {len(g) for g in groups}
+    doms = {id(d): d for d in (topo.domain_of(slots[g[0]])[1] for g in groups)}
+    return len(groups), sizes.pop() if len(sizes) == 1 else None, tuple(doms.values())
+
+
+@pytest.mark.parametrize("rack", ["h100-node*40", "h100:1000", "trn3-ultraserver*30", "trn3:4+h100:4*50",
+                                  "trn3:144+gb300:72*3", "trn2:512", "h100:12+b200:12+trn2:32*7",
+                                  "trn2-ultraserver*9"])
+def test_strided_groups_are_counted_as_the_walk_counts_them(rack):
+    import random
+
+    topo = from_rack(rack)
+    rng = random.Random(rack)
+    n = len(topo)
+    for _ in range(120):
+        step = rng.choice([1, 2, 3, 5, 8, 9, 16, 17, 64, 72, 100, 144, 145, 288, rng.randint(1, n)])
+        start = rng.randrange(n)
+        count = rng.randint(2, (n - 1 - start) // step + 1) if start + step < n else 1
+        slots = range(start, start + count * step, step)
+        counted = topo.placement(slots) if len(slots) > 256 else None
+        c, sizes, doms = topo._range_groups(start, step, count)
+        assert (c, sizes.pop() if len(sizes) == 1 else None, tuple(doms.values())) == _walked_layout(topo, slots)
+        if counted is not None:
+            assert (counted.groups, counted.group_size, counted.domains) == _walked_layout(topo, slots)
+            assert counted.ranks is None and counted.participants == len(slots)
+
+
+def _domain_by_domain(rack):
+    # The construction the run-by-run build replaces: one key per domain, consecutive alike ones merged.
+    import re
+
+    numbered = re.compile(r"^(.*?)([0-9]+)$")
+    runs = []
+    for d in rack.domains:
+        kinds = tuple(sorted({g.kind for g in rack.groups if g.first < d.stop and g.stop > d.first}))
+        key = (d.fabric, d.count, d.shape, d.link_bandwidth, d.latency, d.in_switch_reduction, kinds)
+        if runs and runs[-1][0] == key and runs[-1][1].first + runs[-1][2] * runs[-1][1].count == d.first \
+                and runs[-1][3] is not None and d.name == f"{runs[-1][3][0]}{runs[-1][3][1] + runs[-1][2]}":
+            runs[-1][2] += 1
+            continue
+        m = numbered.match(d.name)
+        runs.append([key, d, 1, (m.group(1), int(m.group(2))) if m else None])
+    return [(d.name, d.first, repeat, key[-1]) for key, d, repeat, _ in runs]
+
+
+@pytest.mark.parametrize("rack", ["h100:64", "trn3:4+h100:4", "trn3:8+h100:8*3", "trn4:4+b200:4", "h100:20+b200:20",
+                                  "trn3:144+gb300:72", "h100:12+b200:12+trn2:32", "trn2:100", "h100:100003",
+                                  "fusion-default", "trn2-ultraserver*2", "gb300-nvl72*3"])
+def test_topology_is_built_run_by_run_as_domain_by_domain(rack):
+    spec = devices.parse_rack(rack)
+    built = from_rack(spec)
+    assert [(d.name, d.first, d.repeat, None) for d in built.domains] == [
+        (name, first, repeat, None) for name, first, repeat, _ in _domain_by_domain(spec)]
+
+
+def test_a_trillion_chip_rack_builds_one_domain_run():
+    tracemalloc.start()
+    topo = from_rack("h100:1000000000000")
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert len(topo) == 10**12 and len(topo.domains) <= 2 and peak < 1_000_000
+    layout = topo.placement(range(3, 10**12, 10**5 + 7))  # ten million members, counted
+    assert layout.participants == len(range(3, 10**12, 10**5 + 7)) and layout.group_size == 1

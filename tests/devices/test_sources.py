@@ -135,5 +135,16 @@ def test_racks_command_shows_fabric_sources():
                          text=True, timeout=180)
     assert out.returncode == 0, out.stderr
     assert "== fabrics" in out.stdout and "network gb200" in out.stdout
-    assert "https://github.com/NVIDIA/nccl/blob/master/src/graph/tuning.cc" in out.stdout
     assert "devices/SOURCES.md" in out.stdout and "specs.md" not in out.stdout
+    full = subprocess.run([sys.executable, "-m", "hybrid_cli", "racks", "--kind", "gb200", "--sources"],
+                          capture_output=True, text=True, timeout=180)
+    assert full.returncode == 0, full.stderr
+    assert "https://github.com/NVIDIA/nccl/blob/master/src/graph/tuning.cc" in full.stdout
+    assert "specs.md" not in full.stdout
+
+
+def test_cited_numbers_the_documents_a_citation_names():
+    first, last = sources.DOCUMENTS[0], sources.DOCUMENTS[-1]
+    assert sources.cited(first.cite("p. 3")) == (1,)
+    assert sources.cited(first.cite() + "; " + last.cite()) == (1, len(sources.DOCUMENTS))
+    assert sources.cited("no figure found; left unset rather than invented") == ()

@@ -24,6 +24,29 @@ def test_racks_lists_presets_and_sourced_figures():
     assert "989 TFLOP/s" in out.stdout and "projected" in out.stdout and "published" in out.stdout
 
 
+def test_racks_fits_a_120_column_terminal_and_its_sources_have_their_own_view():
+    from devices import catalogue_rows
+    from devices.sources import DOCUMENTS, cited
+
+    for args in ((), ("--kind", "trn4"), ("--kind", "gb200")):
+        out = run("-m", "hybrid_cli", "racks", *args)
+        assert out.returncode == 0, out.stderr
+        wide = [line for line in out.stdout.splitlines() if len(line) > 120]
+        assert not wide, f"racks {' '.join(args)}: {len(wide)} lines over 120 columns, e.g. {wide[0]!r}"
+    default = run("-m", "hybrid_cli", "racks").stdout
+    assert "https://" not in default  # the figures' citations are the sources view's
+    row = next(r for r in catalogue_rows(["h100"]) if r["figure"] == "peak.bfloat16")
+    numbers = ", ".join(f"[{n}]" for n in cited(row["source"]))
+    assert numbers and any(line.startswith("h100") and "peak.bfloat16" in line and numbers in line
+                           for line in default.splitlines())
+    view = run("-m", "hybrid_cli", "racks", "--sources").stdout
+    assert row["source"].split(" (")[0] in view  # the figure's full citation
+    for n in cited(row["source"]):
+        assert f"[{n}] {DOCUMENTS[n - 1].title}" in view  # and the numbered document
+    over = [line for line in view.splitlines() if len(line) > 120]
+    assert all("://" in line for line in over), over[:3]  # only a URL longer than the width stays whole
+
+
 def test_bench_ops_prints_tables_and_writes_a_plot(tmp_path):
     png = tmp_path / "ops.png"
     out = run("-m", "hybrid_cli", "bench", "ops", "--kinds", "h100,trn4", "--plot", str(png))

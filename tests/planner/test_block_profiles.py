@@ -85,13 +85,13 @@ def test_context_parallel_attention_is_split(tiny):
 def test_fp8_prices_matmuls_at_the_fp8_peak(tiny):
     _, blocks = tiny
     p = blocks.profile(1, Shard(seq_len=2048, microbatch=4))
-    bf16 = block_cost(p, "h100", Execution(dtype="bfloat16", calibrated=False))
-    fp8 = block_cost(p, "h100", Execution(dtype="fp8", calibrated=False))
+    bf16 = block_cost(p, "h100", Execution(precision="bfloat16", calibrated=False))
+    fp8 = block_cost(p, "h100", Execution(precision="fp8", calibrated=False))
     assert fp8.forward_gemm < bf16.forward_gemm  # faster GEMMs...
     assert fp8.forward_pointwise > bf16.forward_pointwise  # ...plus the scaling and cast passes
     assert fp8.forward_attention == pytest.approx(bf16.forward_attention)  # attention stays in BF16
-    with pytest.raises(ValueError, match="dtype: unknown training precision 'int4'; accepted: bfloat16, fp8"):
-        Execution(dtype="int4")
+    with pytest.raises(ValueError, match="precision: unknown training precision .int4.; accepted: bfloat16, fp8"):
+        Execution(precision="int4")
 
 
 def test_moe_experts_routed_evenly_and_sharded():
@@ -121,8 +121,9 @@ def test_moe_experts_routed_evenly_and_sharded():
 def test_presets_and_unknown_names():
     assert {"llama3-8b", "llama3-70b", "llama3.1-405b", "mixtral-8x7b"} <= set(
         __import__("planner", fromlist=["model_presets"]).model_presets())
-    with pytest.raises(ValueError, match="model: unknown model 'llama9'; presets: llama3-8b, llama3-70b, "
-                                         "llama3.1-405b, mixtral-8x7b"):
+    with pytest.raises(ValueError, match="model: unknown model 'llama9'; named models: llama3-8b, llama3-70b, "
+                                         "llama3.1-405b, mixtral-8x7b, llama3.1-8b, llama3.1-70b, llama2-7b, "
+                                         "llama2-13b, llama2-70b, gpt, gpt-tiny, cnn"):
         model_blocks("llama9")
 
 

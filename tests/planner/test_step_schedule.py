@@ -80,8 +80,9 @@ def test_bad_schedule_names():
 
 
 def test_extrapolated_simulation_matches_full():
-    # Long steps are extrapolated from two short ones (step._simulate); the steady state repeats every p.
-    from planner.step import _simulate
+    # Long steps are extrapolated from two short ones (play_schedule); the steady state repeats every p.
+    from planner.step import SIMULATE_LIMIT
+    from planner.step.pipeline import play_schedule
 
     p, v = 4, 2
     fw = [[0.5, 0.6], [0.5, 0.5], [0.5, 0.5], [0.7, 0.5]]
@@ -89,14 +90,14 @@ def test_extrapolated_simulation_matches_full():
     hops = [0.01] * (p * v - 1)
     m = 400
     full = simulate(fw, bw, m, "interleaved", p2p=hops)
-    fast = _simulate(fw, bw, m, "interleaved", hops, False)
+    fast = play_schedule(fw, bw, m, "interleaved", hops, False)
     assert fast.end == pytest.approx(full.end, rel=1e-9)
     assert fast.finish == pytest.approx(full.finish, rel=1e-9)
-    assert 2 * p * v * m > schedule.__dict__.get("SIMULATE_LIMIT", 0)
+    assert 2 * p * v * m > SIMULATE_LIMIT
 
 
 def test_two_streams_prefetch():
-    from planner.step import _two_streams
+    from planner.step.pipeline import two_streams as _two_streams
 
     # Gathers shorter than the compute beside them hide all but the first one.
     assert _two_streams([1.0, 1.0, 1.0], [0.5, 0.5, 0.5], [0.0, 0.0, 0.0]) == pytest.approx(3.5)
@@ -109,7 +110,7 @@ def test_two_streams_prefetch():
 
 
 def test_exposed_tensor_parallel_communication():
-    from planner.step import _exposed
+    from planner.step.prepare import _exposed
 
     assert _exposed(1.0, 10.0, False, 4) == 1.0  # no overlap: all of it
     assert _exposed(1.0, 10.0, True, 4) == pytest.approx(0.25)  # the first of 4 pieces

@@ -19,7 +19,8 @@ from planner.decoder_blocks import DecoderBlocks  # noqa: E402
 from tests.support import ROOT
 FIELDS = ["seconds", "tokens_per_second", "tokens_per_second_per_chip", "model_tflops_per_chip", "mfu",
           "memory_per_chip", "fits", "joules_per_token", "usd_per_million_tokens", "breakdown", "parallel",
-          "projected", "price_basis", "usd_per_step", "joules_per_step", "economics"]
+          "projected", "result", "model", "rack", "rack_counts", "precision", "advice", "price_basis",
+          "usd_per_step", "joules_per_step", "economics"]
 
 
 @pytest.fixture(scope="module")
@@ -115,7 +116,7 @@ def test_bad_parallel_configurations_name_the_dimension(small):
         whatif(small, "h100-node", parallel={"tensor": 2}, global_batch=8, seq_len=512)
     with pytest.raises(ValueError, match="vp: the interleaved schedule runs microbatches in groups of pp=2"):
         whatif(small, "h100-node", parallel={"pp": 2, "vp": 2, "dp": 4}, global_batch=12, seq_len=512)
-    for bad, message in (({"dtype": "fp4"}, "dtype: unknown 'fp4'; accepted: bfloat16, fp8"),
+    for bad, message in (({"precision": "fp4"}, "precision: unknown training precision 'fp4'; accepted: bfloat16, fp8"),
                          ({"recompute": "some"}, "recompute: unknown 'some'; accepted: none, selective, full, auto"),
                          ({"optimizer": "lion"}, "optimizer: unknown 'lion'; accepted: adamw, adam, sgd")):
         with pytest.raises(ValueError, match=message):
@@ -137,9 +138,13 @@ def test_model_that_does_not_fit_says_what_it_needs():
     assert "the largest preset that fits these 8 chips (fully sharded): llama2-13b" in est.advice
 
 
-def test_unknown_model_lists_presets():
-    with pytest.raises(ValueError, match="presets: llama3-8b, llama3-70b, llama3.1-405b, mixtral-8x7b"):
+def test_unknown_model_lists_the_named_models():
+    with pytest.raises(ValueError, match="named models: llama3-8b, llama3-70b, llama3.1-405b, mixtral-8x7b, "
+                                         "llama3.1-8b, llama3.1-70b, llama2-7b, llama2-13b, llama2-70b, gpt, "
+                                         "gpt-tiny, cnn; or a transformers causal-LM model type"):
         whatif("llama-17", "h100-node", global_batch=8, seq_len=512)
+    with pytest.raises(ValueError, match="'gpt' .interop.models:GPT. is one of the models `hybrid plan` runs"):
+        whatif("gpt", "h100-node", global_batch=8, seq_len=512)
 
 
 def test_recompute_auto_picks_the_cheapest_that_fits(small):
@@ -159,7 +164,7 @@ def test_heterogeneous_stages_priced_per_kind(small):
     # cost model alone (calibrated=False): on this tiny model the Trainium family's fitted collective latency per
     # ring step would make the Trn4 stage's tensor parallelism dominate.
     spec = devices.parse_rack("trn4:4+gb300:4")
-    config = StepConfig(global_batch=32, seq_len=1024, microbatches=8, dtype="bfloat16", calibrated=False)
+    config = StepConfig(global_batch=32, seq_len=1024, microbatches=8, precision="bfloat16", calibrated=False)
 
     def split(k):
         return [Stage(chunks=range(0, k), kind="trn4", slots=(0, 1, 2, 3), tp=4),
@@ -190,7 +195,7 @@ def test_search_finds_a_fitting_configuration(small):
     found = search(small, spec, global_batch=32, seq_len=1024, progress=False)
     assert found.evaluated == len(found.ranking) >= 1
     assert found.best is not None and found.best.fits
-    assert found.considered == len(candidates(small, spec, global_batch=32, seq_len=1024)) == (
+    assert found.candidates == len(candidates(small, spec, global_batch=32, seq_len=1024)) == (
         found.evaluated + found.skipped + found.pruned + len(found.rejected)) > 20
     # The bound prunes nothing that could win: the exhaustive walk finds the same step.
     from planner.estimate import run_config
@@ -198,7 +203,7 @@ def test_search_finds_a_fitting_configuration(small):
     exhaustive = []
     for par in candidates(small, spec, global_batch=32, seq_len=1024):
         try:
-            result, _ = run_config(small, spec, par, global_batch=32, seq_len=1024, dtype="bfloat16",
+            result, _ = run_config(small, spec, par, global_batch=32, seq_len=1024, precision="bfloat16",
                                    recompute="auto", optimizer="adamw")
         except ValueError:
             continue
@@ -260,3 +265,36 @@ def test_whatif_without_the_extension():
     assert math.isfinite(seconds) and seconds > 0
     assert "error interop._C (the hybrid device extension) could not be loaded" in out.stdout
     assert "setup.py build_ext --inplace" in out.stdout
+
+
+def test_default_configuration_is_not_a_starved_pipeline(small):
+    # 64 samples on 1,024 chips: using every chip would need a deep pipeline with one microbatch (mostly
+    # bubble). The default is as fast by the compute bound as any plain configuration, on fewer chips, and
+    # close to what the search finds with the step model.
+    from planner.search import DEFAULT_TOLERANCE, candidates, compute_bound, default_parallel, search
+
+    spec = devices.parse_rack("h100-node*128")
+    est = whatif(small, spec, global_batch=64, seq_len=1024)
+    assert est.breakdown["bubble"] < est.seconds / 3
+    par = default_parallel(small, spec, global_batch=64, seq_len=1024, optimizer="adamw")
+    bound = dict(global_batch=64, seq_len=1024, precision="bfloat16", kind="h100")
+    plain = candidates(small, spec, global_batch=64, seq_len=1024, vp=(1,), microbatch=(1,), ep=False)
+    assert compute_bound(small, par, **bound) <= min(compute_bound(small, c, **bound) for c in plain) * (
+        1 + DEFAULT_TOLERANCE)
+    found = search(small, spec, global_batch=64, seq_len=1024, progress=False)
+    assert est.seconds <= 2 * found.best.seconds
+
+
+def test_compare_table_never_cuts_a_cell(small):
+    from planner.report import compare_table
+
+    a = whatif(small, "h100-node", parallel={"tp": 2}, global_batch=8, seq_len=512)
+    b = whatif(small, "trn3:8+h100:8", parallel={"tp": 2}, global_batch=48, seq_len=512)
+    text = compare_table([a, b], width=30)
+    words = text.split()
+    for est in (a, b):
+        for label, value in est.rows():
+            for word in value.split():
+                assert word in words, (label, word)
+    width = max(len(line) for line in text.splitlines())
+    assert all(len(line) <= width for line in text.splitlines()) and width < 2 * 34 + 3 * 30

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import torch
 
 import devices
+from devices.output_files import atomic_path
 from interop.numerics.drift.recipes import RECIPES, Quantizer, QuantStats, Recipe, quantize_gemms, recipe_named
 
 MODELS = ("gpt2", "gpt")
@@ -154,7 +155,8 @@ class DriftReport:
         top.grid(alpha=0.3)
         bottom.grid(alpha=0.3)
         fig.tight_layout()
-        fig.savefig(path, dpi=110)
+        with atomic_path(path, "path") as tmp:  # a whole picture or none
+            fig.savefig(tmp, dpi=110)
         plt.close(fig)
         return path
 

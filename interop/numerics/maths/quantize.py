@@ -74,7 +74,8 @@ class QuantizedTensor:
             per_block = (e8m0_values(self.scales) if self.format.family == "mx"
                          else self.tensor_scale * self.scales.to(torch.float32))
             blocks, width = _blocks(values, self.block)
-            values = (blocks * per_block.reshape(blocks.shape[:-1]).unsqueeze(-1)).reshape(-1, blocks.shape[-2] * self.block)
+            values = (blocks * per_block.reshape(blocks.shape[:-1]).unsqueeze(-1)).reshape(
+                blocks.shape[0], blocks.shape[1] * self.block)
             values = values[:, :width].reshape(self.codes.shape)
         elif self.tensor_scale is not None:
             values = values * self.tensor_scale
@@ -98,12 +99,36 @@ class QuantizedTensor:
 
 
 def _blocks(values: torch.Tensor, block: int) -> tuple[torch.Tensor, int]:
-    """``values`` as (rows, blocks, block) float32, zero-padded; and the unpadded width."""
+    """``values`` as (rows, blocks, block) float32, zero-padded; and the unpadded width. Every size is
+    explicit, so an empty tensor gives empty blocks (a ``-1`` cannot be inferred from zero elements)."""
     width = values.shape[-1] if values.dim() else 1
-    flat = values.reshape(-1, width)
+    rows = math.prod(values.shape[:-1]) if values.dim() else 1
+    flat = values.reshape(rows, width)
     if width % block:
         flat = F.pad(flat, (0, block - width % block))
-    return flat.view(flat.shape[0], -1, block), width
+    return flat.view(rows, flat.shape[1] // block, block), width
+
+
+def _check_amax(amax, device) -> torch.Tensor | None:
+    """``amax`` as a float32 0-d tensor on ``device`` (None stays None); TypeError/ValueError naming it."""
+    if amax is None:
+        return None
+    if isinstance(amax, torch.Tensor):
+        if amax.numel() != 1:
+            raise ValueError(f"amax: expected a number or a one-element tensor (the tensor's largest magnitude), "
+                             f"got a tensor of shape {tuple(amax.shape)}")
+        if amax.is_complex() or amax.dtype == torch.bool:
+            raise TypeError(f"amax: expected a real number, got a {amax.dtype} tensor")
+        value = amax.detach().reshape(()).to(device=device, dtype=torch.float32)
+    elif isinstance(amax, (int, float)) and not isinstance(amax, bool):
+        value = torch.tensor(float(amax), dtype=torch.float32, device=device)
+    else:
+        raise TypeError(f"amax: expected a number or a one-element tensor, got {type(amax).__name__}")
+    checked = float(value)
+    if not math.isfinite(checked) or checked < 0:
+        raise ValueError(f"amax: expected a finite magnitude >= 0 (a delayed-scaling history holds finite "
+                         f"amaxes), got {checked}")
+    return value
 
 
 def quantize(x: torch.Tensor, fmt: str, *, block: int | None = None, scale_rule: str | None = None,
@@ -149,6 +174,10 @@ def quantize(x: torch.Tensor, fmt: str, *, block: int | None = None, scale_rule:
     if amax is not None and rule not in ("tensor", "nvfp4"):
         raise ValueError(f"amax: only the per-tensor scale rules ('tensor', 'nvfp4') take an amax; "
                          f"{spec.name} with scale_rule={rule!r} computes its scales per block")
+    amax = _check_amax(amax, x.device)
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator: expected a torch.Generator (on {x.device}) or None, got "
+                        f"{type(generator).__name__}")
     if spec.family == "plain":
         return _plain(x, spec, rule, rounding, generator, amax)
     return _blockwise(x, spec, block, rule, rounding, generator, amax)
@@ -166,7 +195,7 @@ def _plain(x, spec: Format, rule, rounding, generator, amax) -> QuantizedTensor:
         source = x if rounding == "nearest" else x.float()
         return QuantizedTensor(_cast(source, spec, rounding, generator), None, None, spec, None, None, rounding, x.dtype)
     values = x.float()
-    tensor_amax = values.abs().amax() if amax is None else torch.as_tensor(amax, dtype=torch.float32, device=x.device)
+    tensor_amax = (values.abs().amax() if values.numel() else values.new_zeros(())) if amax is None else amax
     scale = spec.element.max_value / tensor_amax
     scale = torch.where(torch.isfinite(scale) & (tensor_amax > 0), scale, torch.ones_like(scale))
     # Scaled casts saturate (Transformer Engine's casts, cuda_fp8.h's __NV_SATFINITE): with a delayed amax
@@ -189,8 +218,8 @@ def _blockwise(x, spec: Format, block: int, rule: str, rounding, generator, amax
     else:
         if amax is None:
             finite = torch.where(torch.isfinite(block_max), block_max, torch.zeros_like(block_max))
-            amax = finite.amax()
-        tensor_scale = scaling.nvfp4_tensor_scale(torch.as_tensor(amax, device=x.device))
+            amax = finite.amax() if finite.numel() else finite.new_zeros(())
+        tensor_scale = scaling.nvfp4_tensor_scale(amax)
         scales = scaling.nvfp4_block_scales(block_max, tensor_scale)
         multipliers = scaling.nvfp4_reciprocals(scales, tensor_scale)
         bad = scales.view(torch.uint8) == 0x7F
@@ -202,7 +231,7 @@ def _blockwise(x, spec: Format, block: int, rule: str, rounding, generator, amax
         codes = values.clamp_(-limit, limit).to(spec.element.torch_dtype)
     else:
         codes = _cast(values, spec, rounding, generator, saturate=True)
-    codes = codes.reshape(blocks.shape[0], -1)[:, :width].reshape(x.shape)
+    codes = codes.reshape(blocks.shape[0], blocks.shape[1] * block)[:, :width].reshape(x.shape)
     scales = scales.reshape(*shape[:-1], blocks.shape[1])
     return QuantizedTensor(codes, scales, tensor_scale, spec, block, rule, rounding, x.dtype)
 

@@ -18,6 +18,7 @@ from dataclasses import replace
 
 import devices
 import torch
+from devices.rack.numerics import SEED_LIMIT
 
 from interop import session
 from interop.numerics.slots.settings import SlotCounters, SlotNumerics, state
@@ -86,6 +87,8 @@ def set_numerics(mode: str, slots=None, *, stochastic_rounding: bool | None = No
 
     if mode not in MODES:
         raise ValueError(f"mode: unknown numerics mode {mode!r}; accepted: {', '.join(MODES)}")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < SEED_LIMIT):
+        raise ValueError(f"seed: expected an integer from 0 to 2**64 - 1 (a generator seed), got {seed!r}")
     rack = current_rack()
     current = state(rack)
     count = len(current.slots)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import devices
 import torch
+from devices.rack.numerics import SEED_LIMIT
 
 from interop.numerics.maths import quantize as _quantize
 
@@ -92,7 +93,7 @@ class RackNumerics:
         gen = self.generators.get(key)
         if gen is None:
             gen = self.generators[key] = torch.Generator(device=device)
-            gen.manual_seed(self.slots[slot].seed * 1_000_003 + slot)
+            gen.manual_seed((self.slots[slot].seed * 1_000_003 + slot) % SEED_LIMIT)  # 64 bits, as torch takes
         return gen
 
 

@@ -161,3 +161,22 @@ def test_device_mode_quantizes_with_the_kinds_scale_rule(trn_b200):
         with pytest.raises(ValueError, match=r"fmt: trn3 \(hybrid:0, device mode, strict\) does not compute in nvfp4"):
             quantize(x.to("hybrid:0"), "nvfp4")
         assert quantize(x.to("hybrid:0"), "mxfp8_e4m3", scale_rule="ocp").scale_rule == "ocp"  # explicit wins
+
+
+@pytest.mark.parametrize("seed", [10**14, 2**64 - 1])
+def test_a_rack_files_large_stochastic_rounding_seed_runs(use_rack, tmp_path, seed):
+    # A seed of 10**14 loaded, then failed at the first op: its per-slot seed overflowed 64 bits.
+    path = tmp_path / "seeded.toml"
+    path.write_text(f'[rack]\nnumerics = "device"\nstochastic_rounding = true\nstochastic_rounding_seed = {seed}\n'
+                    '[[slots]]\nkind = "trn3"\ncount = 1\n')
+    use_rack(interop.Rack.load(path))
+    x = torch.randn(32, 32, dtype=torch.bfloat16)
+    out = (x.to("hybrid:0") @ x.to("hybrid:0")).cpu()
+    down, up = _neighbours(x.float() @ x.float())
+    assert bool(((out.float() == down) | (out.float() == up)).all())
+
+
+@pytest.mark.parametrize("seed", [-1, 2**64, 1.5, True])
+def test_set_numerics_refuses_a_seed_a_generator_cannot_take(trn_b200, seed):
+    with pytest.raises(ValueError, match=r"seed: expected an integer from 0 to 2\*\*64 - 1"):
+        set_numerics("device", seed=seed)

@@ -1,0 +1,87 @@
+"""How the modelled inference engine runs: batching limits, chunked prefill, the paged KV cache, its kernels.
+
+:class:`Engine` is the engine configuration a serving what-if plays; its defaults are
+those of the published rows' engines (continuous batching up to 2,048 sequences, as
+TensorRT-LLM; a token budget of 2,048 per iteration shared by prefill chunks and decode
+tokens, first come first served; a KV cache of 32-token blocks taking 90 % of the memory
+left after weights and activations; guaranteed-no-evict admission, TensorRT-LLM's
+default, which reserves each sequence's whole length). A static batch (Neuron's
+Transformers NeuronX) is ``Engine(chunked_prefill=False, max_batch=B)``: its prompts
+prefilled together, then decoded together. ``kernels="eager"`` is the engine
+``interop.serve`` runs for real: transformers' own forward op by op, one request per
+prefill, one copy per layer's keys and values (see :mod:`planner.serving.eager`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+KERNELS = ("fused", "eager")
+"""``fused``: a serving engine's kernels (fused projections, attention over the paged cache, one
+launch per kernel); ``eager``: transformers' forward as it runs on the rack, every aten op."""
+
+DEFAULT_MAX_BATCH = 2048
+"""TensorRT-LLM's default maximum batch size (and MLPerf's Blackwell setting); the KV cache usually
+admits fewer (reference/inference.md)."""
+
+DEFAULT_MAX_NUM_TOKENS = 2048
+"""Token budget per iteration: within the range MLPerf v5.1's configs use (1,536-3,584) and vLLM's default for
+chunked prefill; TensorRT-LLM's build default is 8,192 (reference/inference.md)."""
+
+DEFAULT_KV_FRACTION = 0.90
+"""Share of the memory left after weights and activations the KV cache takes (MLPerf v4.1 H100, and
+TensorRT-LLM's perf-overview fallback)."""
+
+DEFAULT_BLOCK = 32
+"""Tokens per KV cache block (MLPerf v5.1 configs)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Engine:
+    """The modelled engine (see the module doc)."""
+
+    kernels: str = "fused"
+    """One of :data:`KERNELS`."""
+    max_batch: int | None = None
+    """Most sequences in flight on one instance; None: :data:`DEFAULT_MAX_BATCH` (the KV cache sets
+    the batch that actually runs)."""
+    max_num_tokens: int = DEFAULT_MAX_NUM_TOKENS
+    """Token budget of one iteration: decode tokens plus prefill chunk tokens."""
+    chunked_prefill: bool = True
+    """Split prompts longer than the budget over iterations and mix prefill chunks with decode tokens
+    (colocated serving); False: a prompt is prefilled whole in one iteration."""
+    prefill_requests: int | None = None
+    """Most prompts in one prefill iteration (None: as many as the budget holds; the eager engine: 1)."""
+    kv_fraction: float = DEFAULT_KV_FRACTION
+    """Share of the memory left after weights and activations given to the KV cache."""
+    block_size: int = DEFAULT_BLOCK
+    """Tokens per KV cache block (a sequence reserves whole blocks)."""
+
+    def __post_init__(self) -> None:
+        if self.kernels not in KERNELS:
+            raise ValueError(f"kernels: unknown {self.kernels!r}; accepted: {', '.join(KERNELS)}")
+        for name in ("max_batch", "prefill_requests"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ValueError(f"{name}: expected a positive integer or None, got {value!r}")
+        for name in ("max_num_tokens", "block_size"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name}: expected a positive integer, got {value!r}")
+        if not isinstance(self.kv_fraction, (int, float)) or not 0 < self.kv_fraction <= 1:
+            raise ValueError(f"kv_fraction: expected a share in (0, 1], got {self.kv_fraction!r}")
+
+    @property
+    def batch_limit(self) -> int:
+        """The configured most sequences in flight."""
+        return self.max_batch or DEFAULT_MAX_BATCH
+
+    @classmethod
+    def eager(cls, max_batch: int | None = None) -> "Engine":
+        """The engine ``interop.serve`` runs: eager kernels, whole prompts one at a time."""
+        return cls(kernels="eager", max_batch=max_batch, chunked_prefill=False, prefill_requests=1,
+                   max_num_tokens=1 << 30)
+
+
+__all__ = ["DEFAULT_BLOCK", "DEFAULT_KV_FRACTION", "DEFAULT_MAX_BATCH", "DEFAULT_MAX_NUM_TOKENS", "KERNELS",
+           "Engine"]

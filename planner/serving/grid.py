@@ -1,0 +1,105 @@
+"""Memoised cost functions on a geometric grid: exact at small sizes, interpolated between grid points above.
+
+A discrete-event simulation asks for the time of thousands of iterations whose sizes
+(tokens in the batch, KV tokens read) take thousands of values. Each exact price goes
+through the per-op cost model; :class:`Grid` prices the grid points ``2 ** (i / STEPS)``
+once and interpolates linearly in between, where a roofline time is affine in the size
+on each side of its kink (the error is bounded in the tests), as
+:class:`planner.comm.CommPricer` does for collectives. Sizes up to :data:`EXACT` are
+priced exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+STEPS = 16
+"""Grid points per doubling."""
+
+EXACT = 256
+"""Sizes up to this are priced exactly (decode batches, short prompts)."""
+
+CALLS = 1 << 16
+"""Most answers remembered per function (beyond the grid points themselves)."""
+
+
+def _point(i: int) -> int:
+    return round(2 ** (i / STEPS))
+
+
+class Grid:
+    """``f(x)`` for non-negative integer-valued sizes, memoised (see the module doc); ``f(0)`` is 0."""
+
+    __slots__ = ("f", "_memo", "_calls")
+
+    def __init__(self, f: Callable[[int], float]) -> None:
+        self.f = f
+        self._memo: dict[int, float] = {}
+        self._calls: dict[float, float] = {}
+
+    def exact(self, x: int) -> float:
+        hit = self._memo.get(x)
+        if hit is None:
+            hit = self._memo[x] = self.f(x) if x > 0 else 0.0
+        return hit
+
+    def __call__(self, x: float) -> float:
+        hit = self._calls.get(x)
+        if hit is None:
+            if len(self._calls) > CALLS:
+                self._calls.clear()
+            hit = self._calls[x] = self._interpolate(x)
+        return hit
+
+    def _interpolate(self, x: float) -> float:
+        if x <= EXACT:
+            return self.exact(int(math.ceil(x)))
+        k = math.log2(x) * STEPS
+        lo_i = math.floor(k)
+        lo, hi = _point(lo_i), _point(lo_i + 1)
+        if hi <= lo or x <= lo:
+            return self.exact(lo)
+        t_lo, t_hi = self.exact(lo), self.exact(hi)
+        return t_lo + (t_hi - t_lo) * (x - lo) / (hi - lo)
+
+
+class Grid2:
+    """``f(x, y)`` memoised on the product of two :class:`Grid` axes (bilinear in between)."""
+
+    __slots__ = ("f", "_rows", "_calls")
+
+    def __init__(self, f: Callable[[int, int], float]) -> None:
+        self.f = f
+        self._rows: dict[int, Grid] = {}
+        self._calls: dict[tuple[float, float], float] = {}
+
+    def _row(self, x: int) -> Grid:
+        row = self._rows.get(x)
+        if row is None:
+            row = self._rows[x] = Grid(lambda y, x=x: self.f(x, y))
+        return row
+
+    def __call__(self, x: float, y: float) -> float:
+        hit = self._calls.get((x, y))
+        if hit is None:
+            if len(self._calls) > CALLS:
+                self._calls.clear()
+            hit = self._calls[(x, y)] = self._interpolate(x, y)
+        return hit
+
+    def _interpolate(self, x: float, y: float) -> float:
+        if x <= 0 or y <= 0:
+            return 0.0
+        if x <= EXACT:
+            return self._row(int(math.ceil(x)))(y)
+        k = math.log2(x) * STEPS
+        lo_i = math.floor(k)
+        lo, hi = _point(lo_i), _point(lo_i + 1)
+        if hi <= lo or x <= lo:
+            return self._row(lo)(y)
+        a, b = self._row(lo)(y), self._row(hi)(y)
+        return a + (b - a) * (x - lo) / (hi - lo)
+
+
+__all__ = ["CALLS", "EXACT", "STEPS", "Grid", "Grid2"]

@@ -1,0 +1,280 @@
+"""The modelled time of one engine iteration on one instance, from the per-op cost model and the collectives.
+
+An iteration of a fused engine runs, per layer and chip: an RMS norm, the QKV GEMM,
+rotary embedding with the KV cache write, attention (prefill chunks against their
+prefix, decode tokens against the paged cache: one kernel reading every cached token
+of the batch), the output projection, the tensor-parallel all-reduce, a norm, the
+MLP (or the router, an expert all-to-all, the experts' grouped GEMMs and the combine),
+and the second all-reduce; then the LM head on the sequences that sample, and the
+argmax. Every kernel is priced by ``devices.estimate`` on the kind (GEMMs in the
+serving precision, with its bytes per element), every collective by
+``collectives.estimate`` on the rack's topology (:class:`planner.comm.CommPricer`),
+and the serving efficiencies of :mod:`planner.serving.fitted` apply (GEMMs' compute term, every kernel's
+memory term, attention, a time per iteration).
+
+With ``ep`` ranks, attention is data parallel (each rank runs its own sequences) and the
+experts are divided over the ranks; with ``pp`` stages the batch is split into ``pp``
+microbatches in flight, so one token of every sequence takes ``pp`` stage times.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import devices
+from planner.comm import CommPricer
+from planner.serving.fitted import ServingEfficiency, serving_efficiency
+from planner.serving.grid import Grid, Grid2
+from planner.serving.model_shape import ModelShape, ceil_div
+from planner.serving.precision import Precision
+
+PARTS = ("compute", "memory", "communication", "overhead")
+"""What an iteration's time is spent on (the bound of each kernel, collectives, per-iteration overhead)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """An instance's chips: ``tp x ep x pp`` slots from ``first``, tensor-parallel ranks adjacent."""
+
+    slots: Sequence[int]
+    tp: int
+    ep: int
+    pp: int
+
+    def tp_group(self) -> Sequence[int]:
+        return self.slots[: self.tp]
+
+    def ep_group(self) -> Sequence[int]:
+        return self.slots[: self.tp * self.ep: self.tp]
+
+    def stage_first(self, stage: int) -> int:
+        return self.slots[stage * self.tp * self.ep]
+
+
+class FusedCost:
+    """Seconds of one iteration of the fused engine on one instance (see the module doc)."""
+
+    def __init__(self, shape: ModelShape, kind: str, precision: Precision, placement: Placement,
+                 pricer: CommPricer, efficiency: ServingEfficiency | None = None, calibrated: bool = True) -> None:
+        self.shape, self.kind, self.precision, self.placement, self.pricer = shape, kind, precision, placement, pricer
+        self.tp, self.ep, self.pp = placement.tp, placement.ep, placement.pp
+        self.efficiency = (efficiency or serving_efficiency(kind)) if calibrated else None
+        self.stage_layers = ceil_div(shape.layers, self.pp)
+        self._factor = {name: (self._fig(name).value if self._fig(name) is not None else 1.0)
+                        for name in ("gemm", "memory", "attention")}
+        self._iteration = self._fig("iteration").value if self._fig("iteration") is not None else 0.0
+        self.projected = devices.chip(kind).projected
+        self._layer = Grid(lambda t: sum(self._layer_parts(t).values()))
+        self._decode_attention = Grid(lambda n: sum(self._decode_attention_parts(n).values()))
+        self._prefill_attention = Grid2(lambda q, k: sum(self._prefill_attention_parts(q, k).values()))
+        self._head = Grid(lambda n: sum(self._head_parts(n).values()))
+        self._edges = Grid(lambda t: sum(self._edge_parts(t).values()))
+
+    def _fig(self, name: str):
+        return getattr(self.efficiency, name, None) if self.efficiency is not None else None
+
+    def figures(self) -> tuple:
+        """The fitted serving figures this cost applies."""
+        return tuple(self.efficiency.figures().values()) if self.efficiency is not None else ()
+
+    # -- priced pieces, each as {part: seconds} ------------------------------------------
+
+    def _op(self, parts: dict, op: str, shapes, dtype: str, compute_factor: float = 1.0,
+            memory_factor: float | None = None, *, true_bytes: float | None = None, args=None) -> None:
+        """One kernel: the cost model's roofline (``max(compute, memory) + launch``), each term times its serving
+        factor (the memory term of every kernel but attention times the ``memory`` factor)."""
+        e = devices.estimate(self.kind, op, shapes, dtype, args=args)
+        memory = e.memory_seconds * (true_bytes / e.bytes if true_bytes is not None and e.bytes else 1.0)
+        memory *= self._factor["memory"] if memory_factor is None else memory_factor
+        compute = e.compute_seconds * compute_factor
+        parts["compute" if compute >= memory else "memory"] += max(compute, memory)
+        parts["overhead"] += e.overhead_seconds
+
+    def _gemm(self, parts: dict, m: int, k: int, n: int, times: int = 1, quantized: bool = True) -> None:
+        if m <= 0 or times <= 0:
+            return
+        p = self.precision
+        dtype = p.gemm_dtype if quantized else ("float32" if p.name == "float32" else "bfloat16")
+        wb = p.weight_bytes if quantized else p.activation_bytes
+        # The cost model counts bytes at the dtype's item size; a quantized GEMM moves weights and
+        # activations at the precision's bytes per element (block scales included) and writes 16 bits.
+        true = m * k * wb + k * n * wb + m * n * p.activation_bytes
+        sub: dict = dict.fromkeys(PARTS, 0.0)
+        self._op(sub, "aten::mm", [(m, k), (k, n)], dtype, self._factor["gemm"], true_bytes=true)
+        for key in PARTS:
+            parts[key] += sub[key] * times
+
+    def _pointwise(self, parts: dict, op: str, shapes) -> None:
+        self._op(parts, op, shapes, self._act_dtype())
+
+    def _act_dtype(self) -> str:
+        return "float32" if self.precision.name == "float32" else "bfloat16"
+
+    def _layer_parts(self, tokens: int) -> dict:
+        """One layer on one chip for ``tokens`` tokens of its rank, attention excluded."""
+        s, tp = self.shape, self.tp
+        parts = dict.fromkeys(PARTS, 0.0)
+        h = s.hidden
+        self._pointwise(parts, "aten::rms_norm", [(tokens, h), (h,)])
+        for g in s.gemms:
+            if g.experts:
+                continue
+            k, n = g.local(tp)
+            self._gemm(parts, tokens, k, n)
+            if g.name == "qkv":
+                qk = (s.heads // tp + s.kv_heads_per_chip(tp)) * s.head_dim
+                self._pointwise(parts, "aten::mul", [(tokens, qk), (tokens, qk)])  # rotary embedding
+                kv = 2 * s.kv_heads_per_chip(tp) * s.head_dim
+                self._op(parts, "aten::copy_", [(tokens, kv), (tokens, kv)], self.precision.kv_dtype)  # cache write
+            if g.name in ("gate_up", "up", "shared.gate_up"):
+                width = n // 2 if g.name.endswith("gate_up") else n
+                self._pointwise(parts, "aten::mul", [(tokens, width), (tokens, width)])  # activation
+        self._pointwise(parts, "aten::rms_norm", [(tokens, h), (h,)])
+        act = self.precision.activation_bytes
+        if tp > 1:
+            parts["communication"] += 2 * self.pricer.seconds("all_reduce", tokens * h * act,
+                                                              self.placement.tp_group())
+        if s.experts:
+            self._experts(parts, tokens)
+        return parts
+
+    def _experts(self, parts: dict, tokens: int) -> None:
+        s, tp, ep = self.shape, self.tp, self.ep
+        self._gemm(parts, tokens, s.hidden, s.experts, quantized=False)  # the router
+        pairs = tokens * ep * s.topk  # token-expert pairs of the instance's tokens in this layer
+        active = s.experts * (1.0 - (1.0 - s.topk / s.experts) ** (tokens * ep))  # distinct experts hit
+        local = max(1, math.ceil(active / ep))
+        per_expert = max(1, math.ceil(pairs / max(active, 1.0)))
+        for g in s.gemms:
+            if g.experts:
+                k, n = g.local(tp)
+                self._gemm(parts, per_expert, k, n, times=local)
+        if ep > 1:
+            routed = tokens * s.topk * s.hidden * self.precision.activation_bytes
+            parts["communication"] += 2 * self.pricer.seconds("all_to_all", routed * ep, self.placement.ep_group())
+
+    def _decode_attention_parts(self, kv_tokens: int) -> dict:
+        """Attention of decode tokens over ``kv_tokens`` cached tokens (summed over the rank's sequences):
+        one kernel reading them all, priced as one query against them (the read dominates)."""
+        s = self.shape
+        parts = dict.fromkeys(PARTS, 0.0)
+        q = (1, s.heads // self.tp, 1, s.head_dim)
+        k = (1, s.kv_heads_per_chip(self.tp), kv_tokens, s.head_dim)
+        self._op(parts, "aten::_scaled_dot_product_flash_attention", [q, k, k], self.precision.kv_dtype,
+                 self._factor["attention"], self._factor["attention"])
+        return parts
+
+    def _prefill_attention_parts(self, queries: int, keys: int) -> dict:
+        """Attention of ``queries`` prompt tokens, each against ``keys`` keys on average."""
+        s = self.shape
+        parts = dict.fromkeys(PARTS, 0.0)
+        q = (1, s.heads // self.tp, queries, s.head_dim)
+        k = (1, s.kv_heads_per_chip(self.tp), keys, s.head_dim)
+        self._op(parts, "aten::_scaled_dot_product_flash_attention", [q, k, k], self.precision.kv_dtype,
+                 self._factor["attention"], self._factor["attention"])
+        return parts
+
+    def _head_parts(self, sequences: int) -> dict:
+        """The LM head and greedy sampling for ``sequences`` sequences (last stage)."""
+        s, tp = self.shape, self.tp
+        parts = dict.fromkeys(PARTS, 0.0)
+        self._pointwise(parts, "aten::rms_norm", [(sequences, s.hidden), (s.hidden,)])
+        self._gemm(parts, sequences, s.hidden, s.vocab // tp, quantized=False)
+        self._op(parts, "aten::argmax", [(sequences, s.vocab // tp)], "float32")
+        if tp > 1:
+            parts["communication"] += self.pricer.seconds("all_gather", sequences * 8 * tp, self.placement.tp_group())
+        return parts
+
+    def _edge_parts(self, tokens: int) -> dict:
+        """The embedding lookup, and the pipeline sends of ``tokens`` activations between stages."""
+        s = self.shape
+        parts = dict.fromkeys(PARTS, 0.0)
+        self._op(parts, "aten::embedding", [(s.vocab // self.tp, s.hidden), (tokens,)], self._act_dtype())
+        if self.pp > 1:
+            nbytes = tokens * s.hidden * self.precision.activation_bytes
+            for stage in range(self.pp - 1):
+                parts["communication"] += self.pricer.send(nbytes, self.placement.stage_first(stage),
+                                                           self.placement.stage_first(stage + 1))
+        return parts
+
+    # -- one iteration ---------------------------------------------------------------------
+
+    def seconds(self, prefill_tokens: int, prefill_pairs: float, decode_seqs: int, decode_kv: int,
+                sampled: int) -> float:
+        """One iteration: ``prefill_tokens`` prompt tokens whose attention covers ``prefill_pairs``
+        (query, key) pairs, ``decode_seqs`` decode tokens reading ``decode_kv`` cached tokens in all, and
+        ``sampled`` sequences sampling a token."""
+        ep, pp = self.ep, self.pp
+        tokens = prefill_tokens + decode_seqs
+        if tokens <= 0:
+            return 0.0
+        rank = tokens / (ep * pp)
+        layer = self._layer(rank)
+        if decode_kv:
+            layer += self._decode_attention(decode_kv / (ep * pp))
+        if prefill_tokens:
+            q = prefill_tokens / (ep * pp)
+            layer += self._prefill_attention(q, prefill_pairs / prefill_tokens)
+        stage = self.stage_layers * layer
+        return pp * stage + self._head(sampled / ep) + self._edges(tokens / ep) + self._iteration
+
+    def parts(self, prefill_tokens: int, prefill_pairs: float, decode_seqs: int, decode_kv: int,
+              sampled: int) -> dict[str, float]:
+        """:meth:`seconds` split into :data:`PARTS` (priced exactly, not on the grid)."""
+        ep, pp = self.ep, self.pp
+        tokens = prefill_tokens + decode_seqs
+        out = dict.fromkeys(PARTS, 0.0)
+        if tokens <= 0:
+            return out
+        rank = max(1, round(tokens / (ep * pp)))
+        pieces = [(self._layer_parts(rank), pp * self.stage_layers)]
+        if decode_kv:
+            pieces.append((self._decode_attention_parts(max(1, round(decode_kv / (ep * pp)))),
+                           pp * self.stage_layers))
+        if prefill_tokens:
+            q = max(1, round(prefill_tokens / (ep * pp)))
+            pieces.append((self._prefill_attention_parts(q, max(1, round(prefill_pairs / prefill_tokens))),
+                           pp * self.stage_layers))
+        pieces.append((self._head_parts(max(1, round(sampled / ep))) if sampled else dict.fromkeys(PARTS, 0.0), 1))
+        pieces.append((self._edge_parts(max(1, round(tokens / ep))), 1))
+        for piece, times in pieces:
+            for key in PARTS:
+                out[key] += piece[key] * times
+        out["overhead"] += self._iteration
+        return out
+
+
+    # -- the simulation's questions (planner.serving.simulation.Costs) ------------------------
+
+    @staticmethod
+    def _work(chunks) -> tuple[int, float]:
+        queries = sum(c for c, _ in chunks)
+        pairs = sum(c * (p + (c + 1) / 2) for c, p in chunks)
+        return queries, pairs
+
+    def prefill(self, chunks, sampled: int) -> float:
+        q, pairs = self._work(chunks)
+        return self.seconds(q, pairs, 0, 0, sampled)
+
+    def mixed(self, chunks, batch: int, kv_tokens: int, sampled: int) -> float:
+        q, pairs = self._work(chunks)
+        return self.seconds(q, pairs, batch, kv_tokens, sampled)
+
+    def decode(self, batch: int, kv_tokens: int, padded: int) -> float:
+        return self.seconds(0, 0.0, batch, kv_tokens, batch)
+
+    def join(self, batch: int, padded: int, lengths) -> float:
+        return 0.0  # a paged cache: joining sequences only adds block-table entries
+
+    def leave(self, batch: int, padded: int, kept: int, kept_padded: int) -> float:
+        return 0.0
+
+
+def bound(parts: dict[str, float]) -> str:
+    """The part an iteration spends most on: ``compute``, ``memory``, ``communication`` or ``overhead``."""
+    return max(parts, key=parts.get)
+
+
+__all__ = ["PARTS", "FusedCost", "Placement", "bound"]

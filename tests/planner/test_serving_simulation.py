@@ -1,0 +1,115 @@
+"""The serving simulation against closed forms: constant iteration costs make every request's times arithmetic."""
+
+from __future__ import annotations
+
+import pytest
+
+from planner.serving.simulation import Requests, Simulation, percentiles
+
+
+class Constant:
+    """Prefill: ``p`` seconds per prompt token; decode: ``d`` seconds per iteration; joins and leaves free."""
+
+    def __init__(self, p: float = 1e-3, d: float = 0.01, join: float = 0.0, leave: float = 0.0) -> None:
+        self.p, self.d, self.j, self.l = p, d, join, leave
+        self.decodes: list[tuple[int, int, int]] = []
+
+    def prefill(self, chunks, sampled):
+        return self.p * sum(c for c, _ in chunks)
+
+    def mixed(self, chunks, batch, kv_tokens, sampled):
+        return self.p * sum(c for c, _ in chunks) + self.d
+
+    def decode(self, batch, kv_tokens, padded):
+        self.decodes.append((batch, kv_tokens, padded))
+        return self.d
+
+    def join(self, batch, padded, lengths):
+        return self.j
+
+    def leave(self, batch, padded, kept, kept_padded):
+        return self.l
+
+
+def test_one_request_colocated():
+    cost = Constant()
+    reqs = Requests([100], [11], [0.0])
+    sim = Simulation(reqs)
+    sim.add("r", "colocated", cost, capacity=10**9, need=lambda r: 1, max_batch=8, budget=8192)
+    sim.run()
+    # prefill 100 tokens (0.1 s) samples the first token; 10 decode iterations of 0.01 s plus the prompt cost
+    assert reqs.first[0] == pytest.approx(0.1)
+    assert reqs.finish[0] == pytest.approx(0.1 + 10 * 0.01)
+
+
+def test_chunked_prefill_spreads_a_long_prompt_over_iterations():
+    cost = Constant()
+    reqs = Requests([1000], [1], [0.0])
+    sim = Simulation(reqs)
+    sim.add("r", "colocated", cost, capacity=10**9, need=lambda r: 1, max_batch=8, budget=256)
+    sim.run()
+    assert reqs.first[0] == pytest.approx(1000 * 1e-3)  # same work, four iterations of 256 and one of 232
+    assert reqs.finish[0] == reqs.first[0]
+
+
+def test_kv_capacity_limits_the_batch_and_queues_the_rest():
+    cost = Constant(p=0.0, d=0.01)
+    n = 6
+    reqs = Requests([10] * n, [5] * n, [0.0] * n)
+    sim = Simulation(reqs)
+    # room for two sequences at a time: requests run in three waves of two
+    sim.add("r", "colocated", cost, capacity=2, need=lambda r: 1, max_batch=64, budget=8192)
+    sim.run()
+    firsts = sorted(reqs.first)
+    assert firsts[0] == firsts[1] == 0.0
+    wave = 4 * 0.01  # 4 decode tokens after the first
+    assert firsts[2] == pytest.approx(wave) and firsts[4] == pytest.approx(2 * wave)
+    assert max(reqs.finish) == pytest.approx(3 * wave)
+
+
+def test_closed_loop_concurrency_one_serialises_requests():
+    cost = Constant(p=1e-3, d=0.01)
+    n = 4
+    reqs = Requests([50] * n, [3] * n, [0.0] * n)
+    sim = Simulation(reqs, concurrency=1)
+    sim.add("r", "colocated", cost, capacity=10**9, need=lambda r: 1, max_batch=64, budget=8192)
+    sim.run()
+    one = 0.05 + 2 * 0.01
+    for i in range(n):
+        assert reqs.arrival[i] == pytest.approx(i * one)
+        assert reqs.finish[i] - reqs.arrival[i] == pytest.approx(one)
+
+
+def test_disaggregated_transfer_delays_the_second_token_not_the_first():
+    cost = Constant(p=1e-3, d=0.01)
+    reqs = Requests([100, 100], [3, 3], [0.0, 0.0])
+    sim = Simulation(reqs)
+    sim.add("p", "prefill", cost, capacity=10**9, need=lambda r: 1, max_batch=64, budget=8192, max_prompts=1)
+    sim.add("d", "decode", cost, capacity=10**9, need=lambda r: 1, max_batch=64, budget=8192)
+    sim.transfer = lambda i, j, r: 0.05
+    sim.run()
+    assert reqs.first == pytest.approx([0.1, 0.2])  # one prompt per prefill iteration
+    # request 0's cache arrives at 0.15: two decode iterations; the decode instance idles until request 1's
+    # arrives at 0.25 (its transfer starts when its prompt is done, 0.2, the link free again)
+    assert reqs.finish[0] == pytest.approx(0.15 + 2 * 0.01)
+    assert reqs.finish[1] == pytest.approx(0.25 + 2 * 0.01)
+
+
+def test_decode_batch_shapes_follow_joins_and_leaves():
+    cost = Constant(p=0.0, d=0.01, join=0.002, leave=0.003)
+    reqs = Requests([5, 9], [2, 4], [0.0, 0.0])
+    sim = Simulation(reqs)
+    sim.add("p", "prefill", cost, capacity=10**9, need=lambda r: 1, max_batch=64, budget=8192)
+    sim.add("d", "decode", cost, capacity=10**9, need=lambda r: 1, max_batch=64, budget=8192)
+    sim.transfer = lambda i, j, r: 0.0
+    sim.run()
+    # step 1: both (caches 5 and 9: padded 9, kv 6 + 10); request 0 then leaves; steps 2-3: request 1 alone
+    assert cost.decodes == [(2, 16, 9), (1, 11, 10), (1, 12, 11)]
+    assert reqs.finish[0] == pytest.approx(0.002 + 0.01)
+    assert reqs.finish[1] == pytest.approx(0.002 + 0.01 + 0.003 + 0.01 + 0.01)
+
+
+def test_percentiles_match_numpy():
+    np = pytest.importorskip("numpy")
+    values = [0.3, 0.1, 0.9, 0.5, 0.7, 0.2, 0.4]
+    assert percentiles(values) == pytest.approx(tuple(np.percentile(values, [50, 90, 99])))

@@ -1,0 +1,234 @@
+"""interop.serving_whatif: the estimate's fields against their definitions, memory and KV arithmetic, pools on the
+rack and the transfer model on their route, fleets priced once, bad inputs, and life without torch."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+import collectives
+import devices
+from planner.serving import Engine, ServingEstimate, Workload, serving_whatif
+from planner.serving.economics import chip_economics
+from planner.serving.model_shape import model_shape
+from planner.serving.precision import resolve
+
+from tests.support import ROOT
+
+FIELDS = ["ttft", "tpot", "e2e", "output_tokens_per_second", "output_tokens_per_second_per_chip",
+          "requests_per_second", "max_concurrency", "kv_bytes_per_token", "fits", "cost_per_million_output_tokens",
+          "joules_per_output_token", "bound", "breakdown", "parallel", "projected", "missing", "goodput",
+          "slo_attainment", "kv_transfer"]
+
+
+@pytest.fixture(scope="module")
+def h100():
+    return serving_whatif("llama3-8b", "h100:8", workload=Workload(512, 64, requests=200), parallel=dict(tp=2))
+
+
+def test_fields_and_their_definitions(h100):
+    est = h100
+    assert [f.name for f in dataclasses.fields(ServingEstimate)] == FIELDS
+    assert est.parallel["colocated"]["instances"] == 4 and est.fits and not est.projected
+    assert est.output_tokens_per_second_per_chip == pytest.approx(est.output_tokens_per_second / 8)
+    assert est.output_tokens_per_second / est.requests_per_second == pytest.approx(64)
+    for lat in (est.ttft, est.tpot, est.e2e):
+        assert 0 < lat.p50 <= lat.p90 <= lat.p99
+    # every request's end to end is at least its TTFT plus 63 tokens at its TPOT
+    assert est.e2e.p50 >= est.ttft.p50
+    chip = chip_economics("h100")
+    tps = est.output_tokens_per_second
+    assert est.cost_per_million_output_tokens == pytest.approx(8 * chip.price_per_hour.value / 3600 / tps * 1e6)
+    assert est.joules_per_output_token == pytest.approx(8 * chip.power.value / tps)
+    assert est.bound == {"prefill": "compute", "decode": "memory"}
+    text = est.table()
+    assert "TTFT (modelled)" in text and "J per output token (modelled)" in text
+    data = json.loads(est.to_json())
+    assert data["modelled"] is True and data["ttft"]["p50"] == pytest.approx(est.ttft.p50)
+
+
+def test_kv_bytes_per_token_is_the_reference_arithmetic():
+    # 2 x layers x kv heads x head dim x bytes: 327,680 for a Llama 70B in bf16, 163,840 in fp8 (inference.md)
+    for precision, expected in (("bfloat16", 327_680), ("fp8", 163_840)):
+        est = serving_whatif("llama3-70b", "h100:8", workload=Workload(128, 16, requests=16),
+                             precision=precision, parallel=dict(tp=8))
+        assert est.kv_bytes_per_token == expected
+
+
+def test_kv_cache_is_what_the_memory_leaves():
+    # One H100 of an 8B model in bf16: KV = 0.9 x (80 GB - weights - activations); the batch that fits follows.
+    est = serving_whatif("llama3-8b", "h100:1", workload=Workload(1000, 1000, requests=64))
+    shape = model_shape("llama3-8b")
+    entry = est.parallel["colocated"]
+    weights = 2 * (shape.layers * shape.layer_gemm_params + 2 * shape.vocab * shape.hidden + shape.extra_params)
+    assert entry["weights_gb"] == pytest.approx(weights / 1e9, abs=0.01)
+    kv = entry["kv_cache_gb"] * 1e9
+    per_sequence = 2 * 32 * 8 * 128 * 2 * 2016  # 2,000 tokens in whole 32-token blocks
+    assert est.max_concurrency == pytest.approx(kv / per_sequence, abs=1)
+
+
+def test_fleet_of_a_million_chips_prices_one_replica(h100):
+    one = serving_whatif("llama3-8b", "h100:8", workload=Workload(512, 64, requests=200), parallel=dict(tp=2))
+    fleet = serving_whatif("llama3-8b", "h100-node*131072", workload=Workload(512, 64, requests=200 * 131072),
+                           parallel=dict(tp=2))
+    assert fleet.parallel["colocated"]["chips"] == 1_048_576
+    assert fleet.output_tokens_per_second_per_chip == pytest.approx(one.output_tokens_per_second_per_chip, rel=1e-9)
+    assert fleet.ttft.p50 == pytest.approx(one.ttft.p50) and fleet.tpot.p99 == pytest.approx(one.tpot.p99)
+
+
+def test_offline_concurrency_and_rate_arrivals():
+    shape = dict(parallel=dict(tp=1))
+    offline = serving_whatif("llama3-8b", "h100:1", workload=Workload(256, 32, requests=64), **shape)
+    one = serving_whatif("llama3-8b", "h100:1", workload=Workload(256, 32, requests=8, concurrency=1), **shape)
+    slow = serving_whatif("llama3-8b", "h100:1", workload=Workload(256, 32, requests=64, rate=0.5), **shape)
+    # alone, a request's TPOT is one decode of one sequence; offline they share iterations with 63 others
+    assert one.tpot.p50 < offline.tpot.p50
+    # requests arriving seconds apart mostly find the engine idle: their TTFT is a lone prefill (a few share
+    # their prompt's iteration with another request's decode: slower, never faster)
+    assert slow.ttft.p50 == pytest.approx(one.ttft.p50, rel=0.01) and slow.ttft.p99 >= one.ttft.p50
+    assert slow.requests_per_second == pytest.approx(0.5, rel=0.3)
+
+
+def test_disaggregated_pools_move_the_kv_cache_on_their_route():
+    wl = Workload(2000, 100, requests=64)
+    fused = serving_whatif("llama3-70b", "trn4:8+gb300:8", workload=wl, precision="fp8",
+                           prefill=dict(kind="trn4", chips=8, tp=4), decode=dict(kind="gb300", chips=8, tp=2))
+    assert fused.projected and fused.parallel["prefill"]["kind"] == "trn4"
+    assert fused.parallel["decode"]["instances"] == 4
+    # one request's cache over NVLink Fusion: the collectives' transfer model, over two parallel links
+    nbytes = math.ceil(2000 * 163_840 / 2)
+    expected = collectives.transfer(devices.parse_rack("trn4:8+gb300:8"), 0, 8, nbytes)
+    assert expected.fabric == "nvlink-fusion"
+    assert fused.kv_transfer.p50 == pytest.approx(expected.seconds, rel=0.01)
+    efa = serving_whatif("llama3-70b", "trn3:8+h100:8", workload=wl, precision="fp8",
+                         prefill=dict(kind="trn3", chips=8, tp=4), decode=dict(kind="h100", chips=8, tp=2))
+    assert collectives.transfer(devices.parse_rack("trn3:8+h100:8"), 0, 8, nbytes).fabric == "efa"
+    assert efa.kv_transfer.p50 > 10 * fused.kv_transfer.p50
+    # two prefill and four decode instances are two identical units of one and two: one unit is simulated, with
+    # half of the requests, and its timeline shows each of them crossing from its prefill to its decode instance
+    kv_events = [e for e in fused.events if e.name.startswith("KV ")]
+    assert len(kv_events) == 32
+    assert {e.track for e in kv_events} == {"prefill 0 (trn4) -> decode 0 (gb300)", "prefill 0 (trn4) -> decode 1 (gb300)"}
+
+
+def test_a_mixed_rack_without_pools_splits_prefill_and_decode_by_kind():
+    est = serving_whatif("llama3-70b", "trn4:8+gb300:8", workload=Workload(1000, 100, requests=32), precision="fp8")
+    # prefill on the kind with the higher FP8 peak, decode on the one with more memory bandwidth
+    assert est.parallel["prefill"]["kind"] == "trn4" and est.parallel["decode"]["kind"] == "gb300"
+
+
+def test_missing_prices_and_power_are_none_with_the_reason():
+    # Trn4 (projected) has neither a price nor a board power in the catalogue (Trn2 has an estimated power).
+    est = serving_whatif("llama3-8b", "trn4:16", workload=Workload(256, 32, requests=32))
+    assert est.cost_per_million_output_tokens is None and est.joules_per_output_token is None
+    assert "no price for trn4" in est.missing["cost_per_million_output_tokens"]
+    assert "no board power for trn4" in est.missing["joules_per_output_token"]
+
+
+def test_precisions_per_kind():
+    assert resolve("fp4", "b200").block_format == "nvfp4" and resolve("fp4", "b200").weight_bytes == 4.5 / 8
+    assert resolve("fp4", "trn3").block_format == "mxfp4_e2m1" and resolve("fp4", "trn3").weight_bytes == 4.25 / 8
+    assert resolve("fp8", "trn1").gemm_dtype == "float8_e5m2"
+    fp4 = serving_whatif("llama3-70b", "b200:8", workload=Workload(1000, 100, requests=64), precision="fp4",
+                         parallel=dict(tp=1))
+    fp8 = serving_whatif("llama3-70b", "b200:8", workload=Workload(1000, 100, requests=64), precision="fp8",
+                         parallel=dict(tp=1))
+    assert fp4.parallel["colocated"]["weights_gb"] < 0.6 * fp8.parallel["colocated"]["weights_gb"]
+    assert fp4.output_tokens_per_second > fp8.output_tokens_per_second
+
+
+def test_mixture_of_experts_with_expert_parallelism():
+    wl = Workload(512, 64, requests=64)
+    ep = serving_whatif("mixtral-8x7b", "h100:8", workload=wl, parallel=dict(tp=1, ep=8))
+    assert ep.parallel["colocated"]["ep"] == 8 and ep.parallel["colocated"]["instances"] == 1
+    # each chip holds an eighth of the experts (and all of the attention)
+    shape = model_shape("mixtral-8x7b")
+    experts = sum(g.k * g.n * g.experts for g in shape.gemms if g.experts)
+    assert ep.parallel["colocated"]["weights_gb"] < (shape.parameters - experts * 7 / 8) * 2 / 1e9 + 0.1
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(model="no-such-model"), "model: unknown model 'no-such-model'"),
+    (dict(precision="fp4"), "precision: h100 has neither NVFP4 nor MXFP4 .* accepted on h100: bfloat16, fp8"),
+    (dict(precision="int3"), "precision: unknown 'int3'"),
+    (dict(parallel=dict(tp=3)), "tp: tensor parallelism 3 does not divide the 64 attention heads"),
+    (dict(parallel=dict(tp=2, replicas=8)), "parallel: 8 replicas of 2 chips need 16 chips; h100:8 has 8"),
+    (dict(parallel=dict(tp=1)), r"parallel: llama3-70b in bfloat16 needs 141.\d GB of weights .* h100 holds 80.0 GB"),
+    (dict(parallel=dict(tp=2), workload=Workload(300_000, 10)), "parallel: one sequence of 300,010 tokens needs"),
+    (dict(parallel=dict(qq=2)), "parallel: unknown key 'qq'; accepted: tp, pp, ep, replicas"),
+    (dict(prefill=dict(kind="trn3", chips=4), decode=dict(kind="h100", chips=4)),
+     "prefill: h100:8 has no trn3 chips; it holds 8 h100"),
+    (dict(prefill=dict(kind="h100", chips=4, tp=2), decode=dict(kind="h100", chips=8, tp=2)),
+     "decode: 8 h100 chips asked; h100:8 has 8, 4 of them in the prefill pool"),
+    (dict(prefill=dict(kind="h100", chips=4)), "prefill and decode: give both pools"),
+    (dict(slo=dict(ttft=-1)), "slo ttft: expected a positive number"),
+    (dict(slo=dict(latency=1)), "slo: unknown key 'latency'"),
+    (dict(objective="speed"), "objective: expected 'time' or 'cost'"),
+    (dict(workload=(1000, 100)), "workload: expected an interop.Workload"),
+    (dict(model="llama3.1-405b", rack="h100:4"), r"model: llama3.1-405b in bfloat16 needs 81\d.\d GB of weights"),
+])
+def test_bad_inputs_name_the_argument_and_what_fits(kwargs, match):
+    args = dict(model="llama3-70b", rack="h100:8", workload=Workload(1000, 100, requests=16))
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        serving_whatif(args.pop("model"), args.pop("rack"), **args)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(input_tokens=0, output_tokens=5), "input_tokens: expected a positive integer, got 0"),
+    (dict(input_tokens=5, output_tokens=-1), "output_tokens: expected a positive integer, got -1"),
+    (dict(input_tokens=5, output_tokens=5, rate=0), "rate: expected a positive number"),
+    (dict(input_tokens=5, output_tokens=5, concurrency=-2), "concurrency: expected a positive integer"),
+    (dict(input_tokens=5, output_tokens=5, requests=0), "requests: expected a positive integer"),
+    (dict(input_tokens=5, output_tokens=5, rate=1, concurrency=2), "concurrency and rate: give one"),
+    (dict(input_tokens=[(5, 0)]), r"input_tokens\[0\]\[1\]: expected a positive integer"),
+    (dict(input_tokens=5, output_tokens=50, max_output_tokens=10), "max_output_tokens: 10 is below"),
+])
+def test_workload_bad_inputs(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        Workload(**kwargs)
+
+
+def test_workload_lengths_and_poisson_arrivals():
+    w = Workload([(10, 2), (20, 4)], requests=5)
+    assert w.request_lengths() == [(10, 2), (20, 4), (10, 2), (20, 4), (10, 2)]
+    r = Workload(10, 2, requests=20_000, rate=4.0)
+    gaps = [b - a for a, b in zip(r.arrivals(), r.arrivals()[1:])]
+    assert sum(gaps) / len(gaps) == pytest.approx(0.25, rel=0.03)  # exponential gaps of mean 1 / rate
+    assert r.arrivals() == r.arrivals()  # seeded
+
+
+def test_plot_and_trace(h100, tmp_path):
+    png = h100.plot(tmp_path / "curve.png", concurrencies=[1, 8])
+    assert open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+    trace = json.load(open(h100.export_trace(tmp_path / "trace.json")))
+    names = {e["args"]["name"] for e in trace["traceEvents"] if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert names == {"replica 0 (h100)"}
+
+
+def test_a_paper_command_imports_no_torch():
+    code = (
+        "import sys\n"
+        "from planner.serving import serving_whatif, Workload\n"
+        "serving_whatif('llama3-70b', 'trn4:8+gb300:8', workload=Workload(1000, 100, requests=32), precision='fp8')\n"
+        "from hybrid_cli import main\n"
+        "main(['serving', '--model', 'llama3-8b', '--rack', 'h100:8', '--isl', '128', '--osl', '16', "
+        "'--requests', '32'])\n"
+        "assert 'torch' not in sys.modules and 'transformers' not in sys.modules, 'torch imported'\n")
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert "TTFT (modelled)" in out.stdout
+
+
+def test_engine_checks_its_fields():
+    with pytest.raises(ValueError, match="kernels: unknown 'jit'"):
+        Engine(kernels="jit")
+    with pytest.raises(ValueError, match="kv_fraction: expected a share in"):
+        Engine(kv_fraction=1.5)
