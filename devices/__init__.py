@@ -13,6 +13,10 @@
   vocabulary (torch's names: ``float32``, ``bfloat16``, ``float8_e4m3fn``...).
 * :func:`catalogue_rows`, :func:`fabric_rows`, :func:`presets_rows`: rows for
   listings, every figure with its source (the documents: ``devices/SOURCES.md``).
+* :class:`ChipSet`: a set of chips as a whole (peak, board power, price per hour
+  on one of :data:`PRICE_BASES`, MFU, cost and energy per token), each missing
+  figure with its reason (:mod:`devices.chip_set`); NeuronCores per Trainium chip
+  in :mod:`devices.neuron`.
 
 Nothing here reads the environment or imports torch; importing the package
 loads no chip until one is asked for.  ``devices.chip`` is the lookup function
@@ -29,7 +33,8 @@ from devices.capability import (
     LEVELS, OP_CLASSES, Capabilities, CudaIdentity, Rule, Support, capabilities, capability_kinds, op_class,
 )
 from devices.catalogue_table import catalogue_rows, fabric_rows, format_table, presets_rows
-from devices.chip import Chip, catalogue, chip, kinds
+from devices.chip import PRICE_BASES, Chip, catalogue, chip, kinds
+from devices.chip_set import DEFAULT_BASIS, ChipSet, Economics, Rate
 from devices.dtypes import DTYPE_NAMES, dtype_label, dtype_name, itemsize
 from devices.fabrics import DOMAIN_FABRICS, NETWORK_FABRICS, Fabric, fabric, network_bandwidth
 from devices.figure import STATUSES, UNITS, Figure
@@ -82,6 +87,7 @@ __all__ = [
     "NUMERICS_MODES", "NumericsSpec",
     "LEVELS", "OP_CLASSES", "Capabilities", "CudaIdentity", "Rule", "Support", "capabilities", "capability_kinds",
     "op_class",
+    "PRICE_BASES", "DEFAULT_BASIS", "ChipSet", "Economics", "Rate",
     "BACKINGS", "Backing", "DEFAULT_PRESET", "DOMAIN_FABRICS", "DTYPE_NAMES", "INT64_MAX", "NETWORK_FABRICS",
     "STATUSES", "UNITS", "Chip", "DomainRun", "DomainSpec", "DomainTable", "Fabric", "Figure", "NetworkSpec", "RackSpec", "Slot",
     "SlotGroup", "catalogue", "catalogue_rows", "chip", "estimate", "default_domains", "default_network",

@@ -28,8 +28,8 @@ def catalogue_rows(kinds: list[str] | None = None) -> list[dict]:
     """One row per chip figure: kind, name, figure (``"peak.bfloat16"``...), value, unit, display, status, source, note.
 
     A figure the catalogue leaves unset (no power or price was found) gets a
-    row too, with value None, display ``"-"`` and status ``"unset"``, so the
-    listing shows what is missing rather than hiding it.
+    row too, with value None, display ``"-"``, status ``"unset"`` and the
+    chip's reason as its source, so the listing shows what is missing and why.
     """
     chips = catalogue()
     rows: list[dict] = []
@@ -37,9 +37,10 @@ def catalogue_rows(kinds: list[str] | None = None) -> list[dict]:
         member = chips[kind] if kind in chips else chip(kind)  # chip() raises listing the accepted kinds
         for field_name, fig in member.figures().items():
             if fig is None:
+                unit = "USD/h" if field_name.startswith("price.") else FIELD_UNITS.get(field_name, "")
                 rows.append({"kind": member.kind, "name": member.name, "figure": field_name, "value": None,
-                             "unit": FIELD_UNITS.get(field_name, ""), "display": "-", "status": "unset",
-                             "source": "no figure found; left unset rather than invented", "note": ""})
+                             "unit": unit, "display": "-", "status": "unset",
+                             "source": member.missing(field_name), "note": ""})
                 continue
             rows.append({"kind": member.kind, "name": member.name, "figure": field_name, "value": fig.value,
                          "unit": fig.unit, "display": format_value(fig.value, fig.unit), "status": fig.status,
@@ -67,7 +68,7 @@ def fabric_rows(kinds: list[str] | None = None) -> list[dict]:
             rows.append(_figure_row(f"fabric {name}", "bandwidth", spec.bandwidth))
     rows.append(_figure_row("fabric nvlink", "nvls_base_latency", fabrics.NVLS_BASE_LATENCY))
     for name in ("NVLINK_MAX_DOMAIN", "NVLINK3_MAX_DOMAIN", "TRN1_INSTANCE_CHIPS", "TRN2_INSTANCE_CHIPS",
-                 "TRN3_ULTRASERVER_CHIPS", "TRN2_INSTANCE_LINK"):
+                 "TRN3_ULTRASERVER_CHIPS", "TRN2_INSTANCE_LINK", "TRN1N_INSTANCE_LINK", "TRN1N_NETWORK", "TRN1_ULTRACLUSTER_CHIPS"):
         rows.append(_figure_row("default layout", name.lower(), getattr(fabrics, name)))
     for kind in (sorted(catalogue()) if kinds is None else [chip(k).kind for k in kinds]):
         rows.append(_figure_row(f"network {kind}", "bandwidth_per_slot", fabrics.network_bandwidth(kind)))

@@ -7,7 +7,7 @@ catalogue discovers modules by name, so there is no table to edit.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from types import MappingProxyType
 from typing import Mapping
@@ -73,8 +73,18 @@ _PEAK_RULES: dict[str, tuple[str, ...]] = {
 
 
 FIELD_UNITS: dict[str, str] = {"hbm_capacity": "B", "hbm_bandwidth": "B/s", "scale_up_bandwidth": "B/s",
-                               "power": "W", "price_per_hour": "USD/h"}
-"""The unit of each of a :class:`Chip`'s single-figure fields (its peaks are FLOP/s)."""
+                               "power": "W"}
+"""The unit of each of a :class:`Chip`'s single-figure fields (its peaks are FLOP/s, its prices USD/h)."""
+
+PRICE_BASES: tuple[str, ...] = ("on-demand", "capacity-block", "reserved-effective")
+"""Keys of :attr:`Chip.prices`, the bases a price per chip-hour is quoted on: ``on-demand`` (the EC2 list
+rate), ``capacity-block`` (EC2 Capacity Blocks for ML, reserved ahead for a fixed term) and
+``reserved-effective`` (the effective hourly rate of a reserved instance, the basis of Neuron's performance
+pages). A comparison uses one basis for every chip in it (:mod:`devices.pricing`)."""
+
+UNSET_KEYS: tuple[str, ...] = ("power", "price") + tuple(f"price.{b}" for b in PRICE_BASES)
+"""Keys of :attr:`Chip.unset`: why ``power`` is None, why the chip has no price at all (``price``), or why one
+basis has none (``price.<basis>``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,9 +110,12 @@ class Chip:
     scale_up_fabric: str
     """One of :data:`SCALE_UP_FABRICS`."""
     power: Figure | None
-    """Board power in W, or None where no figure was given."""
-    price_per_hour: Figure | None
-    """USD/h per chip (secondary), or None where no price was found; never invented."""
+    """Board power in W, or None where no figure was found (:attr:`unset` says why)."""
+    prices: Mapping[str, Figure] = field(default_factory=dict)
+    """USD per chip-hour by basis (:data:`PRICE_BASES`): an instance's rate over its chips, each figure saying
+    its basis, region and date; a basis without a public price is absent, never invented."""
+    unset: Mapping[str, str] = field(default_factory=dict)
+    """Why a figure is missing, by :data:`UNSET_KEYS` key (``"power"``, ``"price"``, ``"price.on-demand"``)."""
 
     def __post_init__(self) -> None:
         if self.vendor not in VENDORS:
@@ -124,8 +137,25 @@ class Chip:
             fig = getattr(self, field_name)
             if fig is not None and fig.unit != unit:
                 raise ValueError(f"Chip.{field_name}: unit must be {unit!r}, got {fig.unit!r}")
-        # A read-only view, so a caller cannot edit the shared catalogue entry.
+        for basis, fig in self.prices.items():
+            if basis not in PRICE_BASES:
+                raise ValueError(f"Chip.prices: unknown basis {basis!r} for {self.kind}; accepted: "
+                                 f"{', '.join(PRICE_BASES)}")
+            if fig.unit != "USD/h":
+                raise ValueError(f"Chip.prices[{basis!r}]: unit must be 'USD/h', got {fig.unit!r}")
+        for key, reason in self.unset.items():
+            if key not in UNSET_KEYS:
+                raise ValueError(f"Chip.unset: unknown key {key!r} for {self.kind}; accepted: {', '.join(UNSET_KEYS)}")
+            if not isinstance(reason, str) or not reason.strip():
+                raise ValueError(f"Chip.unset[{key!r}]: give the reason the figure is missing")
+            present = (self.power is not None if key == "power" else bool(self.prices) if key == "price"
+                       else key.removeprefix("price.") in self.prices)
+            if present:
+                raise ValueError(f"Chip.unset[{key!r}]: {self.kind} has that figure; a reason is for a missing one")
+        # Read-only views, so a caller cannot edit the shared catalogue entry.
         object.__setattr__(self, "peak", MappingProxyType(dict(self.peak)))
+        object.__setattr__(self, "prices", MappingProxyType(dict(self.prices)))
+        object.__setattr__(self, "unset", MappingProxyType(dict(self.unset)))
 
     def __hash__(self) -> int:
         # peak is a mapping (unhashable); the kind identifies a catalogue chip.
@@ -144,9 +174,25 @@ class Chip:
             hbm_bandwidth=self.hbm_bandwidth,
             scale_up_bandwidth=self.scale_up_bandwidth,
             power=self.power,
-            price_per_hour=self.price_per_hour,
         )
+        out.update({f"price.{basis}": self.prices.get(basis) for basis in PRICE_BASES})
         return out
+
+    @property
+    def price_per_hour(self) -> Figure | None:
+        """The on-demand price per chip-hour, or None (other bases: :attr:`prices`)."""
+        return self.prices.get("on-demand")
+
+    def missing(self, key: str) -> str:
+        """Why the figure ``key`` (``"power"``, ``"price.<basis>"``) is unset: the chip's own reason, else the
+        reason it has no price at all, else a plain statement that none was found."""
+        if key in self.unset:
+            return self.unset[key]
+        if key.startswith("price.") and not self.prices and "price" in self.unset:
+            return self.unset["price"]
+        basis = key.removeprefix("price.")
+        what = "a power figure" if key == "power" else f"{'an' if basis[0] in 'aeiou' else 'a'} {basis} price"
+        return f"no public source giving {what} for {self.kind} was found; left unset rather than invented"
 
     def peak_for(self, dtype: object) -> Figure:
         """Dense peak FLOP/s for a dtype (any spelling of :func:`devices.dtype_name`, or a catalogue key).

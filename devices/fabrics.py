@@ -16,7 +16,7 @@ from typing import Iterable, Mapping
 from devices.chip import Chip, chip
 from devices.figure import Figure
 from devices.sources import (A100_PAGE, BCM_NVLINK, DGX_A100_GUIDE, DGX_GB_USER_GUIDE, H100_DATASHEET, HPCTECH_H100,
-                             KLOCKWOOD_B300, NCCL_TESTS_119, NCCL_TUNING, NVLINK_FUSION_PAGE, TRN1_ARCH, TRN2_ARCH,
+                             KLOCKWOOD_B300, NCCL_TESTS_119, NCCL_TUNING, NVLINK_FUSION_PAGE, TRN1_ARCH, TRN1_ARCH_2024, TRN2_ARCH,
                              TRN3_ARCH)
 
 DOMAIN_FABRICS: tuple[str, ...] = ("nvlink-fusion", "nvlink", "neuronlink-torus", "neuronswitch", "pcie")
@@ -63,8 +63,22 @@ NVLINK3_MAX_DOMAIN = Figure(
 """Largest NVLink 3 (A100) domain the default layout builds before starting another."""
 TRN2_INSTANCE_CHIPS = Figure(16, "", TRN2_ARCH.cite("trn2.48xlarge: 16 Trainium2 in a 4x4 torus"), "published")
 """Chips per trn2.48xlarge: the default Trn2 torus size."""
-TRN1_INSTANCE_CHIPS = Figure(16, "", TRN1_ARCH.cite("trn1.32xlarge: 16 Trainium devices, 4D hypercube"), "published")
-"""Chips per trn1.32xlarge: the default Trn1 hypercube size."""
+TRN1_INSTANCE_CHIPS = Figure(16, "", TRN1_ARCH.cite("trn1.32xlarge and trn1n.32xlarge: 16 Trainium chips in a 2D torus"),
+                             "published", "a 4x4 torus; the 2024 page's '4D-HyperCube' is the same graph (C4 x C4 = Q4)")
+"""Chips per trn1.32xlarge: the default Trn1 torus size."""
+TRN1_ULTRACLUSTER_CHIPS = Figure(100_000, "", TRN1_ARCH.cite("Trn1 UltraClusters of over 100,000 Trainium chips"),
+                                 "published", "a lower bound ('over'); the documentation gives no Trn2 maximum")
+"""Chips of the largest Trn1 UltraCluster AWS documents (the only Trainium cluster size it gives)."""
+TRN1N_INSTANCE_LINK = Figure(
+    384 * 2**30, "B/s", TRN1_ARCH_2024.cite("NeuronLink-v2 device-to-device 768 GiB/s per device on trn1n.32xlarge"),
+    "published",
+    "768 GiB/s per chip on trn1n.32xlarge (twice trn1.32xlarge's 384), read as a bidirectional total like the chip's "
+    "figure; per direction = 384 GiB/s (the trn1n-instance preset's torus)")
+"""NeuronLink bandwidth per chip per direction inside a trn1n.32xlarge."""
+TRN1N_NETWORK = Figure(
+    1600 * 1e9 / 8 / 16, "B/s", TRN1_ARCH.cite("EFA 1,600 Gbps per trn1n.32xlarge"), "published",
+    "1,600 Gb/s per instance of 16 chips -> 200 GB/s / 16 = 12.5 GB/s per chip per direction (trn1n-instance)")
+"""EFA bandwidth per chip per direction of a trn1n.32xlarge (trn1.32xlarge: half, the default for trn1)."""
 TRN3_ULTRASERVER_CHIPS = Figure(144, "", TRN3_ARCH.cite("Trn3 Gen2 UltraServer: 144 Trainium3 on NeuronSwitch-v1"),
                                 "published")
 """Chips per Trn3 UltraServer (Gen2): the default NeuronSwitch domain size."""

@@ -11,13 +11,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-STATUSES: tuple[str, ...] = ("published", "secondary", "projected", "calibrated")
+STATUSES: tuple[str, ...] = ("published", "secondary", "estimated", "projected", "calibrated")
 """Accepted values of :attr:`Figure.status`.
 
 ``published``: from the vendor's own documentation; ``secondary``: from a third
-party (press, resellers, reproductions of a datasheet) or a vendor figure we
-could only read through one; ``projected``: derived from announcements or an
-assumption, not a shipping part; ``calibrated``: fitted to a measurement.
+party (press, resellers, aggregators, reproductions of a datasheet) or a vendor
+figure we could only read through one; ``estimated``: a figure of a shipping
+part that no vendor states, estimated by a third party or inferred from a
+vendor's remark (Trainium2's ~500 W, Trainium3's ~1 kW); ``projected``: derived
+from announcements or an assumption, not a shipping part; ``calibrated``: fitted
+to a measurement.
 """
 
 UNITS: tuple[str, ...] = ("FLOP/s", "B", "B/s", "W", "s", "USD/h", "")

@@ -176,14 +176,24 @@ CUDA_GRAPHS_BLOG = _doc(
     "vendor", read="2026-10", note="kernel launch overhead of a few microseconds")
 
 # -- AWS -------------------------------------------------------------------------------------------------------
+_NEURON_HW = "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/about-neuron/arch/neuron-hardware"
 TRAINIUM_DOCS = _doc(
-    "AWS Neuron documentation, Trainium architecture", "AWS",
-    "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/general/arch/neuron-hardware/trainium.html", "vendor",
-    note="Trainium (Trn1): 190 FP16/BF16/cFP8/TF32 TFLOPS, 47.5 FP32, 380 INT8 TOPS, 32 GiB at 820 GiB/s")
+    "AWS Neuron documentation, Trainium architecture (about-neuron/arch/neuron-hardware/trainium.rst "
+    "@81ce03ae, 2026-08-21)", "AWS", f"{_NEURON_HW}/trainium.html", "vendor",
+    note="Trainium (Trn1): 2 NeuronCore-v2; dense 190 FP16/BF16/cFP8/TF32 TFLOPS (cFP8 at the BF16 rate), 47.5 FP32, "
+         "380 INT8 TOPS, no FP64; 32 GiB HBM at 820 GiB/s")
 TRN1_ARCH = _doc(
-    "AWS Neuron documentation, AWS Trn1/Trn1n Architecture", "AWS",
-    "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.9.1/general/arch/neuron-hardware/trn1-arch.html", "vendor",
-    note="trn1.32xlarge: 16 Trainium devices, NeuronLink-v2 in a 4D hypercube, EFA 800 Gbps (1,600 for trn1n)")
+    "AWS Neuron documentation, Amazon EC2 Trn1/Trn1n architecture (about-neuron/arch/neuron-hardware/trn1-arch.rst "
+    "@81ce03ae, 2026-08-21)", "AWS", f"{_NEURON_HW}/trn1-arch.html", "vendor",
+    note="trn1.32xlarge and trn1n.32xlarge: 16 Trainium chips (32 NeuronCores) in a 2D torus, 3,040 TFLOPS, 512 GiB "
+         "at 13,120 GiB/s; EFA 800 Gbps (trn1) / 1,600 Gbps (trn1n) per instance; UltraClusters of over 100,000 chips")
+TRN1_ARCH_2024 = _doc(
+    "AWS Neuron documentation, AWS Trn1/Trn1n architecture (general/arch/neuron-hardware/trn1-arch.rst @60224f42, "
+    "2024-12-04)", "AWS",
+    "aws-neuron/aws-neuron-sdk: general/arch/neuron-hardware/trn1-arch.rst", "vendor",
+    note="column 'NeuronLink-v2 device-to-device (GiB/sec/device)': 384 on trn1.32xlarge, 768 on trn1n.32xlarge "
+         "(direction not stated; the header dropped it at 619d4969, the rows keep it); the instance topology as a "
+         "'4D-HyperCube', the graph of a 4x4 torus")
 TRAINIUM2_DOCS = _doc(
     "AWS Neuron documentation v2.29, Trainium2 architecture", "AWS",
     "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.29.0/about-neuron/arch/neuron-hardware/trainium2.html",
@@ -215,9 +225,55 @@ TRN3_POWER_PRESS = _doc(
     "press", via=("https://www.datacenterdynamics.com/en/news/aws-trainium3-chips-likely-to-consume-1kw-of-power-"
                   "company-to-adopt-cold-plate-cooling/",),
     note="AWS's VP of infrastructure: Trainium3 needs liquid cooling, 'when a chip goes above 1,000 watts'")
+NEURON_LNC = _doc(
+    "AWS Neuron documentation, Logical NeuronCore configuration", "AWS",
+    "aws-neuron/aws-neuron-sdk: about-neuron/arch/neuron-features/logical-neuroncore-config.rst", "vendor",
+    note="Trn2: 8 physical NeuronCore-v3 per chip; LNC=2 (the default) exposes 4 logical NeuronCores per chip (64 per "
+         "trn2.48xlarge), LNC=1 exposes 8; LNC applies to Trn2 and Trn3 only")
 EC2_PRICING = _doc(
     "Amazon EC2 On-Demand Pricing", "AWS", "https://aws.amazon.com/ec2/pricing/on-demand/", "vendor",
-    read="2026-10", note="trn1.32xlarge $21.50/h; p5.48xlarge $98.32/h before the mid-2025 price cut")
+    read="2026-10", note="p5.48xlarge $98.32/h before the June 2025 price cut (the figure as catalogued before, "
+                         "not re-read)")
+TRN1_PRICES_2023 = _doc(
+    "AWS Neuron SDK, trn1_instance_prices.csv (@c6ec6484, 2023-02-27)", "AWS",
+    "aws-neuron/aws-neuron-sdk: general/benchmarks/trn1/trn1_instance_prices.csv", "vendor",
+    note="trn1.32xlarge on-demand $21.50/h (the file's figure until it was replaced in 2024-09)")
+TRN1_PRICES_2024 = _doc(
+    "AWS Neuron SDK, trn1_instance_prices.csv (@72825d50, 2024-09-16, current)", "AWS",
+    "aws-neuron/aws-neuron-sdk: general/benchmarks/trn1/trn1_instance_prices.csv", "vendor",
+    note="trn1.32xlarge $8.197/h, the reserved-instance effective rate in N. Virginia that Neuron's performance "
+         "pages divide by")
+EC2_CAPACITY_BLOCKS = _doc(
+    "Amazon EC2 Capacity Blocks for ML Pricing", "AWS", "https://aws.amazon.com/ec2/capacityblocks/pricing/",
+    "vendor", note="rates per instance-hour before 2025-01-01, read through a mirror of the page: trn1.32xlarge "
+                   "$15.49 (Melbourne), p5.48xlarge $39.33 (us-east-1), 8 x H200 $43.26 (Ohio; the instance name "
+                   "was lost in the mirror), p4d.24xlarge $14.75 (Ohio)")
+
+# -- aggregators, press and estimates -------------------------------------------------------------------------
+VANTAGE_2026 = _doc(
+    "Vantage EC2 instance comparison, on-demand rates quoted in a third-party note of 2026-04-23", "Vantage",
+    "https://instances.vantage.sh/", "third party", read="2026-04-23",
+    note="p5.48xlarge $55.04/h after AWS's June 2025 cut ('up to 45 %'); p6-b200.48xlarge $113.93/h")
+VANTAGE_FIXTURE = _doc(
+    "Vantage EC2 instance comparison values held in a public test fixture (weak: not re-read at Vantage)", "Vantage",
+    "https://instances.vantage.sh/", "third party",
+    note="p5en.48xlarge (8 x H200) $63.296/h, p4d.24xlarge (8 x A100) $21.958/h on demand")
+NEXTPLATFORM_GB200 = _doc(
+    "The Next Platform on AWS P6e-GB200 UltraServers (2025-07-10)", "The Next Platform",
+    "https://www.nextplatform.com/", "press",
+    note="a P6e-GB200 UltraServer of 72 GPUs at about $1.65M per 90 days of capacity blocks (~$764/h, an estimate)")
+SEMIANALYSIS_TRN2 = _doc(
+    "Trainium2 Architecture & Networking (Dec 2024)", "SemiAnalysis", "https://semianalysis.com/", "third party",
+    via=("https://nand-research.com/",), note="Trainium2 at about 500 W per chip (an estimate; AWS gives no figure)")
+MLPERF_INFERENCE_41 = _doc(
+    "MLPerf Inference v4.1 results, closed/NVIDIA/systems (H200-SXM-141GBx8_TRT.json, B200-SXM-180GBx1_TRT.json)",
+    "MLCommons", "https://github.com/mlcommons/inference_results_v4.1", "vendor",
+    note="system descriptions @198fc467: 'H200 TGP 700W', 'B200 TGP 1000W'")
+MLPERF_INFERENCE_51 = _doc(
+    "MLPerf Inference v5.1 results, closed/NVIDIA/systems (B200-SXM-180GBx8_TRT.json, "
+    "GB200-NVL72_GB200-186GB_aarch64x4_TRT.json, GB300-NVL72_GB300-288GB_aarch64x72_TRT.json)",
+    "MLCommons", "https://github.com/mlcommons/inference_results_v5.1", "vendor",
+    note="system descriptions @965182b0: 'B200 TGP 1000W', 'GB200 TGP 1200W', 'GB300 TGP 1400W'")
 
 # -- papers and measurements -------------------------------------------------------------------------------------
 FLASHATTENTION3 = _doc(

@@ -34,11 +34,11 @@ def main(args) -> int:
     print(table(["name", "slots", "kinds", "domains", "network", "description"],
                 [[r["name"], r["slots"], r["kinds"], r["domains"], r["network"], r["description"]] for r in rows],
                 align="lrllll", wrap=[None, None, 14, 22, 18, 30]))
-    print("\n== catalogue (dense figures; status: published / secondary / projected; sources: `hybrid racks "
-          "--sources`) ==")
+    print("\n== catalogue (dense figures; prices per chip-hour by basis; status: published / secondary / estimated / "
+          "projected;\n   unset: why; sources: `hybrid racks --sources`) ==")
     print(table(["kind", "figure", "value", "status", "sources", "note"],
                 [[r["kind"], r["figure"], r["display"], r["status"], _numbers(r["source"]), r["note"] or ""]
-                 for r in devices.catalogue_rows(kinds)], align="llrlll", wrap=[None, None, None, None, 12, 52]))
+                 for r in devices.catalogue_rows(kinds)], align="llrlll", wrap=[None, None, None, None, 12, 46]))
     print("\n== fabrics (latencies, link and network figures, default layout sizes) ==")
     print(table(["subject", "figure", "value", "status", "sources", "note"],
                 [[r["subject"], r["figure"], r["display"], r["status"], _numbers(r["source"]), r["note"] or ""]

@@ -4,6 +4,7 @@
         --precision fp8
     hybrid whatif --model llama3.1-405b --rack trn3-ultraserver*7282 --search
     hybrid whatif --model llama3.1-405b --compare trn3-ultraserver*7282 gb300-nvl72*14563
+    hybrid whatif --model llama2-70b --rack trn1-cluster-32 --neuron --tp 32 --pp 8 --gbs 1024 --seq 4096
 """
 
 from __future__ import annotations
@@ -49,6 +50,14 @@ def add_arguments(parser) -> None:
                              "the old name")
     parser.add_argument("--recompute", default="auto", help="none, selective, full, full:K or auto")
     parser.add_argument("--optimizer", default="adamw", choices=list(OPTIMIZERS))
+    parser.add_argument("--neuron", action="store_true",
+                        help="--tp/--pp/--dp count NeuronCore ranks as Neuron configurations do (Trn1: 2 per chip; "
+                             "Trn2/Trn3: 8 / --lnc), mapped onto chips")
+    parser.add_argument("--lnc", type=positive_int, default=None, help="Logical NeuronCore setting with --neuron "
+                        "(Trn2/Trn3; default 2)")
+    parser.add_argument("--price-basis", dest="price_basis", default="on-demand",
+                        help="price basis of the cost: on-demand, capacity-block or reserved-effective (one for "
+                             "every rack compared)")
     parser.add_argument("--search", action="store_true", help="find the fastest configuration that fits")
     parser.add_argument("--plot", default=None, metavar="PATH", help="draw one step per stage (PNG)")
     parser.add_argument("--goodput", action="store_true",
@@ -66,6 +75,24 @@ def _parallel(args) -> dict | None:
     return out or None
 
 
+def _neuron_parallel(args, rack: str) -> dict:
+    """--tp/--pp/--dp in NeuronCore ranks, mapped onto the chips of ``rack``'s one Trainium kind."""
+    import devices
+    from planner.neuron_config import NeuronConfig
+
+    kinds = list(devices.parse_rack(rack).counts())
+    if len(kinds) != 1 or devices.chip(kinds[0]).family != "trainium":
+        raise ValueError(f"--neuron: degrees in NeuronCores need a rack of one Trainium kind; {rack} holds "
+                         f"{', '.join(kinds)}")
+    config = NeuronConfig(kind=kinds[0], tp=args.tp or 1, pp=args.pp or 1, dp=args.dp, lnc=args.lnc,
+                          zero1=args.zero != 0, microbatch=args.microbatch or 1)
+    out = {k: v for k, v in config.parallel().as_dict().items() if v is not None}
+    for key in ("cp", "ep", "vp"):
+        if getattr(args, key) is not None:
+            out[key] = getattr(args, key)
+    return out
+
+
 def main(args) -> int:
     from planner import whatif
     from planner.report import compare_table
@@ -75,6 +102,10 @@ def main(args) -> int:
         raise ValueError("--rack or --compare: name at least one rack (a preset or a spec such as 'h100:1024')")
     if args.search and _parallel(args):
         raise ValueError("--search chooses tp/pp/cp/ep/vp/dp/fsdp/zero/mbs itself; drop those options")
+    if args.lnc is not None and not args.neuron:
+        raise ValueError("--lnc: give --neuron too (the Logical NeuronCore setting counts NeuronCores)")
+    if args.neuron and (args.search or args.fsdp):
+        raise ValueError("--neuron: maps --tp/--pp/--dp given in NeuronCores; drop --search and --fsdp")
     parallel = "search" if args.search else _parallel(args)
     from hybrid_cli.outputs import check_outputs, draw
 
@@ -83,15 +114,17 @@ def main(args) -> int:
     estimates, failures = [], []
     for rack in racks:
         try:
+            if args.neuron:
+                parallel = _neuron_parallel(args, rack)
             estimates.append(whatif(args.model, rack, parallel=parallel, global_batch=gbs, seq_len=args.seq,
                                     precision=args.precision, recompute=args.recompute,
-                                    optimizer=args.optimizer))
+                                    optimizer=args.optimizer, price_basis=args.price_basis))
         except ValueError as error:
             if len(racks) == 1:
                 raise
             failures.append(f"{rack}: {error}")
-    print(f"hybrid whatif: {args.model}, global batch {gbs:,} x {args.seq:,} tokens, {args.precision} "
-          f"(all figures modelled; projected chips marked)")
+    print(f"hybrid whatif: {args.model}, global batch {gbs:,} x {args.seq:,} tokens, {args.precision}, prices "
+          f"{args.price_basis} (all figures modelled; projected chips marked)")
     if len(estimates) == 1:
         print(estimates[0])
     elif estimates:

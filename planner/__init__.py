@@ -18,6 +18,9 @@ and loads no device.
   :func:`branch_and_bound`, and report :class:`SearchStats`.
 * One table per vocabulary: :data:`PRECISIONS` (``precision="fp8"``), :data:`OPTIMIZERS`;
   one progress protocol (:mod:`planner.progress`).
+* :class:`NeuronConfig` / :func:`neuron_parallel`: a Neuron configuration (degrees in NeuronCores) on
+  chips; :mod:`planner.golden_neuron` and :mod:`planner.golden`: the step model against published
+  Trainium and GPU throughput; :mod:`planner.claims`: AWS's Trn3 claims checked.
 * :class:`ModelBlocks`, :class:`BlockProfile`, :func:`trace_profile`: blocks
   and their meta-traced ops, parameters and activations; :func:`block_cost`:
   a block priced on a chip kind.
@@ -38,6 +41,7 @@ from planner.comm import CommPricer
 from planner.models import model_blocks, model_presets
 from planner.goodput import FailureModel, Goodput, job_goodput
 from planner.parallel import ORDERS, Parallel, kind_stages, split_layers, uniform_stages
+from planner.neuron_config import NeuronConfig, neuron_parallel
 from planner.profile import BlockProfile, Collective, SavedTensor, Shard, trace_profile
 from planner.schedule import SCHEDULES, Simulation, simulate
 from planner.stage import RECOMPUTE, SlotGrid, Stage
@@ -52,9 +56,9 @@ from planner.whatif import whatif
 __all__ = [
     "COMM_KINDS", "OPTIMIZERS", "ORDERS", "PRECISIONS", "RECOMPUTE", "SCHEDULES",
     "BlockCost", "BlockProfile", "Collective", "CommPricer", "Execution", "FailureModel", "Goodput", "Memory",
-    "MemoryPerChip", "ModelBlocks", "Optimizer", "Parallel", "Precision", "Progress", "SavedTensor", "SearchStats",
-    "Shard", "Simulation", "SlotGrid", "Stage", "StageResult", "StepConfig", "StepEfficiency", "StepEstimate",
-    "StepResult", "block_cost", "branch_and_bound", "job_goodput", "kind_stages", "model_blocks", "model_presets",
-    "search", "simulate", "split_layers", "step_efficiency", "step_model", "trace_profile", "uniform_stages",
-    "whatif",
+    "MemoryPerChip", "ModelBlocks", "NeuronConfig", "Optimizer", "Parallel", "Precision", "Progress", "SavedTensor",
+    "SearchStats", "Shard", "Simulation", "SlotGrid", "Stage", "StageResult", "StepConfig", "StepEfficiency",
+    "StepEstimate", "StepResult", "block_cost", "branch_and_bound", "job_goodput", "kind_stages", "model_blocks",
+    "model_presets", "neuron_parallel", "search", "simulate", "split_layers", "step_efficiency", "step_model",
+    "trace_profile", "uniform_stages", "whatif",
 ]

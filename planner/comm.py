@@ -147,4 +147,47 @@ class CommPricer:
         return self.seconds("send_recv", nbytes, (src, dst))
 
 
-__all__ = ["GRID_STEPS", "HALF_ALL_REDUCE", "CommPricer", "pricer_for"]
+STEPS = {"all_reduce": lambda n: 2 * (n - 1), "send_recv": lambda n: 1}
+"""Steps of a collective over n members as a ring runs it (any other op: n - 1), for a stack's per-step latency."""
+
+
+class ScaledPricer:
+    """A :class:`CommPricer` with a stack's own collective costs per chip kind: ``factors[kind] = (times, latency)``
+    multiplies the modelled time and adds ``latency`` seconds per ring step (:data:`STEPS`) over the group's chips
+    (:attr:`planner.fitted_efficiency.StepEfficiency.collectives` and ``collective_latency``). A group takes the
+    larger of its first and last slots' costs."""
+
+    def __init__(self, pricer: CommPricer, rack, factors: dict[str, tuple[float, float]]) -> None:
+        self.pricer = pricer
+        self.rack = rack
+        self.factors = factors
+        self.topology = pricer.topology
+        self.algorithms = pricer.algorithms
+
+    def group_key(self, slots: Sequence[int]) -> tuple:
+        return self.pricer.group_key(slots)
+
+    def seconds(self, op: str, nbytes: float, slots: Sequence[int]) -> float:
+        """As :meth:`CommPricer.seconds`, with the group's kinds' factor and per-step latency."""
+        seconds = self.pricer.seconds(op, nbytes, slots)
+        if not seconds:
+            return seconds
+        steps = STEPS.get(op, lambda n: n - 1)(len(slots))
+        return max(times * seconds + steps * latency
+                   for times, latency in (self.factors.get(self.rack.slot(slots[0]).kind, (1.0, 0.0)),
+                                          self.factors.get(self.rack.slot(slots[-1]).kind, (1.0, 0.0))))
+
+    def send(self, nbytes: float, src: int, dst: int) -> float:
+        """As :meth:`CommPricer.send`, with the two slots' kinds' costs."""
+        if src == dst:
+            return 0.0
+        return self.seconds("send_recv", nbytes, (src, dst))
+
+
+def scaled_pricer(pricer: CommPricer, rack, factors: dict[str, tuple[float, float]]) -> CommPricer | ScaledPricer:
+    """``pricer`` itself when no kind has its own collective costs, else a :class:`ScaledPricer` over it."""
+    factors = {k: v for k, v in factors.items() if v != (1.0, 0.0)}
+    return ScaledPricer(pricer, rack, factors) if factors else pricer
+
+
+__all__ = ["GRID_STEPS", "HALF_ALL_REDUCE", "STEPS", "CommPricer", "ScaledPricer", "pricer_for", "scaled_pricer"]

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import devices
+from devices.chip_set import DEFAULT_BASIS, ChipSet, Economics, check_basis
 from planner.blocks import ModelBlocks
 from planner.comm import CommPricer
 from planner.optimizers import check_optimizer
@@ -46,14 +46,16 @@ class StepEstimate:
     model_tflops_per_chip: float
     """Model FLOPs (3 x forward matmul and attention FLOPs, recompute not counted) per second per chip, / 1e12."""
     mfu: float
-    """Model FLOPs over the chips' dense peak in the matmul precision (FP8 peak for ``precision="fp8"``)."""
+    """Model FLOPs over the chips' dense peak in the matmul precision (FP8 peak for ``precision="fp8"``)
+    (:meth:`devices.ChipSet.mfu` of the chips used)."""
     memory_per_chip: MemoryPerChip
     fits: bool
     """True when every stage's modelled memory fits its chips."""
     joules_per_token: float | None
     """Board power of every chip used over the step, per token (None without power figures)."""
     usd_per_million_tokens: float | None
-    """Chip-hours at catalogue prices per million tokens (None when a chip has no price)."""
+    """Chip-hours at catalogue prices on :attr:`price_basis` per million tokens (None when a chip has no price on
+    it: :attr:`economics` says why)."""
     breakdown: dict[str, float]
     """compute, exposed communication per kind (tp_comm, cp_comm, ep_comm, dp_comm, pp_comm), bubble and
     optimizer seconds of the critical stage; they add up to ``seconds``."""
@@ -73,6 +75,14 @@ class StepEstimate:
     """The training precision (:data:`~planner.precision.PRECISIONS`)."""
     advice: str = ""
     """When the step does not fit: the memory it needs per chip and the largest fitting alternative."""
+    price_basis: str = DEFAULT_BASIS
+    """The price basis of :attr:`usd_per_step` and :attr:`usd_per_million_tokens` (:data:`devices.PRICE_BASES`)."""
+    usd_per_step: float | None = None
+    """Chip-hours of every chip used over the step at the basis' prices (None without a price for every kind)."""
+    joules_per_step: float | None = None
+    """Board power of every chip used over the step (None without a power figure for every kind)."""
+    economics: Economics | None = None
+    """The step's cost and energy with the figures summed and, where unset, why (:meth:`devices.ChipSet.economics`)."""
 
     def goodput(self, failures=None):
         """Expected goodput under a failure model (see :mod:`planner.goodput`)."""
@@ -91,40 +101,36 @@ class StepEstimate:
 
 
 def estimate_from_result(result: StepResult, spec, parallel: dict[str, Any], *, precision: str,
-                         model: str) -> StepEstimate:
-    """A :class:`StepEstimate` from a step-model result on ``spec``."""
-    peak_key = PRECISIONS[precision].peak
+                         model: str, price_basis: str = DEFAULT_BASIS) -> StepEstimate:
+    """A :class:`StepEstimate` from a step-model result on ``spec`` (cost on ``price_basis``)."""
     chips = result.chips
     tokens_s = result.tokens / result.seconds
-    peak = 0.0
-    power = 0.0
-    price = 0.0
-    have_power = have_price = True
-    for st in result.stages:
-        chip = devices.chip(st.kind)
-        n = len(st.slots)
-        peak += n * chip.peak_for(peak_key).value
-        if chip.power is None:
-            have_power = False
-        else:
-            power += n * chip.power.value
-        if chip.price_per_hour is None:
-            have_price = False
-        else:
-            price += n * chip.price_per_hour.value
+    used = ChipSet.of((st.kind, len(st.slots)) for st in result.stages)
+    money = used.economics(result.seconds, result.tokens, check_basis(price_basis))
     flops_s = result.model_flops / result.seconds
     worst = max(result.stages, key=lambda s: s.memory.total / max(1, s.memory.capacity))
     mem = worst.memory
     return StepEstimate(
         seconds=result.seconds, tokens_per_second=tokens_s, tokens_per_second_per_chip=tokens_s / chips,
-        model_tflops_per_chip=flops_s / chips / 1e12, mfu=flops_s / peak if peak else 0.0,
+        model_tflops_per_chip=flops_s / chips / 1e12,
+        mfu=used.mfu(result.model_flops, result.seconds, PRECISIONS[precision].peak),
         memory_per_chip=MemoryPerChip(mem.weights, mem.gradients, mem.optimizer, mem.activations, mem.total,
                                       mem.capacity),
         fits=all(s.memory.fits for s in result.stages),
-        joules_per_token=power * result.seconds / result.tokens if have_power else None,
-        usd_per_million_tokens=price / 3600 * result.seconds / result.tokens * 1e6 if have_price else None,
+        joules_per_token=money.joules_per_token, usd_per_million_tokens=money.usd_per_million_tokens,
         breakdown=result.breakdown, parallel=parallel, projected=result.projected, result=result, model=model,
-        rack=spec.name, rack_counts=spec.counts(), precision=precision)
+        rack=spec.name, rack_counts=spec.counts(), precision=precision, price_basis=price_basis,
+        usd_per_step=money.usd, joules_per_step=money.joules, economics=money)
+
+
+def reprice(est: StepEstimate, price_basis: str) -> StepEstimate:
+    """``est`` with its cost on another price basis (the same step; the figures of :class:`devices.ChipSet`)."""
+    if price_basis == est.price_basis:
+        return est
+    used = ChipSet.of((st.kind, len(st.slots)) for st in est.result.stages)
+    money = used.economics(est.seconds, est.result.tokens, check_basis(price_basis))
+    return replace(est, price_basis=price_basis, usd_per_step=money.usd, economics=money,
+                   usd_per_million_tokens=money.usd_per_million_tokens)
 
 
 def check_step(global_batch: int, seq_len: int, precision: str, recompute: str, optimizer: str) -> None:
@@ -211,4 +217,4 @@ def _mixed_microbatches(global_batch: int, dps: list[int], microbatch: int) -> i
     return largest_divisor(common, global_batch // (microbatch * max(dps)))
 
 
-__all__ = ["MemoryPerChip", "StepEstimate", "check_step", "estimate_from_result", "run_config"]
+__all__ = ["MemoryPerChip", "StepEstimate", "check_step", "estimate_from_result", "reprice", "run_config"]

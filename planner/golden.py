@@ -207,9 +207,16 @@ def fit(rows: Sequence[GoldenRow] | None = None, grid: dict[str, list[float]] | 
     others held, until a full pass changes nothing. Returns (efficiencies, loss).
     """
     rows = [r for r in ROWS if r.system == FIT_SYSTEM] if rows is None else list(rows)
-    grid = grid or FIT_GRID
-    current = dict(start or FIT_START)
-    best = fit_loss(current, rows)
+    current, best = coordinate_search(lambda values: fit_loss(values, rows), grid or FIT_GRID, start or FIT_START)
+    return _efficiency(current, rows), best
+
+
+def coordinate_search(loss, grid: dict[str, list[float]], start: dict[str, float]) -> tuple[dict[str, float], float]:
+    """Minimise ``loss(values)`` over ``grid``: each parameter in turn takes its best grid value with the others
+    held, until a full pass changes nothing (reproducible: the same grid and start give the same answer).
+    Returns (values, loss)."""
+    current = dict(start)
+    best = loss(current)
     changed = True
     while changed:
         changed = False
@@ -218,7 +225,7 @@ def fit(rows: Sequence[GoldenRow] | None = None, grid: dict[str, list[float]] | 
                 if value == current[name]:
                     continue
                 trial = dict(current, **{name: value})
-                loss = fit_loss(trial, rows)
-                if loss < best - 1e-12:
-                    best, current, changed = loss, trial, True
-    return _efficiency(current, rows), best
+                trial_loss = loss(trial)
+                if trial_loss < best - 1e-12:
+                    best, current, changed = trial_loss, trial, True
+    return current, best

@@ -70,9 +70,10 @@ class ModelEntry:
         return getattr(transformers, self.config_class)(**self.arch)
 
 
-def _llama(hidden: int, ffn: int, layers: int, heads: int, context: int, rope: dict) -> dict:
-    return dict(vocab_size=128256, hidden_size=hidden, intermediate_size=ffn, num_hidden_layers=layers,
-                num_attention_heads=heads, num_key_value_heads=8, max_position_embeddings=context,
+def _llama(hidden: int, ffn: int, layers: int, heads: int, context: int, rope: dict, *, kv: int = 8,
+           vocab: int = 128256) -> dict:
+    return dict(vocab_size=vocab, hidden_size=hidden, intermediate_size=ffn, num_hidden_layers=layers,
+                num_attention_heads=heads, num_key_value_heads=kv, max_position_embeddings=context,
                 rms_norm_eps=1e-5, rope_parameters=rope, tie_word_embeddings=False)
 
 
@@ -80,6 +81,10 @@ _MIXTRAL_ARCH = dict(vocab_size=32000, hidden_size=4096, intermediate_size=14336
                      num_attention_heads=32, num_key_value_heads=8, num_local_experts=8, num_experts_per_tok=2,
                      max_position_embeddings=32768, rope_parameters={"rope_type": "default", "rope_theta": 1e6},
                      tie_word_embeddings=False)
+_NXD = ("AWS NeuronX Distributed training examples, examples/training/llama/*/config.json "
+        "(aws-neuron/neuronx-distributed @fbac349b): SwiGLU, RMSNorm 1e-5, untied embeddings; the models of AWS's "
+        "Trn1 training performance tables")
+_ROPE2 = {"rope_type": "default", "rope_theta": 10000.0}
 _ROPE3 = {"rope_type": "default", "rope_theta": 500000.0}
 _ROPE31 = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
            "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
@@ -93,6 +98,16 @@ MODELS: dict[str, ModelEntry] = {m.name: m for m in (
                "LlamaConfig", arch=_llama(16384, 53248, 126, 128, 131072, _ROPE31)),
     ModelEntry("mixtral-8x7b", "Mixtral 8x7B MoE: 32 layers, d 4096, 8 experts of FFN 14336, top-2", _MIXTRAL,
                "MixtralConfig", arch=_MIXTRAL_ARCH),
+    ModelEntry("llama3.1-8b", "Llama 3.1 8B: 32 layers, d 4096, FFN 14336, 32 heads (8 kv), vocabulary 128,256",
+               f"{_NXD}; {_LLAMA3}", "LlamaConfig", arch=_llama(4096, 14336, 32, 32, 131072, _ROPE31)),
+    ModelEntry("llama3.1-70b", "Llama 3.1 70B: 80 layers, d 8192, FFN 28672, 64 heads (8 kv), vocabulary 128,256",
+               f"{_NXD}; {_LLAMA3}", "LlamaConfig", arch=_llama(8192, 28672, 80, 64, 131072, _ROPE31)),
+    ModelEntry("llama2-7b", "Llama 2 7B: 32 layers, d 4096, FFN 11008, 32 heads (32 kv), vocabulary 32,000", _NXD,
+               "LlamaConfig", arch=_llama(4096, 11008, 32, 32, 4096, _ROPE2, kv=32, vocab=32000)),
+    ModelEntry("llama2-13b", "Llama 2 13B: 40 layers, d 5120, FFN 13824, 40 heads (40 kv), vocabulary 32,016",
+               _NXD, "LlamaConfig", arch=_llama(5120, 13824, 40, 40, 4096, _ROPE2, kv=40, vocab=32016)),
+    ModelEntry("llama2-70b", "Llama 2 70B: 80 layers, d 8192, FFN 28672, 64 heads (8 kv), vocabulary 32,000", _NXD,
+               "LlamaConfig", arch=_llama(8192, 28672, 80, 64, 4096, _ROPE2, kv=8, vocab=32000)),
     ModelEntry("gpt", "GPT-style decoder, 2048 wide, 8 layers, 1024 tokens, bfloat16, batch 64 (the planner's demo)",
                _OWN, module="interop.models:GPT", module_config="GPTConfig",
                arch=dict(vocab_size=32768, seq_len=1024, dim=2048, heads=16, layers=8), batch=64, seq=1024,

@@ -54,6 +54,32 @@ def chips_label(estimate) -> str:
     return " + ".join(parts)
 
 
+def _money_rows(est) -> list[tuple[str, str]]:
+    """Energy and cost per token and per step, with the price basis and the figures' statuses, or why unset."""
+    money = est.economics
+    if money is None:  # an estimate built without the chips' economics
+        return []
+    energy = ("unset: " + money.power.reason if money.joules is None else
+              f"{money.joules_per_token:,.3f} J per token, {_si(money.joules, 'J')} per step "
+              f"(board power; {', '.join(money.power.statuses)})")
+    cost = (f"unset on {money.basis}: {money.price.reason}" if money.usd is None else
+            f"${money.usd_per_million_tokens:,.3f} per M tokens, ${money.usd:,.3f} per step "
+            f"({money.basis}; {', '.join(money.price.statuses)})")
+    return [("energy (modelled)", energy), ("cost (modelled)", cost)]
+
+
+def step_efficiency_label(est) -> str:
+    """How the step efficiencies of each kind used were obtained (fitted, or inherited from the family's fit)."""
+    from planner.fitted_efficiency import step_efficiency
+
+    kinds = dict.fromkeys(st.kind for st in est.result.stages)
+    parts = []
+    for kind in kinds:
+        eff = step_efficiency(kind)
+        parts.append(f"{kind}: " + ("none fitted (the per-op cost model alone)" if eff is None else eff.label(kind)))
+    return "; ".join(parts)
+
+
 def estimate_rows(est) -> list[tuple[str, str]]:
     """(label, value) rows of one estimate."""
     mem = est.memory_per_chip
@@ -71,11 +97,8 @@ def estimate_rows(est) -> list[tuple[str, str]]:
          f"weights {_gb(mem.weights)}, gradients {_gb(mem.gradients)}, optimizer {_gb(mem.optimizer)}, "
          f"activations {_gb(mem.activations)}: {_gb(mem.total)} of {_gb(mem.capacity)}"),
         ("fits", "yes" if est.fits else "NO"),
-        ("energy per token (modelled)",
-         f"{est.joules_per_token:,.3f} J (board power)" if est.joules_per_token is not None else "no power figure"),
-        ("$ per million tokens (modelled)",
-         f"${est.usd_per_million_tokens:,.3f}" if est.usd_per_million_tokens is not None
-         else "no price in the catalogue"),
+        *_money_rows(est),
+        ("step efficiencies", step_efficiency_label(est)),
     ]
     for key, value in est.breakdown.items():
         label = key.replace("_comm", " communication (exposed)") if key.endswith("_comm") else key
@@ -115,4 +138,4 @@ def compare_table(estimates: Sequence, width: int = COLUMN_WIDTH) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["chips_label", "compare_table", "configuration", "estimate_rows"]
+__all__ = ["chips_label", "compare_table", "configuration", "estimate_rows", "step_efficiency_label"]

@@ -13,8 +13,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 import devices
+from devices.chip_set import DEFAULT_BASIS, check_basis
 from planner.comm import pricer_for
-from planner.estimate import StepEstimate, check_step, estimate_from_result, run_config
+from planner.estimate import StepEstimate, check_step, estimate_from_result, reprice, run_config
 from planner.models import model_blocks
 from planner.parallel import Parallel
 from planner.precision import precision_argument
@@ -22,7 +23,8 @@ from planner.search import advice, default_parallel, search
 
 
 def whatif(model, rack, *, parallel=None, global_batch: int, seq_len: int, precision: str | None = None,
-           recompute: str = "auto", optimizer: str = "adamw", dtype: str | None = None) -> StepEstimate:
+           recompute: str = "auto", optimizer: str = "adamw", dtype: str | None = None,
+           price_basis: str = DEFAULT_BASIS) -> StepEstimate:
     """Model one training step of ``model`` on ``rack`` (shape-only: nothing runs, nothing is allocated).
 
     ``model``: an ``nn.Module`` built on the meta device, a transformers config,
@@ -38,10 +40,13 @@ def whatif(model, rack, *, parallel=None, global_batch: int, seq_len: int, preci
     tokens per sample; ``precision``: the training recipe, ``"bfloat16"`` (default) or ``"fp8"`` (FP8
     matmuls, :data:`planner.precision.PRECISIONS`; ``dtype=`` is its deprecated spelling); ``recompute``:
     ``"none"``, ``"selective"``, ``"full"`` or ``"auto"``; ``optimizer``:
-    ``"adamw"``, ``"adam"`` or ``"sgd"``.
+    ``"adamw"``, ``"adam"`` or ``"sgd"``; ``price_basis``: the basis of the step's cost
+    (:data:`devices.PRICE_BASES`: ``"on-demand"``, ``"capacity-block"``, ``"reserved-effective"``), one for
+    every chip of the rack (no cost when a kind has no price on it; ``est.economics`` says why).
     """
     precision = precision_argument(precision, dtype)
     check_step(global_batch, seq_len, precision, recompute, optimizer)
+    check_basis(price_basis)
     blocks = model_blocks(model)
     spec = devices.parse_rack(rack)
     pricer = pricer_for(spec)
@@ -52,7 +57,7 @@ def whatif(model, rack, *, parallel=None, global_batch: int, seq_len: int, preci
                        recompute=recompute, optimizer=optimizer, pricer=pricer)
         if found.best is None:
             raise ValueError(found.message())
-        return found.best
+        return reprice(found.best, price_basis)
     if parallel is None and len(spec.counts()) > 1:
         par = Parallel()
     elif parallel is None:
@@ -62,7 +67,7 @@ def whatif(model, rack, *, parallel=None, global_batch: int, seq_len: int, preci
         par = Parallel.from_mapping(parallel)
     result, used = run_config(blocks, spec, par, global_batch=global_batch, seq_len=seq_len, precision=precision,
                               recompute=recompute, optimizer=optimizer, pricer=pricer)
-    est = estimate_from_result(result, spec, used, precision=precision, model=blocks.name)
+    est = estimate_from_result(result, spec, used, precision=precision, model=blocks.name, price_basis=price_basis)
     if not est.fits:
         est = replace(est, advice=advice(blocks, spec, est, global_batch=global_batch, seq_len=seq_len,
                                          precision=precision, optimizer=optimizer, pricer=pricer))

@@ -14,7 +14,7 @@ from devices.chip import Chip
 from devices.figure import Figure
 from devices.chips import _cuda
 from devices.chips import _cuda_numerics as cn
-from devices.sources import A100_DATASHEET
+from devices.sources import A100_DATASHEET, EC2_CAPACITY_BLOCKS, VANTAGE_FIXTURE
 
 _SHEET = A100_DATASHEET.cite("A100 80GB SXM column")
 _DENSE = "dense; the datasheet's {} is with 2:4 sparsity"
@@ -43,7 +43,14 @@ CHIP = Chip(
         "per direction = 600/2 = 300 GB/s"),
     scale_up_fabric="nvlink3",
     power=Figure(400.0, "W", _SHEET, "secondary", "max TDP 400 W (SXM4)"),
-    price_per_hour=None,  # no A100 instance price was read from a source; never invented.
+    prices={
+        "on-demand": Figure(21.958 / 8, "USD/h", VANTAGE_FIXTURE.cite("p4d.24xlarge $21.958/h"), "secondary",
+                            "$21.958 per p4d.24xlarge-hour / 8 GPUs = $2.745 per GPU-hour; weak: an aggregator's "
+                            "value held in a test fixture, not re-read"),
+        "capacity-block": Figure(14.75 / 8, "USD/h", EC2_CAPACITY_BLOCKS.cite("p4d.24xlarge $14.75/h"), "secondary",
+                                 "$14.75 per p4d.24xlarge-hour / 8 = $1.844 per GPU-hour; Ohio, before 2025-01-01, "
+                                 "read through a mirror"),
+    },
 )
 
 

@@ -8,7 +8,7 @@ from devices.chip import Chip
 from devices.figure import Figure
 from devices.chips import _cuda
 from devices.chips import _cuda_numerics as cn
-from devices.sources import HGX_B200_DATASHEET, VERDA_GB300, ZDSZERO_B200
+from devices.sources import HGX_B200_DATASHEET, MLPERF_INFERENCE_51, VANTAGE_2026, VERDA_GB300, ZDSZERO_B200
 
 _SHEET = HGX_B200_DATASHEET.cite()
 _REPRO = f"{VERDA_GB300.cite('B200 FP32 0.075 PFLOPS')}; {ZDSZERO_B200.cite('HGX B200: FP32 75, FP64 37 TFLOPS')}"
@@ -33,8 +33,10 @@ CHIP = Chip(
         900e9, "B/s", _SHEET, "published",
         "NVLink 5: 1.8 TB/s is the bidirectional total; per direction = 1.8e12/2 = 900 GB/s"),
     scale_up_fabric="nvlink5",
-    power=Figure(1000.0, "W", _SHEET, "published", "up to 1,000 W"),
-    price_per_hour=None,  # no p6 (B200) on-demand price was found; never invented.
+    power=Figure(1000.0, "W", f"{_SHEET}; {MLPERF_INFERENCE_51.cite('B200-SXM-180GBx8_TRT.json: B200 TGP 1000W')}",
+                 "published", "up to 1,000 W (MLPerf's system descriptions give the same TGP)"),
+    prices={"on-demand": Figure(113.93 / 8, "USD/h", VANTAGE_2026.cite("p6-b200.48xlarge $113.93/h"), "secondary",
+                                "$113.93 per p6-b200.48xlarge-hour / 8 GPUs = $14.24 per GPU-hour (2026-04)")},
 )
 
 

@@ -16,7 +16,7 @@ from devices.chip import Chip
 from devices.figure import Figure
 from devices.chips import _cuda
 from devices.chips import _cuda_numerics as cn
-from devices.sources import GB200_NVL72_PAGE, KLOCKWOOD_B200, VERDA_GB300
+from devices.sources import GB200_NVL72_PAGE, KLOCKWOOD_B200, MLPERF_INFERENCE_51, NEXTPLATFORM_GB200, VERDA_GB300
 
 _PAGE = GB200_NVL72_PAGE.cite("per-rack totals")
 _KLOCK = KLOCKWOOD_B200.cite("GB200 at 1,200 W")
@@ -56,9 +56,13 @@ CHIP = Chip(
         "NVLink 5: 130 TB/s per NVL72 / 72 = 1.8 TB/s per GPU, the bidirectional total; "
         "per direction = 1.8e12/2 = 900 GB/s"),
     scale_up_fabric="nvlink5",
-    power=Figure(1200.0, "W", f"{_KLOCK}; {_VERDA}", "secondary",
-                 "1,200 W per GPU (NVIDIA publishes no per-GPU TDP for GB200; both third parties give 1.2 kW)"),
-    price_per_hour=None,  # no GB200 price was read from a source; never invented.
+    power=Figure(1200.0, "W", f"{MLPERF_INFERENCE_51.cite('GB200-NVL72_GB200-186GB_aarch64x4_TRT.json: GB200 TGP 1200W')}"
+                 f"; {_KLOCK}; {_VERDA}", "published",
+                 "1,200 W per GPU: NVIDIA's MLPerf system description; both third parties give 1.2 kW too"),
+    prices={"capacity-block": Figure(
+        1.65e6 / (90 * 24) / 72, "USD/h", NEXTPLATFORM_GB200.cite("P6e-GB200: ~$1.65M per 90 days"), "estimated",
+        "~$1.65M per 90 days of a 72-GPU P6e-GB200 UltraServer = ~$764/h = ~$10.6 per GPU-hour; a press estimate, "
+        "capacity blocks only (no on-demand rate)")},
 )
 
 

@@ -8,7 +8,7 @@ from devices.chip import Chip
 from devices.figure import Figure
 from devices.chips import _cuda
 from devices.chips import _cuda_numerics as cn
-from devices.sources import GB300_NVL72_PAGE, KLOCKWOOD_B300, VERDA_GB300
+from devices.sources import GB300_NVL72_PAGE, KLOCKWOOD_B300, MLPERF_INFERENCE_51, VERDA_GB300
 
 _VENDOR = GB300_NVL72_PAGE.cite("per-GPU figures")
 _VERDA = VERDA_GB300.cite("per-GPU table, GB300 column")
@@ -37,8 +37,10 @@ CHIP = Chip(
         900e9, "B/s", f"{_VENDOR}; NVLink 5 1.8 TB/s per GPU, NVL72 130 TB/s aggregate", "secondary",
         "NVLink 5: 1.8 TB/s is the bidirectional total; per direction = 900 GB/s (72 x 1.8 TB/s = 130 TB/s)"),
     scale_up_fabric="nvlink5",
-    power=Figure(1400.0, "W", _VENDOR, "secondary", "1,400 W max TDP per GPU"),
-    price_per_hour=None,  # no GB300 price was found; never invented.
+    power=Figure(1400.0, "W", f"{MLPERF_INFERENCE_51.cite('GB300-NVL72_GB300-288GB_aarch64x72_TRT.json: GB300 TGP 1400W')}"
+                 f"; {_VENDOR}", "published", "1,400 W per GPU (NVIDIA's MLPerf system description; the product page "
+                                            "gives 1.4 kW max TDP)"),
+    unset={"price": "no public GB300 instance or capacity-block price was found; left unset rather than invented"},
 )
 
 

@@ -8,7 +8,8 @@ from devices.chip import Chip
 from devices.figure import Figure
 from devices.chips import _cuda
 from devices.chips import _cuda_numerics as cn
-from devices.sources import EC2_PRICING, H100_DATASHEET, HPCTECH_H100, KLOCKWOOD_H100
+from devices.sources import (EC2_CAPACITY_BLOCKS, EC2_PRICING, H100_DATASHEET, HPCTECH_H100, KLOCKWOOD_H100,
+                             VANTAGE_2026)
 
 _SHEET = H100_DATASHEET.cite("H100 SXM")
 _REPRO = f"{HPCTECH_H100.cite()}; {KLOCKWOOD_H100.cite('66.9 TFLOPS')}"
@@ -36,11 +37,16 @@ CHIP = Chip(
         "per direction = 900/2 = 450 GB/s"),
     scale_up_fabric="nvlink4",
     power=Figure(700.0, "W", _SHEET, "published", "up to 700 W (configurable)"),
-    price_per_hour=Figure(
-        98.32 / 8, "USD/h", EC2_PRICING.cite("p5.48xlarge $98.32/h for 8 H100"),
-        "secondary",
-        "$98.32/h / 8 = $12.29/h per GPU, before the mid-2025 price cut ('up to 45 %'); "
-        "capacity blocks were $39.33/h per instance; a default the user can override"),
+    prices={
+        "on-demand": Figure(
+            55.04 / 8, "USD/h", f"{VANTAGE_2026.cite('p5.48xlarge $55.04/h')}; before the cut: "
+            f"{EC2_PRICING.cite('p5.48xlarge $98.32/h')}", "secondary",
+            "$55.04 per p5.48xlarge-hour / 8 GPUs = $6.88 per GPU-hour after AWS's June 2025 cut ('up to 45 %'); "
+            "before it $98.32 / 8 = $12.29"),
+        "capacity-block": Figure(39.33 / 8, "USD/h", EC2_CAPACITY_BLOCKS.cite("p5.48xlarge $39.33/h"), "secondary",
+                                 "$39.33 per p5.48xlarge-hour / 8 = $4.916 per GPU-hour; us-east-1, before "
+                                 "2025-01-01, read through a mirror"),
+    },
 )
 
 

@@ -14,7 +14,7 @@ from devices.figure import Figure
 from devices.chips import _cuda
 from devices.chips import _cuda_numerics as cn
 from devices.chips.h100 import CHIP as _H100
-from devices.sources import H200_DATASHEET
+from devices.sources import EC2_CAPACITY_BLOCKS, H200_DATASHEET, MLPERF_INFERENCE_41, VANTAGE_FIXTURE
 
 _SHEET = H200_DATASHEET.cite("H200 SXM")
 _SAME = "same GH100 silicon as H100 SXM; the H200 datasheet lists the same figure"
@@ -35,8 +35,16 @@ CHIP = Chip(
                          "4.8 TB/s; measured device-to-device copy ~4.3 TB/s (read+write) through PyTorch"),
     scale_up_bandwidth=_same(_H100.scale_up_bandwidth),
     scale_up_fabric=_H100.scale_up_fabric,
-    power=_same(_H100.power),
-    price_per_hour=None,  # no H200 instance price was read from a source; never invented.
+    power=Figure(700.0, "W", MLPERF_INFERENCE_41.cite("H200-SXM-141GBx8_TRT.json: 'H200 TGP 700W'"), "published",
+                 "700 W total graphics power (the H100 SXM's, as the H200 datasheet implies)"),
+    prices={
+        "on-demand": Figure(63.296 / 8, "USD/h", VANTAGE_FIXTURE.cite("p5en.48xlarge $63.296/h"), "secondary",
+                            "$63.296 per p5en.48xlarge-hour / 8 GPUs = $7.912 per GPU-hour; weak: an aggregator's "
+                            "value held in a test fixture, not re-read"),
+        "capacity-block": Figure(43.26 / 8, "USD/h", EC2_CAPACITY_BLOCKS.cite("8 x H200 $43.26/h"), "secondary",
+                                 "$43.26 per 8-GPU instance-hour / 8 = $5.408 per GPU-hour; Ohio, before "
+                                 "2025-01-01, read through a mirror (the instance name was lost there)"),
+    },
 )
 
 

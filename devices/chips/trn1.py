@@ -8,7 +8,7 @@ from devices.chip import Chip
 from devices.figure import Figure
 from devices.chips import _neuron as n
 from devices.chips import _neuron_numerics as nn
-from devices.sources import EC2_PRICING, TRAINIUM_DOCS, TRN1_ARCH
+from devices.sources import EC2_CAPACITY_BLOCKS, TRAINIUM_DOCS, TRN1_ARCH_2024, TRN1_PRICES_2023, TRN1_PRICES_2024
 
 _DOCS = TRAINIUM_DOCS.cite()
 
@@ -28,14 +28,29 @@ CHIP = Chip(
     hbm_bandwidth=Figure(820 * 2**30, "B/s", _DOCS, "published",
                          "820 GiB/s (current docs say GiB/s; v2.9 docs said 820 GB/sec)"),
     scale_up_bandwidth=Figure(
-        192e9, "B/s", TRN1_ARCH.cite("NeuronLink-v2 384 GB/s per chip"), "published",
-        "384 GB/s per chip, read as a bidirectional total like NVIDIA's NVLink figures (AWS does not say); "
-        "per direction = 384/2 = 192 GB/s. 16 chips per trn1.32xlarge in a 4D hypercube"),
+        192 * 2**30, "B/s", TRN1_ARCH_2024.cite("NeuronLink-v2 device-to-device 384 GiB/s per device on trn1.32xlarge"),
+        "published",
+        "384 GiB/s per chip on trn1.32xlarge (768 on trn1n.32xlarge: the trn1n-instance preset), read as a "
+        "bidirectional total like NVIDIA's NVLink figures (AWS does not say); per direction = 384/2 = 192 GiB/s. "
+        "16 chips per instance in a 2D torus (4x4; the page once said 4D hypercube, the same graph)"),
     scale_up_fabric="neuronlink-v2",
     power=None,
-    price_per_hour=Figure(
-        21.50 / 16, "USD/h", EC2_PRICING.cite("trn1.32xlarge $21.50/h"), "secondary",
-        "$21.50/h per instance of 16 chips -> $1.34375/h per chip; a default the user can override"),
+    prices={
+        "on-demand": Figure(
+            21.50 / 16, "USD/h", TRN1_PRICES_2023.cite("trn1.32xlarge $21.50/h on demand"), "published",
+            "$21.50 per trn1.32xlarge-hour / 16 chips = $1.344 per chip-hour; the Neuron file's on-demand rate as of "
+            "2023-02-27 (replaced by the reserved-effective rate in 2024-09)"),
+        "reserved-effective": Figure(
+            8.197 / 16, "USD/h", TRN1_PRICES_2024.cite("trn1.32xlarge $8.197/h"), "published",
+            "$8.197 per trn1.32xlarge-hour / 16 chips = $0.512 per chip-hour; reserved-instance effective rate, "
+            "N. Virginia, as of 2024-09-16: the basis of Neuron's performance-per-dollar figures"),
+        "capacity-block": Figure(
+            15.49 / 16, "USD/h", EC2_CAPACITY_BLOCKS.cite("trn1.32xlarge $15.49/h"), "secondary",
+            "$15.49 per trn1.32xlarge-hour / 16 chips = $0.968 per chip-hour; Melbourne, rates before 2025-01-01, "
+            "read through a mirror of AWS's page"),
+    },
+    unset={"power": "AWS publishes no Trainium (Trn1) board power, and no third-party figure was found; left "
+                    "unset rather than invented (energy figures of trn1 racks say so)"},
 )
 
 

@@ -8,7 +8,7 @@ from devices.chip import Chip
 from devices.figure import Figure
 from devices.chips import _neuron as n
 from devices.chips import _neuron_numerics as nn
-from devices.sources import TRAINIUM2_DOCS
+from devices.sources import SEMIANALYSIS_TRN2, TRAINIUM2_DOCS
 
 _DOCS = TRAINIUM2_DOCS.cite()
 _ERA = "Neuron docs v2.29 era; v2.21 listed 655 BF16 / 1,287 FP8"
@@ -33,8 +33,10 @@ CHIP = Chip(
         "UltraServer rings), read as a bidirectional total like NVIDIA's figures (AWS does not say); "
         "per direction = 1.28e12/2 = 640 GB/s"),
     scale_up_fabric="neuronlink-v3",
-    power=None,
-    price_per_hour=None,  # no trn2 on-demand price was found; never invented.
+    power=Figure(500.0, "W", SEMIANALYSIS_TRN2.cite("about 500 W per Trainium2"), "estimated",
+                 "~500 W: a third party's estimate; AWS publishes no Trainium2 power"),
+    unset={"price": "no AWS price for trn2 instances was read from a vendor page, and third-party figures "
+                    "conflict; left unset rather than invented"},
 )
 
 

@@ -31,10 +31,12 @@ CHIP = Chip(
         "2.56 TB/s per chip, read as a bidirectional total like NVIDIA's figures (AWS does not say); "
         "per direction = 2.56e12/2 = 1.28 TB/s; all-to-all through NeuronSwitch-v1 in the UltraServer"),
     scale_up_fabric="neuronlink-v4",
-    power=Figure(1000.0, "W", TRN3_POWER_PRESS.cite(), "secondary",
-                 "~1 kW: AWS said Trainium3 needs liquid cooling, 'when a chip goes above 1,000 watts'; "
-                 "no wattage confirmed by AWS"),
-    price_per_hour=None,  # no trn3 on-demand price was found; never invented.
+    power=Figure(1000.0, "W", TRN3_POWER_PRESS.cite(), "estimated",
+                 "~1 kW, inferred from a remark: AWS's Prasad Kalyanaraman said Trainium3 needs liquid cooling, "
+                 "'when a chip goes above 1,000 watts, that's when they require liquid cooling'; no wattage "
+                 "confirmed by AWS"),
+    unset={"price": "no public Trn3 UltraServer price was found (AWS had announced none when read); left unset "
+                    "rather than invented"},
 )
 
 

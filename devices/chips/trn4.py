@@ -53,7 +53,8 @@ CHIP = Chip(
         "1.8 TB/s per direction; AWS announced NVLink Fusion support, not a bandwidth"),
     scale_up_fabric="nvlink-fusion",
     power=None,
-    price_per_hour=None,
+    unset={"power": "Trainium4 is announced, not shipping: no power figure was announced or estimated",
+           "price": "Trainium4 is announced, not shipping: no price exists"},
 )
 
 

@@ -76,18 +76,20 @@ def estimate_ops(kind: str, records: Iterable[OpRecord]) -> Summary:
         flops_by_dtype[e.dtype] = flops_by_dtype.get(e.dtype, 0.0) + e.flops
     seconds = sum(e.seconds for e in estimates)
     flops = sum(e.flops for e in estimates)
-    peak = None
+    peak, mfu = None, 0.0
     if flops_by_dtype:
         from devices.chip import chip
+        from devices.chip_set import ChipSet
 
         main = max(flops_by_dtype, key=flops_by_dtype.__getitem__)
         peak = chip(kind).peak_for(main)
+        mfu = ChipSet.of({kind: 1}).mfu(flops, seconds, main)
     by_op = tuple(sorted((OpTotal(op, int(c), s, f, b) for op, (c, s, f, b) in totals.items()),
                          key=lambda t: -t.seconds))
     unknown = tuple(dict.fromkeys(e.op for e in estimates if e.estimated_by_default))
     return Summary(
         kind=estimates[0].kind if estimates else kind, seconds=seconds, flops=flops,
         bytes=sum(e.bytes for e in estimates),
-        mfu=flops / (seconds * peak.value) if peak and seconds else 0.0, peak=peak,
+        mfu=mfu, peak=peak,
         estimates=estimates, by_op=by_op, estimated_by_default=sum(e.estimated_by_default for e in estimates),
         unknown_ops=unknown, projected=any(e.projected for e in estimates))

@@ -18,8 +18,9 @@ Applied to kind counts (``"trn3:4+h100:4"``) and to rack files without
    trn2.48xlarge each, at the in-instance 1,024 GB/s per chip (512 GB/s per
    direction); a remainder r < 16 forms a ring, shape (r,).  The 4x4x4
    UltraServer torus is the ``trn2-ultraserver`` preset, not a default.
-5. Trainium (Trn1, NeuronLink-v2): a 2x2x2x2 torus (the 4D hypercube of a
-   trn1.32xlarge) per 16 chips; a remainder forms a ring.
+5. Trainium (Trn1, NeuronLink-v2): a 4x4 torus (the 2D torus of a
+   trn1.32xlarge; the 4D hypercube older pages name is the same graph) per
+   16 chips; a remainder forms a ring.
 6. Trainium3 (NeuronLink-v4): a ``neuronswitch`` domain per 144 chips (one
    Gen2 UltraServer); a remainder forms a smaller one.
 7. Domains are joined by the network of :func:`default_network`: EFA when any
@@ -82,7 +83,7 @@ def _layout() -> dict[str, tuple[str, int, tuple[int, ...] | None, Figure | None
         # No NVLS before third-generation NVSwitch (Hopper): A100 domains reduce on the GPUs.
         "nvlink3": ("nvlink", int(NVLINK3_MAX_DOMAIN.value), None, None, False),
         "neuronlink-v3": ("neuronlink-torus", int(TRN2_INSTANCE_CHIPS.value), (4, 4), TRN2_INSTANCE_LINK, False),
-        "neuronlink-v2": ("neuronlink-torus", int(TRN1_INSTANCE_CHIPS.value), (2, 2, 2, 2), None, False),
+        "neuronlink-v2": ("neuronlink-torus", int(TRN1_INSTANCE_CHIPS.value), (4, 4), None, False),
         "neuronlink-v4": ("neuronswitch", int(TRN3_ULTRASERVER_CHIPS.value), None, None, False),
     }
 

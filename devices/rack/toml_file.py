@@ -22,14 +22,14 @@ Format (every table optional except ``[[slots]]``; unknown keys are errors)::
     fabric = "nvlink"             # nvlink-fusion | nvlink | neuronlink-torus | neuronswitch | pcie
     slots = "0-7"                 # inclusive range, one index, or a list of consecutive indices
     shape = [4, 4]                # neuronlink-torus only; product = slot count
-    link_bandwidth = "450GB/s"    # bytes/s per direction per slot, or a number
+    link_bandwidth = "450GB/s"    # bytes/s per direction per slot, a number, or "figure:NAME" (devices.fabrics.NAME)
     latency = "0.6us"             # seconds per hop, or a number
     in_switch_reduction = true
     repeat = 1                    # this domain and repeat - 1 copies right after it, named nvlink0, nvlink1, ...
 
     [network]                     # default: devices.rack.layout.default_network
     fabric = "efa"                # efa | infiniband
-    bandwidth = "25GB/s"          # per slot per direction; "3200Gbps" reads bits
+    bandwidth = "25GB/s"          # per slot per direction; "3200Gbps" reads bits; "figure:NAME" as above
     latency = "2.7us"
 
     [[overrides]]                 # per-slot changes on top of [[slots]]
@@ -57,6 +57,7 @@ from devices.chip import kinds
 from devices.rack.domain_table import DomainRun
 from devices.fabrics import NETWORK_FABRICS
 from devices.backing import Backing
+from devices.figure import Figure
 from devices.rack.parts import DomainSpec, NetworkSpec, check_int64
 from devices.rack.numerics import SEED_LIMIT, NumericsSpec, check_mode
 from devices.rack.intervals import last_wins, value_at
@@ -245,7 +246,7 @@ def _domains(doc: dict, width: int) -> list[DomainRun] | None:
                 fabric=_str(entry["fabric"], f"{where}.fabric"),
                 first=first, count=count,
                 shape=tuple(shape) if shape is not None else None,
-                link_bandwidth=None if link is None else parse_bandwidth(link, f"{where}.link_bandwidth"),
+                link_bandwidth=None if link is None else _bandwidth(link, f"{where}.link_bandwidth"),
                 latency=None if latency is None else parse_duration(latency, f"{where}.latency"),
                 in_switch_reduction=reduction,
             ), repeat))
@@ -253,6 +254,22 @@ def _domains(doc: dict, width: int) -> list[DomainRun] | None:
             message = str(error)
             raise ValueError(message if message.startswith(where) else f"{where}.{message}") from None
     return out
+
+
+def _bandwidth(value, where: str):
+    """A bandwidth: ``"figure:NAME"`` is the sourced :class:`Figure` ``devices.fabrics.NAME`` (so a preset keeps
+    its citation), anything else :func:`parse_bandwidth`."""
+    if isinstance(value, str) and value.startswith("figure:"):
+        from devices import fabrics
+
+        name = value.removeprefix("figure:").strip()
+        figure = getattr(fabrics, name, None)
+        if not isinstance(figure, Figure) or figure.unit != "B/s":
+            known = sorted(k for k, v in vars(fabrics).items() if isinstance(v, Figure) and v.unit == "B/s")
+            raise ValueError(f"{where}: {value!r} names no bandwidth figure of devices.fabrics; accepted: "
+                             f"{', '.join('figure:' + k for k in known)}")
+        return figure
+    return parse_bandwidth(value, where)
 
 
 def _network(doc: dict, kinds: list[str]) -> NetworkSpec:
@@ -266,7 +283,7 @@ def _network(doc: dict, kinds: list[str]) -> NetworkSpec:
             raise ValueError(f"network.fabric: unknown network fabric {table['fabric']!r}; "
                              f"accepted: {', '.join(NETWORK_FABRICS)}")
     base = default_network(kinds, fabric=fabric_name)
-    bandwidth = (parse_bandwidth(table["bandwidth"], "network.bandwidth") if "bandwidth" in table
+    bandwidth = (_bandwidth(table["bandwidth"], "network.bandwidth") if "bandwidth" in table
                  else base.bandwidth_source or base.bandwidth)
     latency = (parse_duration(table["latency"], "network.latency") if "latency" in table
                else base.latency_source or base.latency)

@@ -66,7 +66,8 @@ def baselines(plan) -> Baselines:
     pb = plan.problem
     for kind, slots in pb.kinds.items():
         sub = Problem(pb.blocks, pb.spec, slots, pb.global_batch, pb.seq_len, objective=pb.objective,
-                      schedules=pb.schedules, microbatches=pb.microbatches, optimizer=pb.optimizer,
+                      price_basis=pb.price_basis, schedules=pb.schedules, microbatches=pb.microbatches,
+                      optimizer=pb.optimizer,
                       recompute=pb.recompute, calibrated=pb.calibrated, master_weights=pb.master_weights,
                       pricer=pb.pricer)
         try:

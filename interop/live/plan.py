@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import devices
+from devices.chip_set import DEFAULT_BASIS, ChipSet, Economics
 from interop.live.baselines import Baselines, baselines
 from interop.live.plan_presentation import plan_gantt, plan_json, plan_table
 from planner.layout import Layout
@@ -107,6 +108,12 @@ class Plan:
         """The plan as a printed table (every time and byte modelled; * = projected chip)."""
         return plan_table(self)
 
+    def economics(self) -> Economics:
+        """Cost (on the problem's price basis) and energy of the predicted step over every slot it uses."""
+        chips = ChipSet.of((st.kind, len(st.slots)) for st in self.stages)
+        tokens = self.global_batch * self.problem.seq_len
+        return chips.economics(self.predicted.seconds, tokens, self.problem.price_basis)
+
     def to_json(self) -> str:
         """The plan as JSON: stages, schedule, batch split, the modelled step and per-slot figures."""
         return plan_json(self)
@@ -191,15 +198,15 @@ def default_optimizer(name: str) -> Callable:
 def plan(model, example_inputs, rack=None, *, slots=None, objective: str = "time", global_batch: int | None = None,
          microbatches: int | None = None, schedule: str = "auto", optimizer: str = "adamw", recompute: str = "auto",
          max_seconds: float | None = None, split_spec: dict | None = None, loss_fn: Callable | None = None,
-         example_targets=None) -> Plan:
+         example_targets=None, price_basis: str = DEFAULT_BASIS) -> Plan:
     """Partition ``model`` across ``rack`` (see the module doc).
 
     ``example_inputs``: the model's positional inputs for one global batch (dimension 0 is the batch);
     ``rack``: a live :class:`interop.Rack`, a spec string or a preset (None: the current rack); a spec too
     large for a live rack is planned without being installed (the plan cannot ``apply``). ``slots``: the
     slot indices the plan may use (default: all). ``objective``: ``time`` (seconds per step), ``cost``
-    (dollars per step, from the catalogue's prices) or ``energy`` (joules per step: power x step time of
-    every slot used). ``global_batch``: rows per step (default: the example's). ``microbatches`` /
+    (dollars per step, from the catalogue's prices on ``price_basis``: ``on-demand``, ``capacity-block`` or
+    ``reserved-effective``) or ``energy`` (joules per step: power x step time of every slot used). ``global_batch``: rows per step (default: the example's). ``microbatches`` /
     ``schedule``: fixed, or searched (None / ``"auto"``). ``optimizer``: ``adamw``, ``adam`` or ``sgd``
     (optimizer state in memory, the fused kernel's time). ``recompute``: ``auto`` or ``none`` (a live plan
     runs blocks whole). ``max_seconds``: a wall-time budget for the search. ``split_spec``: the pipelining
@@ -247,7 +254,8 @@ def plan(model, example_inputs, rack=None, *, slots=None, objective: str = "time
     # model's pipeline hops alike.
     pricer = CommPricer(spec)
     # torch keeps optimizer state in the parameters' dtype and no master copy (master_weights=False).
-    problem = Problem(blocks, spec, chosen, global_batch, seq_len, objective=objective, schedules=schedules,
+    problem = Problem(blocks, spec, chosen, global_batch, seq_len, objective=objective, price_basis=price_basis,
+                      schedules=schedules,
                       microbatches=counts, optimizer=optimizer, recompute="none", calibrated=False,
                       master_weights=False, state_bytes=OPTIMIZERS[optimizer].state_bytes(dtype.itemsize),
                       grad_dtype=devices.dtype_name(dtype), max_seconds=max_seconds, pricer=pricer)

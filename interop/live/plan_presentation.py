@@ -44,6 +44,8 @@ def plan_table(plan) -> str:
     foot = (f"predicted step (modelled): {p.seconds * 1e3:.3f} ms  [{bd} ms on the critical stage]\n"
             f"search: {plan.stats.candidates} layouts bounded, {plan.stats.evaluated} evaluated with the step "
             f"model, {'exact' if plan.stats.exact else 'bounded'}, {plan.stats.seconds:.2f} s (measured)")
+    money = plan.economics()
+    foot += f"\ncost (modelled): {money.cost_text()}\nenergy (modelled): {money.energy_text()}"
     if any(devices.chip(st.kind).projected for st in plan.stages):
         foot += "\n* projected chip: its figures are projections, not published specifications"
     return "\n".join([head, body, foot])

@@ -7,7 +7,7 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Iterator, Sequence
 
-import devices
+from devices.chip_set import DEFAULT_BASIS, ChipSet, check_basis
 from planner.block_pricing import Execution, block_cost
 from planner.comm import CommPricer
 from planner.layout import Layout
@@ -116,6 +116,8 @@ class Problem:
     global_batch: int
     seq_len: int
     objective: str = "time"
+    price_basis: str = DEFAULT_BASIS
+    """The price basis of the ``cost`` objective (:data:`devices.PRICE_BASES`)."""
     schedules: tuple[str, ...] = ("1f1b", "gpipe")
     microbatches: tuple[int, ...] = ()
     optimizer: str = "adamw"
@@ -136,6 +138,7 @@ class Problem:
     def __post_init__(self) -> None:
         if self.objective not in OBJECTIVES:
             raise ValueError(f"objective: expected one of {', '.join(OBJECTIVES)}, got {self.objective!r}")
+        check_basis(self.price_basis)
         if self.pricer is None:
             self.pricer = CommPricer(self.spec)
         self.kinds = kind_slots(self.spec, self.slots)
@@ -184,16 +187,12 @@ class Problem:
         """Objective units per modelled second of the layout (1 for time)."""
         if self.objective == "time":
             return 1.0
-        total = 0.0
-        for st in layout.stages:
-            chip = devices.chip(st.kind)
-            figure = chip.price_per_hour if self.objective == "cost" else chip.power
-            if figure is None:
-                what = "a price per hour" if self.objective == "cost" else "a power figure"
-                raise ValueError(f"objective: {self.objective!r} needs {what} for every kind; the catalogue has "
-                                 f"none for {st.kind}")
-            total += figure.value * len(st.slots) / (3600.0 if self.objective == "cost" else 1.0)
-        return total
+        chips = ChipSet.of((st.kind, len(st.slots)) for st in layout.stages)
+        rate = chips.price(self.price_basis) if self.objective == "cost" else chips.power()
+        if rate.value is None:
+            raise ValueError(f"objective: {self.objective!r} needs {'a price' if self.objective == 'cost' else 'power'} "
+                             f"for every kind: {rate.reason}")
+        return rate.value / (3600.0 if self.objective == "cost" else 1.0)
 
     def score(self, layout: Layout, result: StepResult) -> float:
         """What the search minimises: modelled seconds, dollars or joules per step."""

@@ -75,9 +75,9 @@ TRAINIUM = ServingEfficiency(
     family="trainium",
     gemm=_fitted(2.0, "", _TRN_ROWS, "GEMMs' compute under Transformers NeuronX on Trainium1 takes 2x the cost "
                                      "model's time (which assumes 70 % of the dense peak): about 35 % of it"),
-    memory=_fitted(1.15, "", _TRN_ROWS, "kernels' memory traffic (weight streaming in decode) takes 1.15x the "
+    memory=_fitted(1.1, "", _TRN_ROWS, "kernels' memory traffic (weight streaming in decode) takes 1.1x the "
                                         "cost model's time"),
-    attention=_fitted(11.5, "", _TRN_ROWS, "attention takes 11.5x the cost model's time: Neuron's decode TPOT "
+    attention=_fitted(12.0, "", _TRN_ROWS, "attention takes 12x the cost model's time: Neuron's decode TPOT "
                                            "grows with the context far faster than its KV reads (28.4 -> 32.3 ms "
                                            "from 128/1024 to 2048/2048 at batch 4)"),
     iteration=_fitted(0.007, "s", _TRN_ROWS, "7 ms per iteration outside the kernels: the near-constant gap "

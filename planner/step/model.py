@@ -7,7 +7,8 @@ from typing import Sequence
 import devices
 from planner.block_pricing import Execution
 from planner.blocks import ModelBlocks
-from planner.comm import CommPricer, pricer_for
+from planner.comm import CommPricer, pricer_for, scaled_pricer
+from planner.fitted_efficiency import collective_factors
 from planner.optimizers import GRAD_DTYPES
 from planner.schedule import Simulation
 from planner.stage import Stage
@@ -30,6 +31,8 @@ def step_model(blocks: ModelBlocks, stages: Sequence[Stage], rack, config: StepC
     pricer = pricer or pricer_for(spec)
     validate(blocks, stages, config)
     execution = Execution(precision=config.precision, calibrated=config.calibrated)
+    if execution.calibrated:  # the stacks' collective libraries against the link model, where fitted
+        pricer = scaled_pricer(pricer, spec, collective_factors({s.kind for s in stages}))
     grad_bytes = GRAD_DTYPES[config.grad_dtype]
     m = config.microbatches
     prepared = [prepare_stage(blocks, s, stage, config, execution, pricer) for s, stage in enumerate(stages)]

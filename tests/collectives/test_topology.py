@@ -61,9 +61,13 @@ def test_torus_3d_and_hypercube():
     topo = from_rack("trn2-ultraserver")  # 4x4x4
     assert topo.domains[0].links_per_slot == 6
     assert topo.route(0, 63).hops == 3  # (0,0,0) -> (3,3,3): one wrap per dimension
-    cube = from_rack("trn1-instance")  # 2x2x2x2 hypercube
-    assert cube.domains[0].links_per_slot == 4
-    assert cube.route(0, 15).hops == 4
+    torus = from_rack("trn1-instance")  # 4x4 torus, the graph of the 4D hypercube older Neuron pages name
+    assert torus.domains[0].links_per_slot == 4
+    assert torus.route(0, 15).hops == 2  # (0,0) -> (3,3): one wrap per dimension
+    cube = from_rack(devices.loads_rack(
+        "[[slots]]\nkind='trn1'\ncount=16\n[[domains]]\nname='t'\nfabric='neuronlink-torus'\nslots='0-15'\n"
+        "shape=[2,2,2,2]"))
+    assert cube.domains[0].links_per_slot == 4 and cube.route(0, 15).hops == 4
 
 
 def test_neuronswitch_is_all_to_all():

@@ -19,10 +19,12 @@ T = 1e12
 GiB = 2**30
 
 # specs.md, "Chips (dense TFLOP/s)": bf16, fp8, fp4, HBM bytes, HBM B/s, scale-up bidirectional B/s per chip, power W.
-# Scale-up figures are the vendors' per-chip totals; the catalogue stores half (per direction).
+# Scale-up figures are the vendors' per-chip totals; the catalogue stores half (per direction). Trn1's NeuronLink-v2
+# is the Neuron page's "GiB/sec/device" column (reference/trainium.md section 1); Trn2's ~500 W is a third-party
+# estimate (section 5).
 SPECS = {
-    "trn1": (190 * T, 190 * T, None, 32 * GiB, 820 * GiB, 384e9, None),
-    "trn2": (667 * T, 1299 * T, None, 96 * GiB, 2.9e12, 1.28e12, None),
+    "trn1": (190 * T, 190 * T, None, 32 * GiB, 820 * GiB, 384 * GiB, None),
+    "trn2": (667 * T, 1299 * T, None, 96 * GiB, 2.9e12, 1.28e12, 500.0),
     "trn3": (671 * T, 2517 * T, 2517 * T, 144 * GiB, 4.9e12, 2.56e12, 1000.0),
     "h100": (989 * T, 1979 * T, None, 80e9, 3.35e12, 900e9, 700.0),
     "h200": (989 * T, 1979 * T, None, 141e9, 4.8e12, 900e9, 700.0),
@@ -147,42 +149,87 @@ def test_a100_without_fp8_costs_fp8_and_fp4_at_its_bf16_rate():
     assert chip("h100").peak_for("tf32").value == chip("h100").peak["float32"].value  # no TF32 figure: FP32 bound
 
 
-def test_h200_derives_its_compute_link_and_power_from_h100():
+def test_h200_derives_its_compute_and_link_from_h100():
     h100, h200 = chip("h100"), chip("h200")
-    derived = [f"peak.{k}" for k in h100.peak] + ["scale_up_bandwidth", "power"]
+    derived = [f"peak.{k}" for k in h100.peak] + ["scale_up_bandwidth"]
     assert set(h200.peak) == set(h100.peak)
     for name in derived:
         mine, base = h200.figures()[name], h100.figures()[name]
         assert mine.value == base.value and mine.status == base.status, name
         assert "H200" in mine.source and f"base figure: {base.source}" in mine.source, name
-    # Its own figures: the memory that makes it an H200.
+    # Its own figures: the memory that makes it an H200, and its power from NVIDIA's MLPerf system description.
     assert "base figure" not in h200.hbm_capacity.source and h200.hbm_capacity.value == 141e9
+    assert h200.power.value == h100.power.value and "H200 TGP 700W" in h200.power.source
 
 
 def test_only_trainium4_is_projected():
     assert [k for k in kinds() if chip(k).projected] == ["trn4"]
 
 
-def test_prices_only_where_specs_give_them():
-    assert chip("trn1").price_per_hour.value == pytest.approx(21.50 / 16)
-    assert chip("h100").price_per_hour.value == pytest.approx(98.32 / 8)
-    for kind in ("trn1", "h100"):
-        assert chip(kind).price_per_hour.status == "secondary"
-        assert chip(kind).price_per_hour.unit == "USD/h"
-    for kind in ("trn2", "trn3", "trn4", "h200", "b200", "gb300", "a100", "gb200"):
-        assert chip(kind).price_per_hour is None
+# reference/trainium.md section 4: instance rate per hour / chips, basis, status (P read through a mirror of AWS's
+# page is secondary; E is estimated).
+PRICES = {
+    ("trn1", "on-demand"): (21.50 / 16, "published"),
+    ("trn1", "reserved-effective"): (8.197 / 16, "published"),
+    ("trn1", "capacity-block"): (15.49 / 16, "secondary"),
+    ("h100", "on-demand"): (55.04 / 8, "secondary"),
+    ("h100", "capacity-block"): (39.33 / 8, "secondary"),
+    ("h200", "on-demand"): (63.296 / 8, "secondary"),
+    ("h200", "capacity-block"): (43.26 / 8, "secondary"),
+    ("b200", "on-demand"): (113.93 / 8, "secondary"),
+    ("gb200", "capacity-block"): (1.65e6 / (90 * 24) / 72, "estimated"),
+    ("a100", "on-demand"): (21.958 / 8, "secondary"),
+    ("a100", "capacity-block"): (14.75 / 8, "secondary"),
+}
+
+
+def test_prices_are_the_public_ones_and_nothing_else():
+    for kind in kinds():
+        for basis in devices.PRICE_BASES:
+            fig = chip(kind).prices.get(basis)
+            if (kind, basis) not in PRICES:
+                assert fig is None, (kind, basis)
+                assert chip(kind).missing(f"price.{basis}").strip(), (kind, basis)
+                continue
+            value, status = PRICES[(kind, basis)]
+            assert fig.value == pytest.approx(value) and fig.status == status and fig.unit == "USD/h", (kind, basis)
+    # The H100's price is the one after AWS's June 2025 cut; the earlier $98.32 is kept in the note.
+    assert "98.32" in chip("h100").prices["on-demand"].note and "June 2025" in chip("h100").prices["on-demand"].note
+    assert chip("h100").price_per_hour is chip("h100").prices["on-demand"]
+    for kind in ("trn2", "trn3", "trn4", "gb300"):
+        assert not chip(kind).prices and "price" in chip(kind).unset
+    # A basis without a source says so in a sentence naming it.
+    assert chip("gb200").missing("price.on-demand").startswith("no public source giving an on-demand price for gb200")
+    assert chip("h100").missing("price.reserved-effective").startswith("no public source giving a reserved-effective")
+
+
+def test_power_of_every_kind_or_why_not():
+    # reference/trainium.md section 5: the estimates say so in their status.
+    assert chip("trn2").power.status == "estimated" and chip("trn3").power.status == "estimated"
+    assert chip("h200").power.status == chip("gb200").power.status == chip("gb300").power.status == "published"
+    assert chip("a100").power.status == "secondary"
+    for kind in kinds():
+        c = chip(kind)
+        assert c.power is not None or "power" in c.unset, kind
+    assert "not shipping" in chip("trn4").missing("power")
+    with pytest.raises(ValueError, match="a reason is for a missing one"):
+        dataclasses.replace(chip("h100"), unset={"power": "none found"})
+    with pytest.raises(ValueError, match="unknown basis 'spot'"):
+        dataclasses.replace(chip("h100"), prices={"spot": chip("h100").prices["on-demand"]})
+    with pytest.raises(ValueError, match="unknown key 'pwr'"):
+        dataclasses.replace(chip("trn1"), unset={"pwr": "x"})
 
 
 def test_every_figure_is_sourced():
-    units = {"hbm_capacity": "B", "hbm_bandwidth": "B/s", "scale_up_bandwidth": "B/s", "power": "W",
-             "price_per_hour": "USD/h"}
+    units = {"hbm_capacity": "B", "hbm_bandwidth": "B/s", "scale_up_bandwidth": "B/s", "power": "W"}
     for kind in kinds():
         for name, fig in chip(kind).figures().items():
             if fig is None:
                 continue
             assert fig.status in STATUSES
             assert fig.source.strip()
-            assert fig.unit == units.get(name, "FLOP/s"), (kind, name)
+            want = "USD/h" if name.startswith("price.") else units.get(name, "FLOP/s")
+            assert fig.unit == want, (kind, name)
 
 
 def test_gb300_int8_and_fp64_are_not_overstated():
@@ -266,8 +313,10 @@ def test_catalogue_rows():
     assert bf16["value"] == 989e12 and bf16["unit"] == "FLOP/s"
     assert bf16["display"] == "989 TFLOP/s" and bf16["status"] == "published" and bf16["source"]
     assert by_key[("trn2", "hbm_capacity")]["display"] == "96 GiB"
-    unset = by_key[("trn2", "price_per_hour")]
-    assert unset["value"] is None and unset["status"] == "unset"
+    unset = by_key[("trn2", "price.on-demand")]
+    assert unset["value"] is None and unset["status"] == "unset" and "third-party figures conflict" in unset["source"]
+    assert by_key[("trn1", "power")]["status"] == "unset" and "no Trainium (Trn1) board power" in \
+        by_key[("trn1", "power")]["source"]
     assert {r["kind"] for r in rows} == set(kinds())
     assert {r["kind"] for r in catalogue_rows(["h100"])} == {"h100"}
     with pytest.raises(ValueError, match="kind"):

@@ -159,8 +159,9 @@ def test_trn2_tori_per_instance():
     assert "trn2.48xlarge" in rack.link_bandwidth_figure(rack.domains[0]).source
 
 
-def test_trn1_hypercube_and_trn3_switches():
-    assert parse_rack("trn1:16").domains[0].shape == (2, 2, 2, 2)
+def test_trn1_torus_and_trn3_switches():
+    # The Neuron docs' 2D torus (their older "4D hypercube" is the same graph: C4 x C4 = Q4).
+    assert parse_rack("trn1:16").domains[0].shape == (4, 4)
     rack = parse_rack("trn3:300")
     assert [(d.fabric, d.count) for d in rack.domains] == [
         ("neuronswitch", 144), ("neuronswitch", 144), ("neuronswitch", 12)]
@@ -176,6 +177,8 @@ REQUIRED_PRESETS = {
     "h200-node": ({"h200": 8}, [("nvlink", 8, None, True)]),
     "b200-node": ({"b200": 8}, [("nvlink", 8, None, True)]),
     "trn2-instance": ({"trn2": 16}, [("neuronlink-torus", 16, (4, 4), False)]),
+    "trn1-instance": ({"trn1": 16}, [("neuronlink-torus", 16, (4, 4), False)]),
+    "trn1n-instance": ({"trn1": 16}, [("neuronlink-torus", 16, (4, 4), False)]),
     "trn2-ultraserver": ({"trn2": 64}, [("neuronlink-torus", 64, (4, 4, 4), False)]),
     "trn3-ultraserver": ({"trn3": 144}, [("neuronswitch", 144, None, False)]),
     "gb300-nvl72": ({"gb300": 72}, [("nvlink", 72, None, True)]),
@@ -193,6 +196,26 @@ def test_required_presets(name):
     assert rack.counts() == counts
     assert [(d.fabric, d.count, d.shape, d.in_switch_reduction) for d in rack.domains] == layout
     assert rack.network is not None
+
+
+def test_trn1n_and_trn1_clusters():
+    # AWS Trn1/Trn1n architecture: trn1n doubles the NeuronLink-v2 (768 GiB/s per chip, 384 per direction) and the
+    # EFA (1,600 Gbps per instance of 16 chips = 12.5 GB/s per chip); the figures keep their citations.
+    trn1, trn1n = devices.load_preset("trn1-instance"), devices.load_preset("trn1n-instance")
+    assert trn1.link_bandwidth(trn1.domains[0]) == 192 * 2**30 and trn1.network.bandwidth == 800e9 / 8 / 16
+    assert trn1n.link_bandwidth(trn1n.domains[0]) == 384 * 2**30 and trn1n.network.bandwidth == 1600e9 / 8 / 16
+    assert "768 GiB/s" in trn1n.link_bandwidth_figure(trn1n.domains[0]).source
+    assert "1,600 Gbps" in trn1n.network.bandwidth_source.source
+    for nodes in (16, 32):
+        cluster = devices.load_preset(f"trn1-cluster-{nodes}")
+        assert len(cluster) == 16 * nodes and cluster.counts() == {"trn1": 16 * nodes}
+        assert cluster.network.fabric == "efa" and cluster.network.bandwidth == trn1.network.bandwidth
+    bad = "[[slots]]\nkind='trn1'\ncount=16\n[[domains]]\nname='t'\nfabric='neuronlink-torus'\nslots='0-15'\n"
+    with pytest.raises(ValueError, match="domains\\[0\\].link_bandwidth: 'figure:NOPE' names no bandwidth figure "
+                                         "of devices.fabrics; accepted: figure:PCIE_GEN5_X16"):
+        devices.loads_rack(bad + "link_bandwidth='figure:NOPE'")
+    with pytest.raises(ValueError, match="network.bandwidth: 'figure:TRN1_INSTANCE_CHIPS' names no bandwidth"):
+        devices.loads_rack(bad + "[network]\nbandwidth='figure:TRN1_INSTANCE_CHIPS'")
 
 
 def test_preset_listing():

@@ -12,7 +12,7 @@ import pytest
 
 import collectives.tuning
 import devices
-from devices import fabrics, sources, sources_md
+from devices import fabrics, neuron, sources, sources_md
 from devices.cost import calibration, multi_tensor
 from devices.cost.efficiency import params_for
 from devices.figure import Figure
@@ -52,6 +52,9 @@ def _all_figures() -> dict[str, Figure]:
         found[f"fabric[{name}].latency"] = spec.latency
         if spec.bandwidth is not None:
             found[f"fabric[{name}].bandwidth"] = spec.bandwidth
+    for kind in ("trn1", "trn2", "trn3", "trn4"):
+        found[f"neuron.cores_per_chip({kind})"] = neuron.cores_per_chip(kind)
+    found["neuron.LNC_DEFAULT"] = neuron.LNC_DEFAULT
     for name, value in vars(calibration).items():
         if isinstance(value, Figure):
             found[f"calibration.{name}"] = value

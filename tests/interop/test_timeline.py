@@ -136,6 +136,31 @@ def test_report_energy_and_cost(use_rack):
         assert s.cost_usd == pytest.approx(chip.price_per_hour.value * rep.makespan_s / 3600)
     assert s.achieved_flops <= s.peak_flops
     assert "makespan" in rep.table()
+    # One price basis for every slot, named in the table; per-token figures when the tokens are given.
+    reserved = interop.report(price_basis="reserved-effective", tokens=1000)
+    per_chip = chip.prices["reserved-effective"].value
+    assert reserved.cost_usd == pytest.approx(2 * per_chip * reserved.makespan_s / 3600)
+    assert reserved.usd_per_million_tokens == pytest.approx(reserved.cost_usd / 1000 * 1e6)
+    assert reserved.energy_j is None and reserved.joules_per_token is None
+    assert "no Trainium (Trn1) board power" in reserved.energy_unset
+    text = reserved.table()
+    assert "cost USD (reserved-effective)" in text and "per M tokens" in text and "energy unset: trn1:" in text
+    with pytest.raises(ValueError, match="price_basis: unknown basis 'spot'"):
+        interop.report(price_basis="spot")
+    del x
+    gc.collect()
+
+
+def test_report_cost_unset_on_a_basis_a_kind_lacks(use_rack):
+    use_rack("h100:1+trn1:1")
+    interop.reset_timeline()
+    x = torch.randn(64, 64, device="hybrid:0")
+    (x @ x).sum()
+    rep = interop.report(price_basis="reserved-effective", tokens=10)
+    assert rep.slot(0).cost_usd is None and rep.slot(1).cost_usd is not None and rep.cost_usd is None
+    assert rep.cost_unset.startswith("h100: ") and "cost unset on reserved-effective: h100:" in rep.totals()
+    h100 = devices.chip("h100").power.value
+    assert rep.slot(0).energy_j == pytest.approx(h100 * rep.slot(0).busy_s)
     del x
     gc.collect()
 

@@ -122,7 +122,8 @@ def test_presets_and_unknown_names():
     assert {"llama3-8b", "llama3-70b", "llama3.1-405b", "mixtral-8x7b"} <= set(
         __import__("planner", fromlist=["model_presets"]).model_presets())
     with pytest.raises(ValueError, match="model: unknown model 'llama9'; named models: llama3-8b, llama3-70b, "
-                                         "llama3.1-405b, mixtral-8x7b, gpt, gpt-tiny, cnn"):
+                                         "llama3.1-405b, mixtral-8x7b, llama3.1-8b, llama3.1-70b, llama2-7b, "
+                                         "llama2-13b, llama2-70b, gpt, gpt-tiny, cnn"):
         model_blocks("llama9")
 
 

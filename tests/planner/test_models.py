@@ -21,7 +21,8 @@ def test_the_registry_is_read_without_torch():
 
 
 def test_names_of_each_command():
-    assert model_names(whatif=True) == ["llama3-8b", "llama3-70b", "llama3.1-405b", "mixtral-8x7b"]
+    assert model_names(whatif=True) == ["llama3-8b", "llama3-70b", "llama3.1-405b", "mixtral-8x7b", "llama3.1-8b",
+                                        "llama3.1-70b", "llama2-7b", "llama2-13b", "llama2-70b"]
     assert set(model_names()) == set(MODELS) >= {"gpt", "gpt-tiny", "cnn"} | set(model_presets())
     assert lookup(" GPT-Tiny ") is MODELS["gpt-tiny"] and lookup("nope") is None
 

@@ -124,10 +124,11 @@ def test_a_mixed_rack_without_pools_splits_prefill_and_decode_by_kind():
 
 
 def test_missing_prices_and_power_are_none_with_the_reason():
-    est = serving_whatif("llama3-8b", "trn2:16", workload=Workload(256, 32, requests=32))
+    # Trn4 (projected) has neither a price nor a board power in the catalogue (Trn2 has an estimated power).
+    est = serving_whatif("llama3-8b", "trn4:16", workload=Workload(256, 32, requests=32))
     assert est.cost_per_million_output_tokens is None and est.joules_per_output_token is None
-    assert "no price for trn2" in est.missing["cost_per_million_output_tokens"]
-    assert "no board power for trn2" in est.missing["joules_per_output_token"]
+    assert "no price for trn4" in est.missing["cost_per_million_output_tokens"]
+    assert "no board power for trn4" in est.missing["joules_per_output_token"]
 
 
 def test_precisions_per_kind():

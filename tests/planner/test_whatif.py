@@ -19,7 +19,8 @@ from planner.decoder_blocks import DecoderBlocks  # noqa: E402
 from tests.support import ROOT
 FIELDS = ["seconds", "tokens_per_second", "tokens_per_second_per_chip", "model_tflops_per_chip", "mfu",
           "memory_per_chip", "fits", "joules_per_token", "usd_per_million_tokens", "breakdown", "parallel",
-          "projected", "result", "model", "rack", "rack_counts", "precision", "advice"]
+          "projected", "result", "model", "rack", "rack_counts", "precision", "advice", "price_basis",
+          "usd_per_step", "joules_per_step", "economics"]
 
 
 @pytest.fixture(scope="module")
@@ -47,8 +48,35 @@ def test_estimate_fields_and_figures(small):
     assert est.joules_per_token == pytest.approx(16 * chip.power.value * est.seconds / (64 * 1024))
     assert est.usd_per_million_tokens == pytest.approx(16 * chip.price_per_hour.value / 3600 * est.seconds
                                                       / (64 * 1024) * 1e6)
+    assert est.usd_per_step == pytest.approx(16 * chip.prices["on-demand"].value / 3600 * est.seconds)
+    assert est.joules_per_step == pytest.approx(16 * chip.power.value * est.seconds)
+    assert est.price_basis == "on-demand"
     assert not est.projected
     assert "step time (modelled)" in str(est) and all("modelled" in label for label, _ in est.rows()[3:9])
+    rows = dict(est.rows())
+    assert rows["cost (modelled)"].endswith("(on-demand; secondary)") and "per M tokens" in rows["cost (modelled)"]
+    assert "J per token" in rows["energy (modelled)"] and "(board power; published)" in rows["energy (modelled)"]
+    assert rows["step efficiencies"] == "h100: gpu family, fitted on h100 rows"
+
+
+def test_cost_is_on_one_basis_and_says_why_when_unset(small):
+    kwargs = dict(parallel={"tp": 2}, global_batch=16, seq_len=512)
+    block = whatif(small, "h100-node", price_basis="capacity-block", **kwargs)
+    demand = whatif(small, "h100-node", **kwargs)
+    ratio = devices.chip("h100").prices["capacity-block"].value / devices.chip("h100").prices["on-demand"].value
+    assert block.usd_per_million_tokens == pytest.approx(demand.usd_per_million_tokens * ratio)
+    reserved = whatif(small, "h100-node", price_basis="reserved-effective", **kwargs)
+    assert reserved.usd_per_step is None and reserved.usd_per_million_tokens is None
+    assert "unset on reserved-effective: h100:" in dict(reserved.rows())["cost (modelled)"]
+    trn1 = whatif(small, "trn1-instance", price_basis="reserved-effective", **kwargs)
+    assert trn1.usd_per_step == pytest.approx(16 * 8.197 / 16 / 3600 * trn1.seconds)
+    assert trn1.joules_per_token is None and "no Trainium (Trn1) board power" in trn1.economics.energy_text()
+    searched = whatif(small, "h100-node", parallel="search", global_batch=16, seq_len=512,
+                      price_basis="capacity-block")
+    assert searched.price_basis == "capacity-block" and searched.usd_per_step == pytest.approx(
+        8 * devices.chip("h100").prices["capacity-block"].value / 3600 * searched.seconds)
+    with pytest.raises(ValueError, match="price_basis: unknown basis 'spot'"):
+        whatif(small, "h100-node", price_basis="spot", **kwargs)
 
 
 def test_zero_stages_shard_memory_as_documented(small):
@@ -107,11 +135,12 @@ def test_model_that_does_not_fit_says_what_it_needs():
     est = whatif("llama3-70b", "h100-node", parallel={"dp": 8}, global_batch=8, seq_len=2048, recompute="full")
     assert not est.fits
     assert "no configuration of this model fits" in est.advice
-    assert "the largest preset that fits these 8 chips (fully sharded): llama3-8b" in est.advice
+    assert "the largest preset that fits these 8 chips (fully sharded): llama2-13b" in est.advice
 
 
 def test_unknown_model_lists_the_named_models():
-    with pytest.raises(ValueError, match="named models: llama3-8b, llama3-70b, llama3.1-405b, mixtral-8x7b, gpt, "
+    with pytest.raises(ValueError, match="named models: llama3-8b, llama3-70b, llama3.1-405b, mixtral-8x7b, "
+                                         "llama3.1-8b, llama3.1-70b, llama2-7b, llama2-13b, llama2-70b, gpt, "
                                          "gpt-tiny, cnn; or a transformers causal-LM model type"):
         whatif("llama-17", "h100-node", global_batch=8, seq_len=512)
     with pytest.raises(ValueError, match="'gpt' .interop.models:GPT. is one of the models `hybrid plan` runs"):
@@ -131,9 +160,11 @@ def test_recompute_auto_picks_the_cheapest_that_fits(small):
 
 
 def test_heterogeneous_stages_priced_per_kind(small):
-    # A hand-made split on Trn4 + GB300 over NVLink Fusion: moving layers to the faster stage helps.
+    # A hand-made split on Trn4 + GB300 over NVLink Fusion: moving layers to the faster stage helps. The per-op
+    # cost model alone (calibrated=False): on this tiny model the Trainium family's fitted collective latency per
+    # ring step would make the Trn4 stage's tensor parallelism dominate.
     spec = devices.parse_rack("trn4:4+gb300:4")
-    config = StepConfig(global_batch=32, seq_len=1024, microbatches=8, precision="bfloat16")
+    config = StepConfig(global_batch=32, seq_len=1024, microbatches=8, precision="bfloat16", calibrated=False)
 
     def split(k):
         return [Stage(chunks=range(0, k), kind="trn4", slots=(0, 1, 2, 3), tp=4),

@@ -22,7 +22,9 @@ def test_the_default_configuration_keeps_tensor_parallel_groups_inside_every_dom
                          num_attention_heads=32, num_key_value_heads=32)
     est = whatif(config, "trn3:208", global_batch=4, seq_len=64)
     tp = est.parallel["tp"]
-    assert 144 % tp == 0 and 64 % tp == 0 and tp == 16  # the largest that divides both
+    # Any tp dividing both domains is sound; which one the default takes follows the compute bound (on this tiny
+    # model the Trainium family's fitted GEMM factor leaves tp 4 within the tolerance of tp 16, on fewer chips).
+    assert 144 % tp == 0 and 64 % tp == 0
 
 
 @pytest.mark.parametrize("field, value", [("vocab_size", 0), ("hidden_size", -1), ("num_hidden_layers", 0),

@@ -13,6 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import devices
 import interop
 from interop.models import GPT, GPTConfig, token_batch
 from interop.live.plan import default_optimizer
@@ -103,6 +104,12 @@ def test_plan_reports(gpt, use_rack, tmp_path):
     assert plan.stages[0].chunks[0].start == 0 and plan.stages[-1].chunks[-1].stop == len(plan.blocks)
     text = plan.table()
     assert "predicted step (modelled)" in text and "embedding" in text
+    # Cost and energy of the step over the slots used: trn3 has no public price, so the cost says why.
+    money = plan.economics()
+    assert money.basis == "on-demand" and money.usd is None and money.price.reason.startswith("trn3: ")
+    assert money.joules == pytest.approx(plan.predicted.seconds * sum(
+        devices.chip(st.kind).power.value * len(st.slots) for st in plan.stages))
+    assert "cost (modelled): unset on on-demand: trn3:" in text and "energy (modelled): " in text
     doc = json.loads(plan.to_json())
     assert doc["predicted"]["seconds"] == pytest.approx(plan.predicted.seconds)
     assert [s["slots"] for s in doc["stages"]] == [list(s.slots) for s in plan.stages]
@@ -293,6 +300,13 @@ def test_one_slot_and_absent_slots(gpt, use_rack):
         interop.plan(gpt, (x,), slots=[0, 7])
     with pytest.raises(ValueError, match="objective: expected one of time, cost, energy"):
         interop.plan(gpt, (x,), objective="speed")
+    # The cost objective prices on one basis; a kind without a price on it is named with the reason.
+    cheap = interop.plan(gpt, (x,), "h100:2", objective="cost", price_basis="capacity-block")
+    assert cheap.economics().basis == "capacity-block" and cheap.economics().usd > 0
+    with pytest.raises(ValueError, match="objective: 'cost' needs a price for every kind: trn3: "):
+        interop.plan(gpt, (x,), objective="cost")
+    with pytest.raises(ValueError, match="price_basis: unknown basis 'spot'"):
+        interop.plan(gpt, (x,), objective="cost", price_basis="spot")
     with pytest.raises(ValueError, match="microbatches: 3 does not divide the global batch"):
         interop.plan(gpt, (x,), microbatches=3)
 

@@ -1,0 +1,64 @@
+"""hybrid claims: AWS's Trn3 vs Trn2 UltraServer claims against the catalogue (the arithmetic of the Neuron
+documents' totals, written out here) and the step model; the CLI imports no torch."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from planner import claims as claims_module
+from planner.claims import catalogue_claims, table
+
+from tests.support import ROOT
+
+# The Neuron documents' UltraServer totals (reference/trainium.md section 6): Trn3 Gen2 144 chips, 362,448 MXFP8
+# TFLOPS, 20,736 GiB, 705.6 TB/s; Trn2 64 chips, 83.2 FP8 PFLOPS (64 x 1,299), 6,144 GiB, 185.6 TB/s.
+EXPECTED = {
+    "up to 4.4x compute": (362_448 / (64 * 1_299), "reproduced"),
+    "4x memory (capacity)": (20_736 / 6_144, "differs"),
+    "nearly 4x memory bandwidth": (705.6 / 185.6, "reproduced"),
+    "40 % better energy efficiency (some quotes: 4x)": ((2_517 / 1_000) / (1_299 / 500), "differs"),
+    "clusters of up to 1 million chips, 10x the previous generation": (None, "not checkable"),
+    "training cost up to 50 % lower than GPU alternatives": (None, "not checkable"),
+    "3x throughput per chip (serving)": (2_517 / 1_299, "differs"),
+}
+
+
+def test_catalogue_verdicts_and_figures():
+    rows = {c.claim: c for c in catalogue_claims()}
+    assert list(rows) == list(EXPECTED)
+    for claim, (ratio, verdict) in EXPECTED.items():
+        c = rows[claim]
+        assert c.verdict == verdict, claim
+        assert (c.found is None) == (ratio is None) and (ratio is None or c.found == pytest.approx(ratio)), claim
+        assert c.why.strip() and c.working.strip() and c.said_by.strip() and not c.modelled
+    memory = rows["4x memory (capacity)"]
+    assert "144 GiB x 144 = 20,736 GiB against 96 GiB x 64 = 6,144 GiB" in memory.working and "3.4x" in memory.why
+    assert "1,048,608" in rows["clusters of up to 1 million chips, 10x the previous generation"].working
+    assert "no public Trn3" in rows["training cost up to 50 % lower than GPU alternatives"].why
+    assert "estimate" in rows["40 % better energy efficiency (some quotes: 4x)"].why
+    text = table(catalogue_claims())
+    assert text.count("\n") == len(EXPECTED) + 1 and "| verdict |" in text
+
+
+def test_modelled_claims():
+    pytest.importorskip("transformers", reason="the model is built from a transformers config")
+    rows = claims_module.model_claims("llama3-8b", global_batch=256, seq_len=2048, price_basis="capacity-block")
+    assert all(c.modelled for c in rows) and [c.verdict for c in rows][2] == "not checkable"
+    energy, through, cost = rows
+    assert energy.found > 0 and through.found > 0
+    assert "H200 $" in cost.working and "per chip-hour" in cost.working and "(capacity-block)" in cost.working
+
+
+def test_claims_command_prints_the_table_without_torch():
+    code = ("import sys, argparse\nfrom hybrid_cli import cmd_claims\np = argparse.ArgumentParser()\n"
+            "cmd_claims.add_arguments(p)\nrc = cmd_claims.main(p.parse_args([]))\n"
+            "assert 'torch' not in sys.modules, 'hybrid claims imported torch'\nsys.exit(rc)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert "| up to 4.4x compute |" in out.stdout and "reproduced" in out.stdout and "not checkable" in out.stdout
+    bad = subprocess.run([sys.executable, "-m", "hybrid_cli", "claims", "--price-basis", "spot"], capture_output=True,
+                         text=True, timeout=180, cwd=ROOT)
+    assert bad.returncode == 2 and "price_basis: unknown basis 'spot'" in bad.stderr
