@@ -17,7 +17,18 @@ if ROOT not in sys.path:
 def pytest_addoption(parser):
     parser.addoption("--exhaustive", action="store_true", default=False,
                      help="conformance sweeps run every sample (the ModuleInfo sweep runs the first few of each "
-                          "module by default)")
+                          "module by default), and tests marked exhaustive run")
+
+
+def pytest_collection_modifyitems(config, items):
+    # An exhaustive sweep repeats, at every size or reduce op, what a smaller sibling checks by default; the
+    # default suite must fit its time on 2 cores (README), the full sweep runs with --exhaustive.
+    if config.getoption("--exhaustive"):
+        return
+    skip = pytest.mark.skip(reason="exhaustive sweep: run with --exhaustive")
+    for item in items:
+        if "exhaustive" in item.keywords:
+            item.add_marker(skip)
 
 
 @pytest.fixture

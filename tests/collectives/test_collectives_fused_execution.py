@@ -413,7 +413,8 @@ def test_data_movement_gives_the_recorded_bytes():
     assert not bad, f"bytes differ from the step-by-step executor's: {bad}"
 
 
-@pytest.mark.parametrize("family", ["all_to_all", "hierarchical", "torus", "large"])
+@pytest.mark.parametrize("family", ["all_to_all", "hierarchical", "torus",
+                                    pytest.param("large", marks=pytest.mark.exhaustive)])
 def test_special_schedules_give_the_recorded_bytes(family):
     want = _recorded()["special"]
     cases = {k: c for k, c in special_cases().items() if k.startswith(family + "/")}
