@@ -7,6 +7,8 @@ all_reduce (float32, sum) over 8 emulated slots at 1 MiB, 64 MiB and 256 MiB per
 2. torch.distributed's Gloo all_reduce over 8 processes on this machine for the same data at 64 MiB
    (target: at least 10x faster), measured in turns with the in-process all_reduce: the Gloo workers stay
    up, blocked, while this process measures, and both sides refill their inputs before every timed call.
+   Beside it, in the same turns, the in-place floor (every buffer read and written once, no arithmetic):
+   Gloo over that floor is the most any in-process all_reduce could gain on this machine.
 Each figure is a median over interleaved repeats (at 1 MiB each repeat is itself the median of several
 calls), every all_reduce timed alone from fresh inputs written before the clock starts; #wrong counts a
 checked run of every algorithm at every size and the Gloo results.
@@ -77,6 +79,16 @@ class _Bench:
             d.copy_(s)
         return time.perf_counter() - start
 
+    def in_place_floor(self) -> float:
+        """Read and write every slot's buffer once, in place: the least memory traffic any in-place all_reduce
+        can move (each input read, each output written), with nothing to compute that a load/store pair
+        does not already pay for."""
+        self.refill()
+        start = time.perf_counter()
+        for a in self.aliases:
+            a.mul_(1.0)
+        return time.perf_counter() - start
+
     def wrong(self, algorithm) -> int:
         self.all_reduce(algorithm)  # one more run whose result is checked element by element
         return sum(int((a != self.expected).sum()) for a in self.aliases)
@@ -125,9 +137,16 @@ def _gloo_row(section: Section, repeats: int) -> int:
     bench = _Bench(GLOO_BYTES)
     for _ in range(2):
         bench.all_reduce(None)
-    gloo, ours, gloo_wrong = gloo_interleaved(lambda: bench.all_reduce(None), world_size=SLOTS, nbytes=GLOO_BYTES,
-                                              repeats=repeats)
+        bench.in_place_floor()
+    floors: list[float] = []
+
+    def mine() -> float:
+        floors.append(bench.in_place_floor())
+        return bench.all_reduce(None)
+
+    gloo, ours, gloo_wrong = gloo_interleaved(mine, world_size=SLOTS, nbytes=GLOO_BYTES, repeats=repeats)
     speedup = median([g / o for g, o in zip(gloo, ours)])
+    ceiling = median([g / f for g, f in zip(gloo, floors)])
     section.add(f"speed-up over torch.distributed Gloo all_reduce, {SLOTS} processes, same data "
                 f"({_mib(GLOO_BYTES)} float32 each)", f"{speedup:.1f}x", f">= {TARGET_SPEEDUP:g}x",
                 speedup >= TARGET_SPEEDUP,
@@ -135,6 +154,11 @@ def _gloo_row(section: Section, repeats: int) -> int:
                 f"{median(ours) * 1e3:.1f} ms ({spread([o * 1e3 for o in ours])}), algorithm "
                 f"{bench.chosen[None]}; {repeats} repeats taken in turns, fresh inputs on both sides, "
                 f"median of the per-repeat ratios")
+    section.add(f"the most any in-process all_reduce could gain over Gloo here: Gloo / reading and writing "
+                f"{SLOTS} x {_mib(GLOO_BYTES)} in place", f"{ceiling:.1f}x", "", None,
+                f"in-place read+write {median(floors) * 1e3:.1f} ms ({spread([f * 1e3 for f in floors])}), "
+                f"taken in the same turns; all_reduce / in-place floor "
+                f"{median([o / f for o, f in zip(ours, floors)]):.2f}x")
     wrong = bench.wrong(None) + gloo_wrong
     del bench
     return wrong

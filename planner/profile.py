@@ -217,8 +217,9 @@ class _Storages(devices.cost.OpObserver):
 
 def trace_profile(name: str, block: Callable[..., Any], inputs: Sequence[Any], *, shard: Shard,
                   params: Iterable[Any], expert_params: Iterable[Any] = (), hidden_size: int | None = None,
-                  collectives: Sequence[Collective] = (), grad_inputs: bool = True,
-                  model_flops_scale: float = 1.0, note: str = "", workspace: bool = False) -> BlockProfile:
+                  collectives: Sequence[Collective] = (), grad_inputs: bool | Sequence[bool] = True,
+                  model_flops_scale: float = 1.0, note: str = "", workspace: bool = False,
+                  composites_of: str | None = None) -> BlockProfile:
     """Trace ``block(*inputs)`` forward and backward on the meta device into a :class:`BlockProfile`.
 
     ``inputs``: meta tensors (and other arguments) for one microbatch; the
@@ -227,9 +228,13 @@ def trace_profile(name: str, block: Callable[..., Any], inputs: Sequence[Any], *
     ``hidden_size``: the model width; with ``shard.tp > 1`` and sequence
     parallelism, non-matmul ops on hidden-sized activations are marked
     sequence-sharded. ``model_flops_scale``: how many chips' shards make the
-    whole block (tp, or 1 for a replicated block). ``workspace``: also measure,
+    whole block (tp, or 1 for a replicated block). ``grad_inputs``: whether the
+    floating-point inputs require a gradient (one flag for all, or one per
+    input, as the executed step differentiates them). ``workspace``: also measure,
     in the same trace, the most bytes alive at once and report what exceeds the
-    saved activations as :attr:`BlockProfile.workspace`.
+    saved activations as :attr:`BlockProfile.workspace`. ``composites_of``: the
+    dispatch key of a backend whose composite kernels the trace expands as that
+    backend does (:func:`devices.cost.trace_ops`).
     """
     import torch
 
@@ -241,8 +246,11 @@ def trace_profile(name: str, block: Callable[..., Any], inputs: Sequence[Any], *
     first = next((x for x in inputs if isinstance(x, torch.Tensor)), None)
     if first is None:
         raise ValueError(f"{name}: a block needs a tensor input")
-    meta_inputs = [x.detach().to("meta").requires_grad_(grad_inputs and x.is_floating_point())
-                   if isinstance(x, torch.Tensor) else x for x in inputs]
+    wants = [grad_inputs] * len(inputs) if isinstance(grad_inputs, bool) else list(grad_inputs)
+    if len(wants) != len(inputs):
+        raise ValueError(f"{name}: grad_inputs has {len(wants)} flags for {len(inputs)} inputs")
+    meta_inputs = [x.detach().to("meta").requires_grad_(bool(want) and x.is_floating_point())
+                   if isinstance(x, torch.Tensor) else x for x, want in zip(inputs, wants)]
     held = [t for t in params + [p.grad for p in params if p.grad is not None] + meta_inputs
             if isinstance(t, torch.Tensor)]
     storages = _Storages({_storage_key(t) for t in held})
@@ -266,7 +274,7 @@ def trace_profile(name: str, block: Callable[..., Any], inputs: Sequence[Any], *
             if out_t.requires_grad:
                 torch.autograd.backward(out_t, torch.empty_like(out_t))
 
-    records = devices.cost.trace_ops(run, *meta_inputs, observer=storages)
+    records = devices.cost.trace_ops(run, *meta_inputs, observer=storages, composites_of=composites_of)
     forward, backward = tuple(records[:boundary[0]]), tuple(records[boundary[0]:])
 
     tp = shard.tp

@@ -56,7 +56,7 @@ class OpObserver:
 
 
 def trace_ops(fn: Callable[..., Any], *args: Any, lower: bool = True, observer: OpObserver | None = None,
-              **kwargs: Any) -> list[OpRecord]:
+              composites_of: str | None = None, **kwargs: Any) -> list[OpRecord]:
     """Run ``fn(*args, **kwargs)`` on the meta device and return the aten ops it dispatched.
 
     Tensor arguments are moved to meta first (leaf copies keeping
@@ -75,7 +75,7 @@ def trace_ops(fn: Callable[..., Any], *args: Any, lower: bool = True, observer: 
         return x
 
     args, kwargs = tree_map(to_meta, (args, kwargs))
-    recorder = _recorder_class()(observer)
+    recorder = _recorder_class()(observer, composites_of)
     if observer is not None:
         observer.records = recorder.records
     if lower:
@@ -142,21 +142,56 @@ def make_record(func: Any, args: tuple, kwargs: Mapping[str, Any], out: Any) -> 
     )
 
 
+def _runs_composite(func: Any, key: str, memo: dict) -> bool:
+    """Whether the backend ``key`` runs ATen op ``func`` through its composite kernel (it has none of its own).
+    Other namespaces keep their own meta kernels: a library's custom op may register a Python composite
+    that needs data (transformers' grouped-mm fallback)."""
+    hit = memo.get(func)
+    if hit is None:
+        import torch
+
+        name = func.name()
+        has = torch._C._dispatch_has_kernel_for_dispatch_key
+        hit = memo[func] = func.namespace == "aten" and not has(name, key) and (
+            has(name, "CompositeExplicitAutograd") or has(name, "CompositeExplicitAutogradNonFunctional"))
+    return hit
+
+
 def _recorder_class() -> type:
+    import torch
     from torch.utils._python_dispatch import TorchDispatchMode
 
     class Recorder(TorchDispatchMode):
         """Records every op that reaches the dispatcher, then runs it (on meta: shapes only)."""
 
-        def __init__(self, observer: OpObserver | None = None) -> None:
+        def __init__(self, observer: OpObserver | None = None, composites_of: str | None = None) -> None:
             super().__init__()
             self.records: list[OpRecord] = []
             self.paused = 0
             self.observer = observer
+            self.composites_of = composites_of
+            self.keyset = (torch._C.DispatchKeySet(getattr(torch._C.DispatchKey, composites_of))
+                           if composites_of else None)
+            self.memo: dict = {}
+            self.expanding: list = []  # a composite that calls itself runs as one op
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
-            out = func(*args, **kwargs)
+            if (self.keyset is not None and func not in self.expanding
+                    and _runs_composite(func, self.composites_of, self.memo)):
+                self.expanding.append(func)
+                before = len(self.records)
+                try:
+                    with self:  # the composite's parts dispatch (and are recorded) like any op
+                        out = func.redispatch(self.keyset, *args, **kwargs)
+                finally:
+                    self.expanding.pop()
+                if len(self.records) > before or self.paused:
+                    return out
+                # Nothing dispatched: the composite has a meta shortcut (copy_ into a meta tensor returns at
+                # once), so the op is recorded as itself, as the backend records it.
+            else:
+                out = func(*args, **kwargs)
             if not self.paused:
                 self.records.append(make_record(func, args, kwargs, out))
             if self.observer is not None:

@@ -17,6 +17,7 @@ stage modules.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from types import MethodType
 from typing import Any, Callable
 
@@ -28,6 +29,7 @@ from torch.utils import _pytree as pytree
 
 from interop.live.bind import canonical_names
 from interop.live.exported_blocks import ExportedBlock, ExportedBlocks, ValueSpec
+from interop.live.grad_flow import outputs_requiring_grad
 
 SPLIT_SPEC_HINT = (
     "mark split points with the pipelining API's split spec, e.g. "
@@ -238,6 +240,7 @@ def _read_blocks(split: fx.GraphModule, canonical: dict[str, str], symbol, point
             values[node.name] = _value_spec(node.name, node.meta.get("val"), symbol)
     calls = [n for n in split.graph.nodes if n.op == "call_module"]
     blocks: list[ExportedBlock] = []
+    differentiated: set[str] = set()  # values the executed step differentiates (none of the model's inputs)
     for i, node in enumerate(calls):
         module = split.get_submodule(node.target)
         outs_meta = _outputs_meta(module)
@@ -249,8 +252,11 @@ def _read_blocks(split: fx.GraphModule, canonical: dict[str, str], symbol, point
             out_names = [n if n is not None else f"{node.name}_unused_{k}" for k, n in enumerate(out_names)]
         else:
             out_names = [node.name]
-        for name, val in zip(out_names, outs_meta):
-            values[name] = _value_spec(name, val, symbol)
+        grads = outputs_requiring_grad(module, [a.name in differentiated for a in node.args])
+        for name, val, grad in zip(out_names, outs_meta, grads + [False] * (len(out_names) - len(grads))):
+            values[name] = dataclasses.replace(_value_spec(name, val, symbol), requires_grad=grad)
+            if grad:
+                differentiated.add(name)
         params: dict[str, None] = {}
         nbytes = count = 0
         for pname, p in module.named_parameters(remove_duplicate=False):

@@ -44,6 +44,9 @@ class ValueSpec:
     """The dimension that scales with the batch (split across microbatches and replicas); None if none."""
     expr: Any = None
     """For ``int``: the sympy expression in the batch symbol; for ``const``: the value."""
+    requires_grad: bool = False
+    """Whether the executed step differentiates this tensor (it depends on a parameter through
+    differentiable ops: :mod:`interop.live.grad_flow`); the model's inputs never are."""
 
     def concrete_shape(self, batch: int, symbol) -> tuple[int, ...]:
         return tuple(eval_size(d, batch, symbol) for d in self.shape)
@@ -193,7 +196,7 @@ class ExportedBlocks(ModelBlocks):
 
     def _spec_key(self, name: str):
         v = self.values[name]
-        return (v.kind, tuple(str(d) for d in v.shape), str(v.dtype), v.batch_dim)
+        return (v.kind, tuple(str(d) for d in v.shape), str(v.dtype), v.batch_dim, v.requires_grad)
 
     def check_shard(self, shard: Shard) -> None:
         for dim in ("cp", "ep"):
@@ -289,7 +292,8 @@ class ExportedBlocks(ModelBlocks):
             p.grad = torch.zeros_like(p)
         with recording() as notes:
             profile = trace_profile(b.name, block, args, shard=shard, params=params, hidden_size=None,
-                                    workspace=True)
+                                    workspace=True, grad_inputs=[self.values[n].requires_grad for n in b.inputs],
+                                    composites_of="PrivateUse1")  # the ops a slot runs, as it runs them
         if not split:
             return profile
         # The runner all-reduces where the markers stand, exposed (no overlap with the GEMMs beside them);

@@ -217,20 +217,27 @@ def reference_run(schedule, inputs, outputs, reduce_op: str = "sum", factor=None
                 for v in operands[1:]:
                     value = combine(value, v)
                 dst.copy_(value)
-    if reducing and reduce_op in ("avg", "premul_sum"):
-        for t in outs:
-            if t is None:
-                continue
-            if reduce_op == "premul_sum":
-                t.mul_(factor)
-            elif t.is_floating_point() or t.is_complex():
-                t.div_(p)
-            else:
-                t.div_(p, rounding_mode="trunc")
-    if final is not None:
-        for dst, src in zip(final, outs):
-            if dst is not None:
-                dst.copy_(src)
+    scale = _SCALE_AT_THE_END.get(reduce_op) if reducing else None
+    for k, t in enumerate(outs):
+        if t is None:
+            continue
+        if scale is not None:
+            scale(t, factor, p)
+        if final is not None:  # back to the narrow float the caller gave
+            final[k].copy_(t)
+
+
+def _average(t: torch.Tensor, factor, p: int) -> None:
+    # NCCL's avg: a float divides, an integer truncates toward zero.
+    exact = t.is_floating_point() or t.is_complex()
+    torch.div(t, p, out=t) if exact else torch.div(t, p, rounding_mode="trunc", out=t)
+
+
+_SCALE_AT_THE_END = {
+    # Applied once to the reduced result, never per step (the step-by-step executor's semantics).
+    "premul_sum": lambda t, factor, p: torch.mul(t, factor, out=t),
+    "avg": _average,
+}
 
 
 # -- the sweep ------------------------------------------------------------------------------------

@@ -138,3 +138,27 @@ def test_record_stream_on_a_slot_is_accepted():
     x = torch.ones(4, device=SLOT)
     x.record_stream(torch.hybrid.current_stream(0))
     assert x.sum().item() == 4.0
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.int16, torch.uint8])
+@pytest.mark.parametrize("bins, lo, hi", [(4, 0, 3), (3, 0, 7), (6, 2, 5), (5, 0, 0)])
+def test_integer_histc_counts_as_cuda_does(dtype, bins, lo, hi):
+    """CUDA counts integer tensors (transformers' MoE routing does, off the CPU); the CPU kernel refuses them.
+    Reference: numpy's histogram over the same range (the top edge in the last bin, values outside ignored;
+    min == max: the data's range)."""
+    import numpy as np
+
+    values = np.array([0, 1, 1, 3, 2, 3, 3, 7, 9, 5, 4, 4], dtype=np.int64)
+    x = torch.tensor(values, dtype=dtype)
+    got = torch.histc(x.to(SLOT), bins=bins, min=lo, max=hi)
+    assert got.device == torch.device(SLOT) and got.dtype == dtype
+    low, high = (values.min(), values.max()) if lo == hi else (lo, hi)
+    expected, _ = np.histogram(values, bins=bins, range=(low, high))
+    assert got.cpu().tolist() == expected.tolist()
+
+
+def test_floating_histc_is_the_cpus_and_bad_bins_are_named():
+    x = torch.randn(1000, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(torch.histc(x.to(SLOT), bins=7, min=-1, max=1).cpu(), torch.histc(x, bins=7, min=-1, max=1))
+    with pytest.raises(RuntimeError, match="bins must be > 0"):
+        torch.histc(torch.ones(3, dtype=torch.int32, device=SLOT), bins=0)
