@@ -90,6 +90,7 @@ def search(problem: Problem, *, progress: Progress | None = None) -> tuple[Layou
         return rates[key]
 
     scored = [(lb * rate_of(desc[0]), (desc, m)) for lb, desc, m in pool]
+    scored = _homogeneous_first(scored)
     plain = tuple(x for x in problem.schedules if x != "interleaved")
 
     def evaluate(candidate):
@@ -112,6 +113,23 @@ def search(problem: Problem, *, progress: Progress | None = None) -> tuple[Layou
                          f"would be needed is {_gib(need)} per slot", int(need))
     layout, result = best.value
     return layout, result, stats
+
+
+def _homogeneous_first(scored: list) -> list:
+    """The pool with, for each chip kind, its lowest-bound candidate that uses that kind alone moved to the front
+    (bound -inf). Bounds leave out communication, so on a large space the split layouts' bounds can all sit
+    below a homogeneous layout's true time while their own true times are higher (a tied embedding all-reduced
+    between kinds, say): without a homogeneous plan evaluated first the evaluation limit was reached on split
+    layouts alone, and the plan came out slower than the homogeneous sub-rack its own baselines print."""
+    best: dict[str, int] = {}
+    for i, (bound, ((seq, _cuts, _v), _m)) in enumerate(scored):
+        kinds = {segment.kind for segment in seq}
+        if len(kinds) == 1:
+            kind = kinds.pop()
+            if kind not in best or bound < scored[best[kind]][0]:
+                best[kind] = i
+    first = set(best.values())
+    return [(-math.inf, scored[i][1]) for i in sorted(first)] + [x for i, x in enumerate(scored) if i not in first]
 
 
 def _smallest_need(problem: Problem, scored) -> float:
