@@ -29,6 +29,7 @@ from torch.utils import _pytree as pytree
 
 from interop.live.bind import canonical_names
 from interop.live.exported_blocks import ExportedBlock, ExportedBlocks, ValueSpec
+from interop.live import repeated_layers
 from interop.live.grad_flow import outputs_requiring_grad
 
 SPLIT_SPEC_HINT = (
@@ -146,8 +147,6 @@ def cut(model: nn.Module, example_inputs, *, split_spec: dict[str, SplitPoint] |
     """Cut ``model`` into blocks (see the module doc). ``example_inputs``: the positional inputs of one
     (micro)batch; dimension 0 of every tensor input is the batch. ``split_spec``: the pipelining API's
     ``{submodule name: SplitPoint}``; without it the split points come from the model's structure."""
-    from torch.distributed.pipelining._IR import MultiUseParameterConfig, Pipe
-
     if not isinstance(model, nn.Module):
         raise TypeError(f"model: expected an nn.Module, got {type(model).__name__}")
     args = example_inputs if isinstance(example_inputs, tuple) else (example_inputs,)
@@ -160,14 +159,15 @@ def cut(model: nn.Module, example_inputs, *, split_spec: dict[str, SplitPoint] |
     if config is not None and getattr(config, "use_cache", False):
         config.use_cache = False  # a KV cache is an inference output; training steps do not build one
     points = _SplitPoints.find(work, args, batch_dims, split_spec)
-    _annotate(work, points.spec, after=points.after)
-    ep = _export(work, args, batch_dims)
-    symbols = list(ep.range_constraints)
-    symbol = symbols[0] if symbols else None
-    pipe = Pipe._from_traced(work, ep, MultiUseParameterConfig.REPLICATE)
-    if pipe.num_stages < 2:
-        raise NoBlockStructure(f"{type(model).__name__} came out as a single block; {SPLIT_SPEC_HINT}")
-    blocks, values, inputs, outputs = _read_blocks(pipe.split_gm, canonical, symbol, points)
+    kept = repeated_layers.kept_layers(work, points.layers) if points.how == "layers" else None
+    split = _split_repeated(work, args, batch_dims, canonical, points, kept) if kept else None
+    if split is None:
+        if kept:
+            work = copy.deepcopy(model)  # the attempt annotated and truncated its own copy
+            canonical = canonical_names(work)
+        _annotate(work, points.spec, after=points.after)
+        split = _split(work, args, batch_dims, canonical, points, type(model).__name__)
+    ep, symbol, blocks, values, inputs, outputs = split
     holders: dict[str, list[int]] = {}
     for b in blocks:
         for p in b.params:
@@ -175,6 +175,38 @@ def cut(model: nn.Module, example_inputs, *, split_spec: dict[str, SplitPoint] |
     tied = {p: tuple(h) for p, h in holders.items() if len(h) > 1}
     return ExportedBlocks(blocks, values, inputs, outputs, ep.call_spec.out_spec, ep.call_spec.in_spec, symbol,
                           example_batch, tied, canonical, type(model).__name__, loss_fn=loss_fn)
+
+
+def _split(work: nn.Module, args: tuple, batch_dims, canonical, points: _SplitPoints, model_name: str):
+    from torch.distributed.pipelining._IR import MultiUseParameterConfig, Pipe
+
+    ep = _export(work, args, batch_dims)
+    symbols = list(ep.range_constraints)
+    symbol = symbols[0] if symbols else None
+    pipe = Pipe._from_traced(work, ep, MultiUseParameterConfig.REPLICATE)
+    if pipe.num_stages < 2:
+        raise NoBlockStructure(f"{model_name} came out as a single block; {SPLIT_SPEC_HINT}")
+    return (ep, symbol) + _read_blocks(pipe.split_gm, canonical, symbol, points)
+
+
+def _split_repeated(work: nn.Module, args: tuple, batch_dims, canonical, points: _SplitPoints, kept: list[str]):
+    """The split of a model exported with only its ``kept`` layers, expanded to every layer
+    (:mod:`interop.live.repeated_layers`); None when the truncated export does not come out as expected."""
+    container = points.layers[0].rsplit(".", 1)[0] if "." in points.layers[0] else ""
+    small = _SplitPoints({n: SplitPoint.BEGINNING for n in kept}, "layers", kept, points.first_child)
+    with repeated_layers.Truncated(work, container, kept):
+        _annotate(work, small.spec, after=small.after)
+        try:
+            ep, symbol, blocks, values, inputs, outputs = _split(work, args, batch_dims, canonical, small, "")
+        except Exception:  # noqa: BLE001 - any failure of the shortcut falls back to the whole export
+            return None
+    if [b.role for b in blocks] != ["embedding", "layer", "layer", "layer", "head"]:
+        return None
+    try:
+        blocks, values = repeated_layers.expand(blocks, values, work, points.layers, canonical)
+    except ValueError:
+        return None
+    return ep, symbol, blocks, values, inputs, outputs
 
 
 def _example_batch(args: tuple) -> int:

@@ -187,7 +187,14 @@ class ExportedBlocks(ModelBlocks):
         return out
 
     def signature(self, index: int) -> Hashable:
-        """Blocks with the same role, parameter shapes and boundary values trace alike (one trace)."""
+        """Blocks with the same role, parameter shapes and boundary values trace alike (one trace). Computed once
+        per block (the search asks for every block's profile at every candidate width)."""
+        known = self.__dict__.setdefault("_signatures", {})
+        if index not in known:
+            known[index] = self._signature(index)
+        return known[index]
+
+    def _signature(self, index: int) -> Hashable:
         b = self.blocks[index]
         params = tuple((tuple(p.shape), p.dtype) for _, p in b.module.named_parameters())
         io = tuple(self._spec_key(n) for n in b.inputs) + tuple(self._spec_key(n) for n in b.outputs)
