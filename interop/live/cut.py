@@ -28,7 +28,7 @@ from torch.distributed.pipelining import SplitPoint, pipe_split
 from torch.utils import _pytree as pytree
 
 from interop.live.bind import canonical_names
-from interop.live.exported_blocks import ExportedBlock, ExportedBlocks, ValueSpec
+from interop.live.exported_blocks import ExportedBlock, ExportedBlocks, ValueSpec, parameter_names
 from interop.live import repeated_layers
 from interop.live.grad_flow import outputs_requiring_grad
 
@@ -289,17 +289,10 @@ def _read_blocks(split: fx.GraphModule, canonical: dict[str, str], symbol, point
             values[name] = dataclasses.replace(_value_spec(name, val, symbol), requires_grad=grad)
             if grad:
                 differentiated.add(name)
-        params: dict[str, None] = {}
-        nbytes = count = 0
-        for pname, p in module.named_parameters(remove_duplicate=False):
-            name = canonical.get(pname, pname)
-            if name not in params:
-                params[name] = None
-                nbytes += p.numel() * p.element_size()
-                count += p.numel()
+        params, nbytes, count = parameter_names(module, canonical)
         name, role = points.block_name(i, len(calls))
         blocks.append(ExportedBlock(i, name, role, module, tuple(a.name for a in node.args), tuple(out_names),
-                                    tuple(params), nbytes, count))
+                                    params, nbytes, count))
     out_node = next(n for n in split.graph.nodes if n.op == "output")
     outputs = tuple(a.name for a in pytree.tree_flatten(out_node.args[0])[0] if isinstance(a, fx.Node))
     return blocks, values, tuple(inputs), outputs

@@ -350,6 +350,19 @@ class ExportedBlocks(ModelBlocks):
                 for b in self.blocks]
 
 
+def parameter_names(module: nn.Module, canonical: dict[str, str]) -> tuple[tuple[str, ...], int, int]:
+    """A block module's parameters by the model's own names (tied names once): (names, bytes, elements)."""
+    names: dict[str, None] = {}
+    nbytes = count = 0
+    for pname, p in module.named_parameters(remove_duplicate=False):
+        name = canonical.get(pname, pname)
+        if name not in names:
+            names[name] = None
+            nbytes += p.numel() * p.element_size()
+            count += p.numel()
+    return tuple(names), nbytes, count
+
+
 def default_loss(outputs, targets):
     """Cross-entropy of the outputs' first tensor over its last dimension (an LM's logits, a classifier's
     scores) against integer targets of its leading shape: the loss a plan is costed with by default."""

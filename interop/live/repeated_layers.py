@@ -20,9 +20,10 @@ import re
 from collections import OrderedDict
 from typing import Any
 
-import torch
 import torch.fx as fx
 import torch.nn as nn
+
+from interop.live.exported_blocks import ExportedBlock, parameter_names
 
 MIN_LAYERS = 6
 """Below this many repeated layers the whole model is exported (little to save)."""
@@ -142,8 +143,6 @@ def expand(blocks: list, values: dict, model: nn.Module, layers: list[str], cano
     """The blocks of the truncated export (embedding, first, second, last layer, head: ``blocks``) expanded to
     every layer of ``layers``: the second layer's block copied for each layer in between. Returns the new block
     list and values (the inputs' and outputs' names of the copies are fresh; the chain is re-linked)."""
-    from interop.live.exported_blocks import ExportedBlock
-
     embedding, first, second, last, *rest = blocks
     # The chain: where the last layer takes what the second layer gave (the layers in between pass it on);
     # every other input is shared by the layers alike (the embedding's tables, what the first layer computed
@@ -165,15 +164,8 @@ def expand(blocks: list, values: dict, model: nn.Module, layers: list[str], cano
         outputs = tuple(f"{o}_{name.replace('.', '_')}" for o in second.outputs)
         for o, new in zip(second.outputs, outputs):
             values[new] = dataclasses.replace(values[o], name=new)
-        params: dict[str, None] = {}
-        nbytes = count = 0
-        for pname, p in module.named_parameters(remove_duplicate=False):
-            key = canonical.get(pname, pname)
-            if key not in params:
-                params[key] = None
-                nbytes += p.numel() * p.element_size()
-                count += p.numel()
-        out.append(ExportedBlock(0, name, "layer", module, tuple(inputs), outputs, tuple(params), nbytes, count))
+        params, nbytes, count = parameter_names(module, canonical)
+        out.append(ExportedBlock(0, name, "layer", module, tuple(inputs), outputs, params, nbytes, count))
         previous = outputs
     relinked = tuple(previous[second.outputs.index(n)] if n in second.outputs else n for n in last.inputs)
     out.append(dataclasses.replace(last, inputs=relinked))
