@@ -200,8 +200,6 @@ def _split_repeated(work: nn.Module, args: tuple, batch_dims, canonical, points:
             ep, symbol, blocks, values, inputs, outputs = _split(work, args, batch_dims, canonical, small, "")
         except Exception:  # noqa: BLE001 - any failure of the shortcut falls back to the whole export
             return None
-    if [b.role for b in blocks] != ["embedding", "layer", "layer", "layer", "head"]:
-        return None
     try:
         blocks, values = repeated_layers.expand(blocks, values, work, points.layers, canonical)
     except ValueError:
@@ -243,14 +241,25 @@ class _SplitPoints:
         children = [n for n, c in work.named_children() if any(True for _ in c.parameters())]
         return cls(spec, how, layers, children[0] if children else None)
 
-    def block_name(self, i: int, n: int) -> tuple[str, str]:
-        """Block ``i`` of ``n``'s name and role."""
+    def layer_of(self, param_names) -> str | None:
+        """The repeated layer whose parameters a block holds (None: not one layer's)."""
+        names = list(param_names)
+        owners = {layer for layer in self.layers or () for p in names if p == layer or p.startswith(layer + ".")}
+        return owners.pop() if len(owners) == 1 else None
+
+    def block_name(self, i: int, n: int, layer_blocks: dict[int, str] | None = None) -> tuple[str, str]:
+        """Block ``i`` of ``n``'s name and role. With repeated layers, ``layer_blocks`` (block index -> the layer
+        whose parameters it holds) names the layers; a block before them is the embedding, one after them the
+        head (a plain ``Sequential`` of layers has neither)."""
         if self.how == "layers":
-            if i == 0:
-                return "embedding", "embedding"
-            if i == n - 1 and n == len(self.layers) + 2:
-                return "head", "head"
-            return self.layers[i - 1], "layer"
+            layer_blocks = layer_blocks or {}
+            if i in layer_blocks:
+                return layer_blocks[i], "layer"
+            if layer_blocks and i < min(layer_blocks):
+                return ("embedding", "embedding") if i == 0 and min(layer_blocks) == 1 else (f"block{i}", "block")
+            if layer_blocks and i > max(layer_blocks):
+                return ("head", "head") if i == n - 1 and max(layer_blocks) == n - 2 else (f"block{i}", "block")
+            return f"block{i}", "block"
         starts = [k for k, v in (self.spec or {}).items() if v == SplitPoint.BEGINNING]
         if self.how == "children" and self.first_child is not None:
             starts = [self.first_child] + starts
@@ -271,6 +280,11 @@ def _read_blocks(split: fx.GraphModule, canonical: dict[str, str], symbol, point
             inputs.append(node.name)
             values[node.name] = _value_spec(node.name, node.meta.get("val"), symbol)
     calls = [n for n in split.graph.nodes if n.op == "call_module"]
+    layer_blocks = {}
+    for i, node in enumerate(calls):
+        layer = points.layer_of(n for n, _ in split.get_submodule(node.target).named_parameters())
+        if layer is not None:
+            layer_blocks[i] = layer
     blocks: list[ExportedBlock] = []
     differentiated: set[str] = set()  # values the executed step differentiates (none of the model's inputs)
     for i, node in enumerate(calls):
@@ -290,7 +304,7 @@ def _read_blocks(split: fx.GraphModule, canonical: dict[str, str], symbol, point
             if grad:
                 differentiated.add(name)
         params, nbytes, count = parameter_names(module, canonical)
-        name, role = points.block_name(i, len(calls))
+        name, role = points.block_name(i, len(calls), layer_blocks)
         blocks.append(ExportedBlock(i, name, role, module, tuple(a.name for a in node.args), tuple(out_names),
                                     params, nbytes, count))
     out_node = next(n for n in split.graph.nodes if n.op == "output")

@@ -140,10 +140,16 @@ def _bind_own_tensors(block: nn.Module, model: nn.Module) -> None:
 
 
 def expand(blocks: list, values: dict, model: nn.Module, layers: list[str], canonical: dict[str, str]):
-    """The blocks of the truncated export (embedding, first, second, last layer, head: ``blocks``) expanded to
-    every layer of ``layers``: the second layer's block copied for each layer in between. Returns the new block
-    list and values (the inputs' and outputs' names of the copies are fresh; the chain is re-linked)."""
-    embedding, first, second, last, *rest = blocks
+    """The blocks of the truncated export (whatever comes before the layers, the first, second and last layer,
+    whatever comes after: ``blocks``) expanded to every layer of ``layers``: the second layer's block copied
+    for each layer in between. Returns the new block list and values (the copies' outputs are named afresh; the
+    chain is re-linked)."""
+    names = [b.name for b in blocks]
+    kept = [layers[0], layers[1], layers[-1]]
+    if kept[0] not in names or names[names.index(kept[0]):names.index(kept[0]) + 3] != kept:
+        raise _NotAlike("the truncated export did not cut at the kept layers, one block each")
+    at = names.index(kept[0])
+    before, (first, second, last), rest = blocks[:at], blocks[at:at + 3], blocks[at + 3:]
     # The chain: where the last layer takes what the second layer gave (the layers in between pass it on);
     # every other input is shared by the layers alike (the embedding's tables, what the first layer computed
     # once for all of them).
@@ -152,7 +158,7 @@ def expand(blocks: list, values: dict, model: nn.Module, layers: list[str], cano
         last.inputs[k] == second.inputs[k] for k in range(len(last.inputs)) if k not in chain)
     if not chain or not shared_alike:
         raise _NotAlike("the second and last layers do not take values alike")
-    out = [embedding, first, second]
+    out = list(before) + [first, second]
     previous = second.outputs
     for name in layers[2:-1]:
         module = _shallow_clone(second.module)

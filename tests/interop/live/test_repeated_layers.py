@@ -83,3 +83,16 @@ def test_layers_that_differ_by_an_attribute_are_exported_whole():
 def test_few_layers_are_exported_whole():
     model = model_families.build("llama", num_hidden_layers=repeated_layers.MIN_LAYERS - 1)
     assert repeated_layers.kept_layers(model, cutting.find_layers(model)[1]) is None
+
+
+def test_a_plain_sequential_of_layers_names_each_block_by_the_layer_it_holds(monkeypatch):
+    """A Sequential of layers has no embedding or head: every block is a layer, named by the parameters it holds
+    (before, block 0 was called the embedding and block i named after layer i - 1)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*[torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU()) for _ in range(8)])
+    x = torch.randn(4, 16)
+    fast, whole = cutting.cut(model, (x,)), _whole(model, x, monkeypatch)
+    for blocks in (fast, whole):
+        assert [(b.name, b.role) for b in blocks.blocks] == [(str(i), "layer") for i in range(8)]
+        assert all(all(p.startswith(f"{b.name}.") for p in b.params) for b in blocks.blocks)
+    assert torch.equal(bind(fast.stage_module(0, len(fast)), model, "cpu")(x), model(x))
