@@ -153,17 +153,14 @@ def cut(model: nn.Module, example_inputs, *, split_spec: dict[str, SplitPoint] |
     example_batch = _example_batch(args)
     batch_dims = [isinstance(a, torch.Tensor) and a.dim() > 0 for a in args]
 
-    work = copy.deepcopy(model)
+    work = _working_copy(model)
     canonical = canonical_names(work)
-    config = getattr(work, "config", None)
-    if config is not None and getattr(config, "use_cache", False):
-        config.use_cache = False  # a KV cache is an inference output; training steps do not build one
     points = _SplitPoints.find(work, args, batch_dims, split_spec)
     kept = repeated_layers.kept_layers(work, points.layers) if points.how == "layers" else None
     split = _split_repeated(work, args, batch_dims, canonical, points, kept) if kept else None
     if split is None:
         if kept:
-            work = copy.deepcopy(model)  # the attempt annotated and truncated its own copy
+            work = _working_copy(model)  # the attempt annotated and truncated its own copy
             canonical = canonical_names(work)
         _annotate(work, points.spec, after=points.after)
         split = _split(work, args, batch_dims, canonical, points, type(model).__name__)
@@ -175,6 +172,15 @@ def cut(model: nn.Module, example_inputs, *, split_spec: dict[str, SplitPoint] |
     tied = {p: tuple(h) for p, h in holders.items() if len(h) > 1}
     return ExportedBlocks(blocks, values, inputs, outputs, ep.call_spec.out_spec, ep.call_spec.in_spec, symbol,
                           example_batch, tied, canonical, type(model).__name__, loss_fn=loss_fn)
+
+
+def _working_copy(model: nn.Module) -> nn.Module:
+    """The copy of the user's model that is annotated and exported (the user's own is left as it is)."""
+    work = copy.deepcopy(model)
+    config = getattr(work, "config", None)
+    if config is not None and getattr(config, "use_cache", False):
+        config.use_cache = False  # a KV cache is an inference output; training steps do not build one
+    return work
 
 
 def _split(work: nn.Module, args: tuple, batch_dims, canonical, points: _SplitPoints, model_name: str):
