@@ -4,10 +4,20 @@
 // compressed (CSR, CSC, BSR, BSC) tensor on a slot reaches the sparse
 // dispatch keys of PrivateUse1, where this fallback refuses it by name, with
 // what to use instead, before anything is allocated or written.
+//
+// One move never reached the fallback: _to_copy dispatches on its target too
+// (BackendSelect), so a compressed tensor sent to a slot lands on
+// SparseCsrPrivateUse1, where torch's CompositeExplicitAutograd kernel ranks
+// above any fallback, copies the indices and values, and builds the result's
+// impl directly. So _to_copy has its own kernel there: it refuses a slot as the
+// target of a sparse result and otherwise runs torch's composite unchanged. The
+// compressed factories (torch.sparse_csr_tensor(..., device=slot) and the
+// like) are composites at that key as well, and are refused there by name.
 
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
+#include <ATen/ops/_to_copy_native.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
@@ -33,11 +43,27 @@ std::string slot_named(const c10::OperatorHandle& op, const torch::jit::Stack& s
   return "a slot";
 }
 
-void refuse_sparse(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+[[noreturn]] void refuse(const std::string& op_name, const std::string& slot) {
   TORCH_CHECK_NOT_IMPLEMENTED(
-      false, op.operator_name().name, ": a sparse tensor cannot be on ", slot_named(op, *stack),
+      false, op_name, ": a sparse tensor cannot be on ", slot,
       ": slots hold strided tensors only. Instead: a dense tensor on the slot (adj.to_dense().to(device), then "
       "adj @ x, the same product), or the sparse tensor kept on the CPU (torch.sparse.mm(adj, x.cpu()).to(device))");
+  TORCH_INTERNAL_ASSERT(false);  // TORCH_CHECK_NOT_IMPLEMENTED(false, ...) always throws
+}
+
+void refuse_sparse(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  refuse(op.operator_name().name, slot_named(op, *stack));
+}
+
+at::Tensor compressed_to_copy(const at::Tensor& self, std::optional<at::ScalarType> dtype,
+                              std::optional<at::Layout> layout, std::optional<at::Device> device,
+                              std::optional<bool> pin_memory, bool non_blocking,
+                              std::optional<at::MemoryFormat> memory_format) {
+  const bool stays_sparse = !layout.has_value() || *layout != c10::kStrided;
+  if (device.has_value() && device->is_privateuseone() && stays_sparse) {
+    refuse("aten::_to_copy", device->has_index() ? "hybrid:" + std::to_string(device->index()) : "a slot");
+  }
+  return at::native::_to_copy(self, dtype, layout, device, pin_memory, non_blocking, memory_format);
 }
 
 } // namespace
@@ -48,6 +74,15 @@ TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
 
 TORCH_LIBRARY_IMPL(_, SparseCsrPrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse_sparse>());
+}
+
+TORCH_LIBRARY_IMPL(aten, SparseCsrPrivateUse1, m) {
+  m.impl("_to_copy", TORCH_FN(compressed_to_copy));
+  // The factories that build a compressed tensor on their target have composite kernels at this key too.
+  for (const char* factory : {"sparse_compressed_tensor.comp_plain_value_size", "sparse_compressed_tensor.comp_plain_value",
+                              "_sparse_compressed_tensor_unsafe"}) {
+    m.impl(factory, torch::CppFunction::makeFromBoxedFunction<&refuse_sparse>());
+  }
 }
 
 } // namespace hybrid
