@@ -157,6 +157,42 @@ def _runs_composite(func: Any, key: str, memo: dict) -> bool:
     return hit
 
 
+def _balanced_loop(func: Any, args: tuple, kwargs: Mapping[str, Any]):
+    """``(implementation, args, kwargs)`` to trace a library's grouped matmul the way a slot runs it, or None.
+
+    A custom op (not ATen) over row groups, with the grouped-matmul convention of ``torch._grouped_mm`` (a
+    2-D first input and ``offs``, the groups' cumulative row ends), whose implementation is Python (a
+    ``torch.library.custom_op``): transformers' ``grouped_mm_fallback`` and its backward loop over the groups
+    with one matmul each, by ``offs.tolist()``, which meta tensors cannot give. The slot runs that loop, so the
+    trace runs it too, with the rows split evenly over the groups: balanced routing, the assumption the
+    what-if's experts make (planner/decoder_blocks.py)."""
+    import torch
+    from torch._library.custom_ops import _maybe_get_opdef
+
+    if func.namespace == "aten":
+        return None
+    schema = func._schema
+    names = [a.name for a in schema.arguments]
+    if "offs" not in names:
+        return None
+    opdef = _maybe_get_opdef(func)
+    if opdef is None:
+        return None
+    where = names.index("offs")
+    offs = args[where] if where < len(args) else kwargs.get("offs")
+    first = args[0] if args else None
+    if (not isinstance(offs, torch.Tensor) or offs.dim() != 1 or offs.is_floating_point()
+            or not isinstance(first, torch.Tensor) or first.dim() != 2 or offs.numel() == 0):
+        return None
+    groups, rows = offs.numel(), first.shape[0]
+    ends = torch.tensor([(i + 1) * rows // groups for i in range(groups)], dtype=offs.dtype)
+    if where < len(args):
+        args = args[:where] + (ends,) + args[where + 1:]
+    else:
+        kwargs = {**kwargs, "offs": ends}
+    return opdef._init_fn, args, kwargs
+
+
 def _recorder_class() -> type:
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
@@ -177,6 +213,12 @@ def _recorder_class() -> type:
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
+            loop = (_balanced_loop(func, args, kwargs) if self.keyset is not None and func not in self.expanding
+                    else None)
+            if loop is not None:
+                out = self._run_loop(func, *loop)
+                if out is not None:
+                    return out
             if (self.keyset is not None and func not in self.expanding
                     and _runs_composite(func, self.composites_of, self.memo)):
                 self.expanding.append(func)
@@ -197,6 +239,19 @@ def _recorder_class() -> type:
             if self.observer is not None:
                 self.observer.op(func, args, kwargs, out)
             return out
+
+        def _run_loop(self, func, implementation, args, kwargs):
+            """The loop's parts, recorded; None (nothing recorded) when the implementation fails on meta."""
+            self.expanding.append(func)
+            before = len(self.records)
+            try:
+                with self:
+                    return implementation(*args, **kwargs)
+            except Exception:  # noqa: BLE001 -- a loop that needs more than offs: recorded as one op
+                del self.records[before:]
+                return None
+            finally:
+                self.expanding.pop()
 
     return Recorder
 

@@ -52,3 +52,57 @@ def test_an_op_the_backend_implements_stays_one_record():
 
     records = trace_ops(softmax, torch.randn(3, 5), composites_of="PrivateUse1")
     assert [r.op for r in records] == ["aten::_log_softmax"]
+
+
+def _grouped_loop(input, weight, offs):
+    # A library's grouped matmul as transformers' fallback writes it: one mm per group, by offs read to the host.
+    out = torch.zeros(input.shape[0], weight.shape[2], dtype=input.dtype, device=input.device)
+    start = 0
+    for i, end in enumerate(offs.tolist()):
+        if end > start:
+            torch.mm(input[start:end], weight[i], out=out[start:end])
+        start = end
+    return out
+
+
+torch.library.custom_op("hybrid_tests::grouped_loop", _grouped_loop, mutates_args=(),
+                        schema="(Tensor input, Tensor weight, Tensor offs) -> Tensor")
+torch.library.register_fake("hybrid_tests::grouped_loop",
+                            lambda input, weight, offs: input.new_empty(input.shape[0], weight.shape[2]))
+
+
+def _grouped(x, w, offs):
+    return torch.ops.hybrid_tests.grouped_loop(x, w, offs)
+
+
+def test_a_librarys_grouped_matmul_loop_is_traced_as_the_slot_runs_it_with_balanced_groups(fresh_timeline):
+    """The meta trace has no routed counts, so it runs the loop with the rows split evenly (balanced routing);
+    reference: the slot's own timeline for the same op with balanced offsets."""
+    x, w = torch.randn(12, 8), torch.randn(4, 8, 5)
+    offs = torch.tensor([3, 6, 9, 12], dtype=torch.int32)
+    plain = [r.op for r in trace_ops(_grouped, x, w, offs)]
+    assert plain == ["hybrid_tests::grouped_loop"]  # only the slot's trace expands it
+    traced = [(r.op, r.shapes) for r in trace_ops(_grouped, x, w, offs, composites_of="PrivateUse1")
+              if r.op == "aten::mm.out"]
+    slot = [t.to("hybrid:0") for t in (x, w, offs)]
+    interop.reset_timeline()
+    out = _grouped(*slot)
+    torch.hybrid.synchronize()
+    placed = [r.op for r in interop.timeline() if r.op == "aten::mm.out"]
+    assert len(traced) == len(placed) == 4
+    assert {shapes for _, shapes in traced} == {((3, 8), (8, 5), (3, 5))}
+    torch.testing.assert_close(out.cpu(), torch.cat([x[3 * i:3 * i + 3] @ w[i] for i in range(4)]))
+
+
+def test_a_loop_that_needs_more_than_its_offsets_stays_one_record():
+    def needs_data(input, weight, offs):
+        scale = float(input.abs().max())  # data a meta tensor does not have
+        return _grouped_loop(input * scale, weight, offs)
+
+    torch.library.custom_op("hybrid_tests::grouped_needs_data", needs_data, mutates_args=(),
+                            schema="(Tensor input, Tensor weight, Tensor offs) -> Tensor")
+    torch.library.register_fake("hybrid_tests::grouped_needs_data",
+                                lambda input, weight, offs: input.new_empty(input.shape[0], weight.shape[2]))
+    records = trace_ops(lambda x, w, o: torch.ops.hybrid_tests.grouped_needs_data(x, w, o), torch.randn(4, 3),
+                        torch.randn(2, 3, 5), torch.tensor([2, 4]), composites_of="PrivateUse1")
+    assert [r.op for r in records] == ["hybrid_tests::grouped_needs_data"]
