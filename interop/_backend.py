@@ -124,12 +124,15 @@ def _register_collective_hooks() -> None:
 
 def _register_distributed_backend() -> None:
     """Make ``torch.distributed.init_process_group("hybrid")`` available (collectives.distributed), and give
-    DTensor's random number tracker the rank's own slot (when DTensor is imported)."""
+    DTensor's random number tracker the rank's own slot and sharding rules for the attention kernel slots run
+    (when DTensor is imported)."""
     import collectives.distributed
+    from interop import dtensor_attention
     from interop.import_hooks import after_import
 
     collectives.distributed.register()
     after_import("torch.distributed.tensor._random", _dtensor_rng_on_the_rank_slot)
+    dtensor_attention.install()
 
 
 def _dtensor_rng_on_the_rank_slot(module) -> None:

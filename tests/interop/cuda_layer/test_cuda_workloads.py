@@ -174,3 +174,16 @@ def test_data_parallel_over_the_mapped_slots_trains_as_one_module_on_the_cpu(tmp
     report = load(tmp_path / "rep.json")
     assert {r["slot"] for r in report["op_ledger"] if r["op"] == "aten::addmm"} == {1, 2, 3}
     assert any(a["api"] == "torch.nn.DataParallel" for a in report["cuda_apis"])
+
+
+def test_tensor_parallel_attention_on_dtensors_trains_as_the_unsharded_model(tmp_path):
+    """The FSDP + TP example's attention: SDPA on DTensors sharded by heads runs the CPU's attention kernel on
+    a slot, which has DTensor sharding rules of ours (interop/dtensor_attention.py); reference: the same model
+    unsharded on the CPU, in the same process."""
+    layer = run([*TORCHRUN, "-m", "interop.run", script("tp_attention_train.py"), "--out", "tp.json"], tmp_path,
+                timeout=400)
+    assert layer.returncode == 0, layer.stderr[-3000:]
+    got = load(tmp_path / "tp.json")
+    assert got["device"] == "cuda" and got["world"] == 2
+    assert got["parallel"] == pytest.approx(got["reference"], rel=1e-5)
+    assert got["parallel"][-1] < got["parallel"][0]
