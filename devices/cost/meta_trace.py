@@ -290,6 +290,12 @@ def _lowering_class() -> type:
             gx, gw = torch.ops.aten._fused_rms_norm_backward(grad, x, ctx.normalized_shape, rstd, weight, mask)
             return gx, gw, None, None, None
 
+    def _fused_kernel_takes(query, key, value, *args, enable_gqa=False, **kwargs):
+        # Key/value heads that differ from the query's without enable_gqa broadcast (Falcon's multi-query
+        # attention passes one key head): every fused kernel, CUDA's and the CPU's, refuses that, so CUDA and
+        # a slot both run the math path, which meta records as it is.
+        return enable_gqa or key.dim() < 3 or key.shape[-3] == query.shape[-3]
+
     def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
         if (attn_mask is None and query.dtype in (torch.float16, torch.bfloat16)
                 and query.shape[-1] <= 256):
@@ -318,7 +324,7 @@ def _lowering_class() -> type:
             kwargs = kwargs or {}
             tensors = [a for a in args[:3] if isinstance(a, torch.Tensor)]
             on_meta = bool(tensors) and all(t.device.type == "meta" for t in tensors)
-            if on_meta and func is F.scaled_dot_product_attention:
+            if on_meta and func is F.scaled_dot_product_attention and _fused_kernel_takes(*args, **kwargs):
                 return sdpa(*args, **kwargs)
             if on_meta and func is F.rms_norm:
                 return _rms_norm(self.recorder, *args, **kwargs)

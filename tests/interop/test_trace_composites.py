@@ -106,3 +106,25 @@ def test_a_loop_that_needs_more_than_its_offsets_stays_one_record():
     records = trace_ops(lambda x, w, o: torch.ops.hybrid_tests.grouped_needs_data(x, w, o), torch.randn(4, 3),
                         torch.randn(2, 3, 5), torch.tensor([2, 4]), composites_of="PrivateUse1")
     assert [r.op for r in records] == ["hybrid_tests::grouped_needs_data"]
+
+
+def _broadcast_heads_attention(q, k, v):
+    # Falcon's multi-query attention: one key/value head broadcast over the query's, without enable_gqa
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+def test_attention_whose_heads_broadcast_is_traced_as_the_math_path_the_slot_runs(fresh_timeline):
+    """No fused kernel takes key heads that differ from the query's without enable_gqa (CUDA's and the CPU's
+    choosers alike), so the trace records the math path; reference: the slot's own timeline."""
+    q, kv = torch.randn(2, 4, 8, 16), torch.randn(2, 1, 8, 16)
+    traced = {r.op for r in trace_ops(_broadcast_heads_attention, q, kv, kv, composites_of="PrivateUse1")}
+    interop.reset_timeline()
+    out = _broadcast_heads_attention(q.to("hybrid:0"), kv.to("hybrid:0"), kv.to("hybrid:0"))
+    torch.hybrid.synchronize()
+    placed = {r.op for r in interop.timeline() if r.kind != "copy"}
+    assert not any("scaled_dot_product" in op for op in traced | placed)
+    assert "aten::bmm" in traced and "aten::bmm" in placed and "aten::isneginf" in traced & placed
+    torch.testing.assert_close(out.cpu(), _broadcast_heads_attention(q, kv, kv))
+    grouped = {r.op for r in trace_ops(lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(
+        q, k, v, is_causal=True, enable_gqa=True), q, kv, kv)}
+    assert any("scaled_dot_product" in op for op in grouped)  # with enable_gqa a fused kernel takes it
