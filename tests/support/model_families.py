@@ -1,7 +1,7 @@
 """Small models of the families trained today, built from configs (nothing downloaded), for the planner tests.
 
 :func:`build` makes one family's model with a tiny config (dropout off, no KV cache, float32): the
-Hugging Face causal LMs (Llama, Mistral, Qwen2, Qwen3, Gemma 2, Gemma 3, Phi-3, Mixtral, GPT-NeoX) and
+Hugging Face causal LMs (Llama, Mistral, Qwen2, Qwen3, Gemma 2, Gemma 3, Phi-3, Mixtral, GPT-NeoX, Falcon) and
 :class:`TitanLlama`, a Llama written as plain modules in torchtitan's style (a dict of layers, rotary
 frequencies precomputed as a non-persistent buffer and moved to the input's device in forward).
 """
@@ -34,6 +34,8 @@ HF_FAMILIES = {
     "mixtral": ("MixtralConfig", "MixtralForCausalLM", {"num_key_value_heads": 2, "intermediate_size": 64,
                                                          "num_local_experts": 4, "num_experts_per_tok": 2}),
     "gpt_neox": ("GPTNeoXConfig", "GPTNeoXForCausalLM", {"intermediate_size": 128, "rotary_pct": 0.5}),
+    # multi-query attention: one key/value head, broadcast in attention (no enable_gqa)
+    "falcon": ("FalconConfig", "FalconForCausalLM", {"multi_query": True}),
 }
 FAMILIES = tuple(HF_FAMILIES) + ("titan_llama",)
 

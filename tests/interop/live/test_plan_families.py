@@ -21,7 +21,7 @@ from tests.support import model_families
 
 transformers = pytest.importorskip("transformers", reason="the HF families come from transformers")
 
-LIVE_FAMILIES = ("llama", "qwen3", "gemma3", "phi3", "gpt_neox", "titan_llama", "mixtral")
+LIVE_FAMILIES = ("llama", "qwen3", "gemma3", "phi3", "gpt_neox", "titan_llama", "mixtral", "falcon")
 OPEN_PREDICTION_GAPS = {
     # transformers' exported experts run its own op (transformers::grouped_mm_fallback), which loops over the
     # experts by offs.tolist(). The trace now runs that loop with balanced groups (the matmuls match the slot's
