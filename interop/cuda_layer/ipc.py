@@ -23,6 +23,10 @@ UNSUPPORTED[SHARING] = INSTEAD
 
 
 def _on_slot(obj) -> bool:
+    if isinstance(obj, torch.storage.TypedStorage):
+        # Its `device` property warns that TypedStorage is deprecated: a DataLoader worker's batches would warn
+        # in the user's output although the user never touched a TypedStorage.
+        obj = obj._untyped_storage
     device = getattr(obj, "device", None)
     return isinstance(device, torch.device) and device.type == "hybrid"
 

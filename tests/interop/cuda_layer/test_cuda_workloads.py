@@ -149,15 +149,22 @@ def test_sharing_a_slot_tensor_with_another_process_is_refused_by_name(tmp_path)
             "try:\n    x.untyped_storage()._share_cuda_()\nexcept Exception as e:\n    print(type(e).__name__, e)\n"
             "from multiprocessing.reduction import ForkingPickler\n"
             "try:\n    ForkingPickler.dumps(x)\nexcept Exception as e:\n    print(type(e).__name__, e)\n"
-            "print(ForkingPickler.loads(ForkingPickler.dumps(x.cpu())).sum().item())\n")
+            "print(ForkingPickler.loads(ForkingPickler.dumps(x.cpu())).sum().item())\n"
+            "import warnings\n"
+            # A TypedStorage, as a DataLoader worker's batches send (made without torch's one-time warning)
+            "s = torch.storage.TypedStorage(wrap_storage=torch.ones(2).untyped_storage(), dtype=torch.float32,"
+            " _internal=True)\n"
+            "with warnings.catch_warnings():\n    warnings.simplefilter('error')\n"
+            "    print(ForkingPickler.loads(ForkingPickler.dumps(s))._size())\n")
     out = hybrid(script("run_code.py"), code, cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
-    first, second, third = out.stdout.splitlines()
+    first, second, third, fourth = out.stdout.splitlines()
     assert first.startswith("UnsupportedCudaAPI torch.UntypedStorage._share_cuda_ is not supported") and \
         "instead: send tensor.cpu()" in first
     assert second.startswith("UnsupportedCudaAPI torch.multiprocessing (a tensor on a mapped slot sent to another "
                              "process: CUDA IPC) is not supported")
     assert third == "3.0"  # CPU tensors still share as torch shares them
+    assert fourth == "2"  # and storages, without the layer raising TypedStorage's deprecation warning
 
 
 def test_data_parallel_over_the_mapped_slots_trains_as_one_module_on_the_cpu(tmp_path):
