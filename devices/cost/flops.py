@@ -59,15 +59,37 @@ def _matmul(name: str, op: str, shapes: list[Shape], itemsize: int,
 
 
 # ----------------------------------------------------------------- convolution
-def _conv_geometry(name: str, inp: Shape, weight: Shape, args: Mapping[str, object]) -> tuple[bool, int]:
-    transposed = bool(args.get("transposed", False)) or name.startswith("conv_transpose") \
-        or name == "cudnn_convolution_transpose"
+def _conv_geometry(name: str, inp: Shape, weight: Shape, args: Mapping[str, object],
+                   out: Shape | None = None) -> tuple[bool, int]:
+    transposed = args.get("transposed")
+    if name.startswith("conv_transpose") or name == "cudnn_convolution_transpose":
+        transposed = True
+    elif transposed is None and out is not None:
+        transposed = _reads_as_transposed(inp, weight, out)
+    transposed = bool(transposed)
     groups = args.get("groups")
     if groups is None:
-        # Non-transposed weights are (C_out, C_in / groups, *kernel), so the
-        # group count is readable from the shapes; transposed ones hide it.
-        groups = inp[1] // weight[1] if not transposed and weight[1] else 1
-    return transposed, int(groups)
+        # Weights are (C_out, C_in / groups, *kernel), or (C_in, C_out / groups, *kernel) when transposed, so
+        # the group count is readable from the input's (or the output's) channels.
+        if transposed:
+            groups = out[1] // weight[1] if out is not None and weight[1] else 1
+        else:
+            groups = inp[1] // weight[1] if weight[1] else 1
+    return transposed, max(1, int(groups))
+
+
+def _reads_as_transposed(inp: Shape, weight: Shape, out: Shape) -> bool:
+    """Whether a convolution known by its shapes alone (a slot's timeline records no scalar arguments) is a
+    transposed one: its weight's first dimension is the input's channels, and either the shapes fit no
+    ordinary convolution or the output is spatially larger than the input (an up-convolution). Where both
+    readings fit and the sizes agree, the two count the same pixels and FLOPs."""
+    if len(inp) < 3 or len(weight) != len(inp) or len(out) != len(inp) or not weight[1]:
+        return False
+    fits_transposed = weight[0] == inp[1] and out[1] % weight[1] == 0
+    fits_plain = out[1] == weight[0] and inp[1] % weight[1] == 0
+    if not fits_transposed:
+        return False
+    return not fits_plain or sh.numel(out[2:]) > sh.numel(inp[2:])
 
 
 def _conv_gemm(transposed: bool, groups: int, inp: Shape, weight: Shape, out: Shape) -> tuple[int, int, int]:
@@ -81,7 +103,7 @@ def _conv_gemm(transposed: bool, groups: int, inp: Shape, weight: Shape, out: Sh
 def _conv(name: str, op: str, shapes: list[Shape], itemsize: int,
           out_shapes: Sequence[Shape] | None, args: Mapping[str, object]) -> Work:
     inp, weight = shapes[0], shapes[1]
-    transposed, groups = _conv_geometry(name, inp, weight, args)
+    transposed, groups = _conv_geometry(name, inp, weight, args, out_shapes[0] if out_shapes else None)
     out = out_shapes[0] if out_shapes else sh.conv_output(inp, weight, {**args, "groups": groups}, transposed)
     # Every weight element meets every output pixel (every input pixel when transposed).
     pixels = inp[0] * sh.numel(inp[2:]) if transposed else out[0] * sh.numel(out[2:])
@@ -95,7 +117,7 @@ def _conv(name: str, op: str, shapes: list[Shape], itemsize: int,
 def _conv_backward(name: str, op: str, shapes: list[Shape], itemsize: int,
                    out_shapes: Sequence[Shape] | None, args: Mapping[str, object]) -> Work:
     grad_out, inp, weight = shapes[0], shapes[1], shapes[2]
-    transposed, groups = _conv_geometry(name, inp, weight, args)
+    transposed, groups = _conv_geometry(name, inp, weight, args, grad_out)
     mask = tuple(args.get("output_mask") or (True, True, args.get("bias_sizes") is not None))
     pixels = inp[0] * sh.numel(inp[2:]) if transposed else grad_out[0] * sh.numel(grad_out[2:])
     core = 2.0 * pixels * sh.numel(weight)

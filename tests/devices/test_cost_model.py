@@ -91,6 +91,33 @@ def test_depthwise_groups_are_read_from_shapes():
     assert e == 2 * 32 * 32 * 64 * 9
 
 
+# (input, weight, output, transposed, groups): what a slot's timeline records of a convolution is its shapes
+# only (the C++ record carries no scalar arguments), so the geometry is read from them.
+CONVS_BY_SHAPE = [
+    ((8, 64, 56, 56), (128, 64, 3, 3), (8, 128, 28, 28), False, 1),        # strided
+    ((1, 64, 32, 32), (64, 1, 3, 3), (1, 64, 32, 32), False, 64),          # depthwise
+    ((4, 32, 16, 16), (64, 8, 3, 3), (4, 64, 16, 16), False, 4),           # grouped
+    ((64, 100, 1, 1), (100, 512, 4, 4), (64, 512, 4, 4), True, 1),         # DCGAN's first up-convolution
+    ((64, 512, 4, 4), (512, 256, 4, 4), (64, 256, 8, 8), True, 1),         # stride 2
+    ((2, 64, 8, 8), (64, 64, 4, 4), (2, 64, 16, 16), True, 1),             # square channels: the size says up
+    ((2, 32, 8, 8), (32, 4, 3, 3), (2, 16, 16, 16), True, 4),              # grouped, transposed
+    ((2, 16, 10), (16, 8, 5), (2, 8, 23), True, 1),                        # 1-d
+]
+
+
+@pytest.mark.parametrize("inp, weight, out, transposed, groups", CONVS_BY_SHAPE)
+def test_convolution_priced_from_its_shapes_alone(inp, weight, out, transposed, groups):
+    # Every weight element meets every output pixel, or every input pixel when transposed (hand formula).
+    pixels = inp[0] * math.prod(inp[2:]) if transposed else out[0] * math.prod(out[2:])
+    expected = 2 * pixels * math.prod(weight)
+    e = estimate("b200", "aten::convolution", [inp, weight], "float32", out_shapes=[out])
+    assert not e.estimated_by_default
+    assert e.flops == expected
+    b = estimate("b200", "aten::convolution_backward", [out, inp, weight], "float32", out_shapes=[inp, weight])
+    assert not b.estimated_by_default
+    assert b.flops == 2 * expected
+
+
 SDPA = "aten::_scaled_dot_product_flash_attention"
 QKV = [(2, 32, 2048, 128), (2, 8, 2048, 128), (2, 8, 2048, 128)]  # GQA: 8 KV heads
 
