@@ -82,7 +82,7 @@ class CudaReport:
                              f"{f.note} |")
             lines += ["", "The emulated slots compute exactly as the CPU whatever these say.", ""]
         if self.failure:
-            lines += ["## The run failed", "", f"- {self._failure_line()}", f"- message: {self.failure['message']}",
+            lines += ["## The run failed", "", f"- {self._failure_line()}", f"- message: {self.failure['message'] or '(no message)'}",
                       ""]
         lines += ["## What would fail or differ on the real target", ""]
         if not self.divergences and self.failure:
@@ -134,7 +134,8 @@ class CudaReport:
         if self.map_note:
             lines.append(f"  note: {self.map_note}")
         if self.failure:
-            lines.append(f"  {self._failure_line()}: {self.failure['message'].splitlines()[0][:200]}")
+            first = next(iter(self.failure["message"].splitlines()), "") or "(no message)"
+            lines.append(f"  {self._failure_line()}: {first[:200]}")
         lines += [
                  f"  CUDA APIs: {sum(1 for a in self.apis if a.count)} touched, {calls} calls ({parts or 'none'})"
                  + (f"; {compile_calls} more by torch.compile while compiling" if compile_calls else ""),
@@ -211,7 +212,8 @@ def describe_failure(exc: BaseException) -> dict:
         op, slot, op_message = _C._last_failure()
     except Exception:  # noqa: BLE001  (no extension: nothing ran on a slot)
         op, slot, op_message = "", -1, ""
-    if op and op_message and (op_message.strip() in message or message.strip() in op_message):
+    # An exception without a message (a bare assert) is not the op's: "" is in every message.
+    if op and op_message and message.strip() and (op_message.strip() in message or message.strip() in op_message):
         return {"kind": "op", "name": op, "slot": slot, "message": message, "site": site}
     return {"kind": "exception", "name": type(exc).__name__, "slot": None, "message": message, "site": site}
 

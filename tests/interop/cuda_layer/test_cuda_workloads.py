@@ -127,13 +127,15 @@ def test_a_checkpoint_saved_under_the_layer_is_a_cuda_checkpoint(tmp_path):
 
 
 @pytest.mark.parametrize("mode,kind,name", [("api", "api", "torch.cuda.CUDAGraph"), ("op", "op", "aten::mm"),
-                                            ("python", "exception", "KeyError")])
+                                            ("python", "exception", "KeyError"),
+                                            ("assert", "exception", "AssertionError")])
 def test_the_report_of_a_crashed_run_names_what_failed(tmp_path, mode, kind, name):
     out = hybrid("--report", "rep", script("crashes.py"), mode, cwd=tmp_path)
     assert out.returncode == 1
     failure = load(tmp_path / "rep.json")["failure"]
     assert failure["kind"] == kind and failure["name"] == name
-    marker = {"api": "torch.cuda.CUDAGraph()", "op": "x @ x", "python": '{}["missing"]'}[mode]
+    marker = {"api": "torch.cuda.CUDAGraph()", "op": "x @ x", "python": '{}["missing"]',
+              "assert": "assert x.sum()"}[mode]  # an exception without a message is not the op that failed before
     line = next(i for i, text in enumerate(open(script("crashes.py")), 1) if marker in text)
     assert failure["site"].endswith(f"crashes.py:{line}")
     if kind == "op":

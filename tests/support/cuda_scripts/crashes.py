@@ -1,5 +1,6 @@
 """Scripts that fail the way CUDA scripts fail (no hybrid-interop in them): --api calls an API the rack cannot
-serve (CUDA graphs), --op runs a matmul whose shapes do not fit, --python raises a plain Python error.
+serve (CUDA graphs), --op runs a matmul whose shapes do not fit, --python raises a plain Python error, --assert
+fails an assert that has no message after an op's error was caught.
 
 python crashes.py --op
 """
@@ -11,7 +12,7 @@ import torch
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("mode", choices=("api", "op", "python"))
+    parser.add_argument("mode", choices=("api", "op", "python", "assert"))
     args = parser.parse_args()
     x = torch.ones(4, 3, device="cuda")
     if args.mode == "api":
@@ -19,8 +20,14 @@ def main():
         print(graph)
     elif args.mode == "op":
         print(x @ x)
-    else:
+    elif args.mode == "python":
         print({}["missing"])
+    else:
+        try:
+            print(x @ x)
+        except RuntimeError:
+            pass
+        assert x.sum().item() == 0
 
 
 if __name__ == "__main__":
