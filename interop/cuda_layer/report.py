@@ -82,8 +82,8 @@ class CudaReport:
                              f"{f.note} |")
             lines += ["", "The emulated slots compute exactly as the CPU whatever these say.", ""]
         if self.failure:
-            lines += ["## The run failed", "", f"- {self._failure_line()}", f"- message: {self.failure['message'] or '(no message)'}",
-                      ""]
+            message = self.failure["message"] or "(no message)"
+            lines += ["## The run failed", "", f"- {self._failure_line()}", f"- message: {message}", ""]
         lines += ["## What would fail or differ on the real target", ""]
         if not self.divergences and self.failure:
             lines += ["Nothing else was seen before the run failed (above).", ""]
