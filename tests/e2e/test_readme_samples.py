@@ -29,3 +29,16 @@ def test_a_changed_figure_is_reported_with_the_line_printed_instead():
     assert rs._with_figures(command.samples[0][1], printed[1]) == printed[1]
     assert rs.compare(command, printed[:1] + printed[2:]) == [(1, command.samples[0][1], None)]
     assert rs.compare(command, ["5 steps: 1.713 ms, peak memory 10.1 MiB"] + printed[2:]) == []
+
+
+def test_a_float32_figure_may_print_one_unit_away_at_its_last_digit():
+    # A loss to 6 decimals, as another CPU sums it: one unit at the last digit is the same figure; two are not.
+    command = rs.Command(0, "x", [(1, "cpu: final loss 0.654923 after 5 steps")])
+    assert rs.compare(command, ["cpu: final loss 0.654924 after 5 steps"]) == []
+    assert rs.compare(command, ["cpu: final loss 0.654922 after 5 steps"]) == []
+    assert rs.compare(command, ["cpu: final loss 0.654925 after 5 steps"]) != []
+    assert rs.compare(command, ["cpu: final loss 0.65492 after 5 steps"]) != []  # printed otherwise
+    assert rs.compare(command, ["cpu: final loss 0.654923 after 6 steps"]) != []  # counts stay exact
+    # Modelled figures printed short stay exact.
+    short = rs.Command(0, "x", [(1, "5 steps: 1.713 ms")])
+    assert rs.compare(short, ["5 steps: 1.714 ms"]) != []

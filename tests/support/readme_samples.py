@@ -80,8 +80,29 @@ def run(command: str, cwd: str) -> list[str]:
 
 
 def _pattern(sample: str) -> re.Pattern:
-    parts = [re.escape(p.strip()) for p in sample.split("...")]
-    return re.compile(r"\s*" + r".*".join(parts) + r"\s*$")
+    """The sample's line with each of its numbers a group (compared by :func:`_same_figures`)."""
+    def part(text: str) -> str:
+        pieces = _NUMBER.split(text.strip())
+        return "(\\d+(?:\\.\\d+)?)".join(re.escape(p) for p in pieces)
+
+    return re.compile(r"\s*" + r".*".join(part(p) for p in sample.split("...")) + r"\s*$")
+
+
+SIGNIFICANT_FOR_ROUNDING = 6
+"""A computed figure printed with this many significant digits or more (a loss to 6 decimals) is float32 at its
+last digit: another CPU sums in another order, so it may print one unit away there and still agree."""
+
+
+def _same_figures(sample: str, match: re.Match) -> bool:
+    for want, got in zip(_NUMBER.findall(sample), match.groups()):
+        if want == got:
+            continue
+        digits = len(want.replace(".", "").lstrip("0"))
+        decimals = len(want.partition(".")[2])
+        if (digits < SIGNIFICANT_FOR_ROUNDING or decimals != len(got.partition(".")[2])
+                or abs(float(want) - float(got)) > 1.5 * 10.0 ** -decimals):
+            return False
+    return True
 
 
 def _shape(text: str) -> str:
@@ -95,7 +116,8 @@ def compare(command: Command, output: list[str]) -> list[tuple[int, str, str | N
     position = 0
     for line, sample in command.samples:
         pattern = _pattern(sample)
-        found = next((k for k in range(position, len(output)) if pattern.match(output[k])), None)
+        found = next((k for k in range(position, len(output))
+                      if (m := pattern.match(output[k])) and _same_figures(sample, m)), None)
         if found is not None:
             position = found + 1
             continue
