@@ -176,7 +176,9 @@ replication_pad2d replication_pad3d _local_scalar_dense expand_copy permute_copy
 view_copy t_copy unsqueeze_copy squeeze_copy slice_copy select_copy alias_copy detach_copy
 as_strided_copy diagonal_copy unfold_copy narrow_copy split_copy split_with_sizes_copy unbind_copy
 _reshape_copy _unsafe_view_copy slice_scatter select_scatter diagonal_scatter
-as_strided_scatter _pin_memory pin_memory _to_cpu
+as_strided_scatter _pin_memory pin_memory _to_cpu pixel_shuffle pixel_unshuffle channel_shuffle
+native_channel_shuffle im2col col2im reflection_pad1d_backward reflection_pad2d_backward
+reflection_pad3d_backward replication_pad1d_backward replication_pad2d_backward replication_pad3d_backward
 """.split())
 
 # Pooling and resampling: windows over the trailing (spatial) dims.

@@ -118,6 +118,21 @@ def test_convolution_priced_from_its_shapes_alone(inp, weight, out, transposed, 
     assert b.flops == 2 * expected
 
 
+@pytest.mark.parametrize("op, ins, out", [
+    ("aten::pixel_shuffle", [(4, 18, 8, 8)], (4, 2, 24, 24)),          # super-resolution's upsampling
+    ("aten::pixel_unshuffle", [(4, 2, 24, 24)], (4, 18, 8, 8)),
+    ("aten::native_channel_shuffle", [(2, 8, 4, 4)], (2, 8, 4, 4)),    # ShuffleNet
+    ("aten::im2col", [(2, 3, 8, 8)], (2, 27, 36)),                     # F.unfold
+    ("aten::col2im", [(2, 27, 36)], (2, 3, 8, 8)),                     # F.fold
+])
+def test_data_movement_ops_cost_their_bytes(op, ins, out):
+    # A permutation of the input's elements: no arithmetic, every byte read once and written once.
+    e = estimate("b200", op, ins, "float32", out_shapes=[out])
+    assert not e.estimated_by_default
+    assert e.flops == 0
+    assert e.bytes == 4 * (sum(math.prod(s) for s in ins) + math.prod(out))
+
+
 SDPA = "aten::_scaled_dot_product_flash_attention"
 QKV = [(2, 32, 2048, 128), (2, 8, 2048, 128), (2, 8, 2048, 128)]  # GQA: 8 KV heads
 
