@@ -14,6 +14,7 @@ from __future__ import annotations
 import gc
 import os
 import weakref
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
@@ -186,6 +187,8 @@ class Timeline:
         self.markers: dict[int, tuple[int, int, int]] = {}
         self.host_floor_ps = 0
         """Nothing issued after a synchronous host copy starts before it ends (the host waited for it)."""
+        self.host_floors: dict[int, int] | None = None
+        """Per slot, while each slot has a host of its own (:meth:`hosts_per_slot`); None: one host for all."""
         self.channels: dict[tuple[int, int], int] = {}
         """Per (source, destination) slot pair: when the last transfer placed across processes on it ended."""
         self._names: dict[int, str] = {}
@@ -330,8 +333,31 @@ class Timeline:
             elif kind == RELEASE:
                 self.markers.pop(cols["value"][i], None)
 
-    def _advance(self, keys: list[tuple[int, int]], duration_ps: int) -> int:
-        start = max(max(self.clocks.get(k, 0) for k in keys), self.host_floor_ps)
+    @contextmanager
+    def hosts_per_slot(self) -> Iterator[None]:
+        """Within: every slot has a host of its own, as a plan's stages each have their process when deployed,
+        so a synchronous copy to the host holds back later work on its own slot only. The one process that
+        emulates them waited for every such copy: afterwards, nothing starts before the last of them ends."""
+        self.ingest()  # records issued before are placed under one host
+        outer, self.host_floors = self.host_floors, {}
+        try:
+            yield
+        finally:
+            self.ingest()
+            floors, self.host_floors = self.host_floors, outer
+            if outer is None:
+                self.host_floor_ps = max([self.host_floor_ps, *floors.values()])
+            else:
+                for s, t in floors.items():
+                    outer[s] = max(outer.get(s, 0), t)
+
+    def _advance(self, keys: list[tuple[int, int]], duration_ps: int, hosts: list[int] | None = None) -> int:
+        """Start the work on ``keys`` (slot, stream) when all are free and the hosts that issue it (``hosts``:
+        slots whose host floors apply, by default every slot of ``keys``) are past their floors."""
+        floor = self.host_floor_ps
+        if self.host_floors is not None:
+            floor = max(floor, max(self.host_floors.get(s, 0) for s in (hosts or [s for s, _ in keys])))
+        start = max(max(self.clocks.get(k, 0) for k in keys), floor)
         for k in keys:
             self.clocks[k] = start + duration_ps
         return start
@@ -363,7 +389,10 @@ class Timeline:
         host_end = src < 0 or dst < 0
         duration = round(cost.seconds * PS)
         keys = [(s, st) for s, st in ((src, src_stream), (dst, dst_stream)) if s >= 0]
-        start = self._advance(list(dict.fromkeys(keys)), duration)
+        # Between slots with hosts of their own, the receiver's host is the one that waits (the sender posted
+        # its send when its data was ready, which the send stream already waits for).
+        hosts = [dst] if self.host_floors is not None and not host_end and src != dst else None
+        start = self._advance(list(dict.fromkeys(keys)), duration, hosts)
         projected = any(self.rack.devices[s].spec.projected for s, _ in keys)
         self._keep(TimelineRecord(
             src, src_stream if src >= 0 else dst_stream, "copy", "copy", ((nbytes,),), ((nbytes,),), dtype, start,
@@ -371,7 +400,11 @@ class Timeline:
             peer=dst, link=cost.link, asynchronous=asynchronous if host_end else None))
         if host_end and not asynchronous:
             # A synchronous copy returns to the host only when done: later work starts after it.
-            self.host_floor_ps = max(self.host_floor_ps, start + duration)
+            if self.host_floors is None:
+                self.host_floor_ps = max(self.host_floor_ps, start + duration)
+            else:
+                for s, _ in keys:
+                    self.host_floors[s] = max(self.host_floors.get(s, 0), start + duration)
 
     def place_collective(self, name: str, slots: list[int], seconds: float, nbytes: float, algorithm: str,
                          sources, link: str | None = None, *, ready_ps: int = 0) -> TimelineRecord:

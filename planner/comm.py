@@ -146,6 +146,15 @@ class CommPricer:
             return 0.0
         return self.seconds("send_recv", nbytes, (src, dst))
 
+    def to_host(self, nbytes: float, slot: int) -> float:
+        """Seconds to read ``nbytes`` from ``slot`` to the host over its host link (``collectives.transfer``, as a
+        slot's timeline prices the copy)."""
+        call = ("to_host", nbytes, slot)
+        hit = self._calls.get(call)
+        if hit is None:
+            hit = self._calls[call] = collectives.transfer(self.spec, slot, collectives.HOST, int(nbytes)).seconds
+        return hit
+
 
 STEPS = {"all_reduce": lambda n: 2 * (n - 1), "send_recv": lambda n: 1}
 """Steps of a collective over n members as a ring runs it (any other op: n - 1), for a stack's per-step latency."""
@@ -182,6 +191,10 @@ class ScaledPricer:
         if src == dst:
             return 0.0
         return self.seconds("send_recv", nbytes, (src, dst))
+
+    def to_host(self, nbytes: float, slot: int) -> float:
+        """As :meth:`CommPricer.to_host` (a copy, not a collective: no stack factor)."""
+        return self.pricer.to_host(nbytes, slot)
 
 
 def scaled_pricer(pricer: CommPricer, rack, factors: dict[str, tuple[float, float]]) -> CommPricer | ScaledPricer:

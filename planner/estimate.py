@@ -57,7 +57,7 @@ class StepEstimate:
     """Chip-hours at catalogue prices on :attr:`price_basis` per million tokens (None when a chip has no price on
     it: :attr:`economics` says why)."""
     breakdown: dict[str, float]
-    """compute, exposed communication per kind (tp_comm, cp_comm, ep_comm, dp_comm, pp_comm), bubble and
+    """compute, exposed communication per kind (tp_comm, cp_comm, ep_comm, dp_comm, pp_comm, host_comm), bubble and
     optimizer seconds of the critical stage; they add up to ``seconds``."""
     parallel: dict[str, Any]
     """The configuration used (dp, schedule, microbatches and recompute filled in)."""

@@ -8,7 +8,8 @@ from devices.output_files import atomic_path
 
 _PHASE = {0: ("forward", "#4C9BE8"), 1: ("backward", "#1F4E8C")}
 _PARTS = (("compute", "#1F4E8C"), ("tp_comm", "#E8743B"), ("cp_comm", "#F2B134"), ("ep_comm", "#A05EB5"),
-          ("dp_comm", "#D64550"), ("pp_comm", "#7F7F7F"), ("bubble", "#D9D9D9"), ("optimizer", "#19A979"))
+          ("dp_comm", "#D64550"), ("pp_comm", "#7F7F7F"), ("host_comm", "#8C564B"), ("bubble", "#D9D9D9"),
+          ("optimizer", "#19A979"))
 _MAX_BARS = 4000
 """Schedule actions drawn one by one per stage; beyond it, runs of adjacent actions merge into one bar."""
 

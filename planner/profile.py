@@ -140,6 +140,11 @@ class BlockProfile:
     activation gradients, weight-gradient temporaries before they are accumulated); 0 when not measured."""
     note: str = ""
     """Modelling choices made for this block (MoE routing, kv-head replication, ...)."""
+    host_reads: tuple[tuple[str, int], ...] = ()
+    """``(phase, bytes)`` of each read of device data by the host per microbatch (a library's loop over its
+    experts by ``offs.tolist()``): a copy over the chip's host link and a wait, priced on the rack by the step
+    model (:data:`devices.cost.HOST_READ` records of the trace, set apart from :attr:`forward` and
+    :attr:`backward`)."""
 
     def saved_bytes(self, mode: str = "none") -> int:
         """Activation bytes kept per microbatch under recompute ``mode`` (``none``/``selective``/``full``)."""
@@ -275,7 +280,10 @@ def trace_profile(name: str, block: Callable[..., Any], inputs: Sequence[Any], *
                 torch.autograd.backward(out_t, torch.empty_like(out_t))
 
     records = devices.cost.trace_ops(run, *meta_inputs, observer=storages, composites_of=composites_of)
-    forward, backward = tuple(records[:boundary[0]]), tuple(records[boundary[0]:])
+    host_reads = tuple(("forward" if i < boundary[0] else "backward", r.shapes[0][0])
+                       for i, r in enumerate(records) if r.op == devices.cost.HOST_READ)
+    forward = tuple(r for r in records[:boundary[0]] if r.op != devices.cost.HOST_READ)
+    backward = tuple(r for r in records[boundary[0]:] if r.op != devices.cost.HOST_READ)
 
     tp = shard.tp
     saved_list = tuple(
@@ -297,7 +305,7 @@ def trace_profile(name: str, block: Callable[..., Any], inputs: Sequence[Any], *
         input_bytes=_activation_bytes(first, shard, hidden_size),
         output_bytes=_activation_bytes(out_t, shard, hidden_size),
         collectives=tuple(collectives), flops_scale=model_flops_scale,
-        model_flops=3.0 * gemm_flops(forward) * model_flops_scale, note=note)
+        model_flops=3.0 * gemm_flops(forward) * model_flops_scale, note=note, host_reads=host_reads)
     if workspace:
         profile = dataclasses.replace(profile, workspace=max(0, storages.peak - profile.saved_bytes("none")))
     return profile

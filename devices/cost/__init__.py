@@ -27,9 +27,9 @@ from devices.cost.kernel import estimate_kernel
 from devices.cost.model import BOUNDS, Estimate, estimate
 from devices.cost.op_families import classify
 from devices.cost.summary import OpTotal, Summary, estimate_ops
-from devices.cost.meta_trace import OpObserver, OpRecord, trace_ops
+from devices.cost.meta_trace import HOST_READ, OpObserver, OpRecord, trace_ops
 
-__all__ = ["BOUNDS", "Estimate", "OpObserver", "OpRecord", "OpTotal", "Summary", "cache_clear", "classify", "estimate",
+__all__ = ["BOUNDS", "HOST_READ", "Estimate", "OpObserver", "OpRecord", "OpTotal", "Summary", "cache_clear", "classify", "estimate",
            "estimate_kernel", "estimate_ops", "trace_ops"]
 
 

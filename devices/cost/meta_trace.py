@@ -157,15 +157,25 @@ def _runs_composite(func: Any, key: str, memo: dict) -> bool:
     return hit
 
 
+HOST_READ = "hybrid::host_read"
+"""The op of a record that stands for device data read by the host (``offs.tolist()`` in a library's loop): a
+copy to the host over the slot's link, and a wait for it. ``shapes`` is ``((nbytes,),)``. The cost model does
+not price it (it is no kernel of the chip's); :func:`planner.profile.trace_profile` sets such records apart."""
+
+_HOST_READS = ("tolist", "item", "numpy", "__int__", "__index__", "__float__", "__bool__")
+
+
 def _balanced_loop(func: Any, args: tuple, kwargs: Mapping[str, Any]):
-    """``(implementation, args, kwargs)`` to trace a library's grouped matmul the way a slot runs it, or None.
+    """``(implementation, args, kwargs, offs)`` to trace a library's grouped matmul the way a slot runs it, or
+    None (``offs``: the balanced offsets standing in for the routed ones).
 
     A custom op (not ATen) over row groups, with the grouped-matmul convention of ``torch._grouped_mm`` (a
     2-D first input and ``offs``, the groups' cumulative row ends), whose implementation is Python (a
     ``torch.library.custom_op``): transformers' ``grouped_mm_fallback`` and its backward loop over the groups
     with one matmul each, by ``offs.tolist()``, which meta tensors cannot give. The slot runs that loop, so the
     trace runs it too, with the rows split evenly over the groups: balanced routing, the assumption the
-    what-if's experts make (planner/decoder_blocks.py)."""
+    what-if's experts make (planner/decoder_blocks.py). Each read of the offsets to the host is recorded as a
+    :data:`HOST_READ`: on a slot it is a copy to the host and a wait."""
     import torch
     from torch._library.custom_ops import _maybe_get_opdef
 
@@ -190,7 +200,7 @@ def _balanced_loop(func: Any, args: tuple, kwargs: Mapping[str, Any]):
         args = args[:where] + (ends,) + args[where + 1:]
     else:
         kwargs = {**kwargs, "offs": ends}
-    return opdef._init_fn, args, kwargs
+    return opdef._init_fn, args, kwargs, ends
 
 
 def _recorder_class() -> type:
@@ -240,12 +250,13 @@ def _recorder_class() -> type:
                 self.observer.op(func, args, kwargs, out)
             return out
 
-        def _run_loop(self, func, implementation, args, kwargs):
-            """The loop's parts, recorded; None (nothing recorded) when the implementation fails on meta."""
+        def _run_loop(self, func, implementation, args, kwargs, offs):
+            """The loop's parts and its reads of ``offs`` to the host, recorded; None (nothing recorded) when the
+            implementation fails on meta."""
             self.expanding.append(func)
             before = len(self.records)
             try:
-                with self:
+                with self, _host_reads_of(offs, self.records):
                     return implementation(*args, **kwargs)
             except Exception:  # noqa: BLE001 -- a loop that needs more than offs: recorded as one op
                 del self.records[before:]
@@ -254,6 +265,26 @@ def _recorder_class() -> type:
                 self.expanding.pop()
 
     return Recorder
+
+
+def _host_reads_of(data: Any, records: list[OpRecord]):
+    """A mode that records a :data:`HOST_READ` each time ``data`` (or a view of it) is read to the host."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    storage = data.untyped_storage().data_ptr()
+    reads = {getattr(torch.Tensor, name) for name in _HOST_READS}
+
+    class HostReads(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            t = args[0] if args else None
+            if (func in reads and isinstance(t, torch.Tensor) and t.device.type == "cpu"
+                    and t.untyped_storage().data_ptr() == storage):
+                nbytes = t.numel() * t.element_size()
+                records.append(OpRecord(HOST_READ, ((nbytes,),), "uint8", ((nbytes,),)))
+            return func(*args, **(kwargs or {}))
+
+    return HostReads()
 
 
 def _lowering_class() -> type:

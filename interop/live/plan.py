@@ -45,7 +45,7 @@ class Prediction:
     idle: dict[int, float]
     """Per slot: modelled seconds waiting on other stages (pipeline bubble)."""
     exposed: dict[str, float]
-    """Exposed communication on the critical stage, by kind (tp, cp, ep, dp, pp), modelled seconds."""
+    """Exposed communication on the critical stage, by kind (tp, cp, ep, dp, pp, host), modelled seconds."""
     peak_bytes: dict[int, int]
     """Per slot: modelled peak memory (weights, gradients, optimizer state, activations in flight)."""
     breakdown: dict[str, float]

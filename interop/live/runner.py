@@ -23,6 +23,9 @@ What runs, and where it lands on the modelled timeline:
 * The step starts with every slot of the plan at the same modelled instant (the latest
   clock among them, inputs already on their slots), and ends at the latest clock after
   the optimizer: :attr:`PlanRunner.last_step` ``.modelled_seconds``.
+* Each slot is driven by a host of its own during the step (``Timeline.hosts_per_slot``), as each
+  stage of a deployed plan is its own process: a synchronous read to the host (an experts' loop
+  reading its offsets) holds back later work on its own slot only, not the other stages.
 * A tensor-parallel stage (``tp > 1``) runs each replica as a
   :class:`~interop.live.tensor_parallel.TensorParallelChunk` on its ``tp`` slots: the
   blocks' column/row pairs of linear layers split over them (each slot holds its shards; the
@@ -97,8 +100,22 @@ class PlanRunner:
         mean over microbatches of ``loss_fn(outputs, targets)``)."""
         from interop.session import current_timeline as current
 
-        layout = self.layout
         staged_in, staged_tgt = self._stage_batch(inputs, targets)
+        # Each slot is driven as a deployed plan drives it, by a process of its own: a stage's host reads (an
+        # experts' loop reading its offsets) do not hold back the other stages.
+        with current().hosts_per_slot():
+            record, losses, scale = self._step(staged_in, staged_tgt, loss_fn)
+        # The reported loss is summed after the step's end: a training loop reads it while the next step runs.
+        total = sum(loss.cpu() for loss in losses) * scale if scale != 1.0 else sum(loss.cpu() for loss in losses)
+        record.loss = float(total)
+        self.last_step = record
+        return total
+
+    def _step(self, staged_in, staged_tgt, loss_fn) -> tuple:
+        """The step on the staged microbatches: (its record, the microbatches' losses on their slots, their scale)."""
+        from interop.session import current_timeline as current
+
+        layout = self.layout
         m = layout.microbatches
         slots = layout.slots
         self.reducer.prepare()
@@ -128,12 +145,7 @@ class PlanRunner:
                 rep.optimizer.step()
         timeline = current()
         t1 = max(timeline.now_ps(s) for s in slots)
-        record = step_record(timeline, slots, t0, t1, m, busy_before=busy_before)
-        # The reported loss is summed after the step's end: a training loop reads it while the next step runs.
-        total = sum(loss.cpu() for loss in losses) * scale if scale != 1.0 else sum(loss.cpu() for loss in losses)
-        record.loss = float(total)
-        self.last_step = record
-        return total
+        return step_record(timeline, slots, t0, t1, m, busy_before=busy_before), losses, scale
 
     def _stage_batch(self, inputs, targets) -> tuple[dict, dict]:
         """Every microbatch's inputs on the first stage's replicas and targets on the last's, placed before the

@@ -11,8 +11,9 @@ from planner.precision import check_precision, precision_argument
 from planner.schedule import SCHEDULES
 from planner.stage import Stage, check_recompute
 
-COMM_KINDS = ("tp", "cp", "ep", "dp", "pp")
-"""Kinds of exposed communication in a breakdown."""
+COMM_KINDS = ("tp", "cp", "ep", "dp", "pp", "host")
+"""Kinds of exposed communication in a breakdown (``host``: blocks' reads of device data by the host,
+:attr:`planner.profile.BlockProfile.host_reads`)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

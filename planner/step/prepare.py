@@ -130,6 +130,11 @@ def _block_comm(prof: BlockProfile, cost: BlockCost, stage: Stage, pricer: CommP
             kinds[coll.group] = kinds.get(coll.group, 0.0) + seconds
         if coll.phase == "forward" and coll.group == "tp":
             recompute += seconds
+    for phase, nbytes in prof.host_reads:
+        # The host waits for the copy: nothing hides it.
+        seconds = pricer.to_host(nbytes, stage.group("tp")[0])
+        plain[phase] += seconds
+        kinds["host"] = kinds.get("host", 0.0) + seconds
     exposed = {}
     for phase, gemm, attn in (("forward", cost.forward_gemm, cost.forward_attention),
                               ("backward", cost.backward_gemm, cost.backward_attention)):

@@ -104,7 +104,7 @@ class StepResult:
     compute: float
     """Of which the critical stage computes."""
     exposed: dict[str, float]
-    """Of which exposed communication on the critical stage, by kind (tp, cp, ep, dp, pp)."""
+    """Of which exposed communication on the critical stage, by kind (tp, cp, ep, dp, pp, host)."""
     bubble: float
     """Of which the critical stage waits on the pipeline."""
     optimizer: float

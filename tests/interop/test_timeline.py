@@ -214,3 +214,39 @@ def test_records_carry_torchs_own_dtype_names():
     assert names <= {devices.dtype_name(t) for t in (torch.bfloat16, torch.float8_e4m3fn, torch.float32)}
     for name in names:  # the cost model's vocabulary, as is
         assert devices.estimate("b200", "aten::add.Tensor", [(8,), (8,)], name).dtype == name
+
+
+def test_a_host_read_holds_back_every_slot_under_one_host_and_only_its_own_under_hosts_per_slot():
+    """A synchronous copy to the host (``tolist()``) blocks the host that issued it: under one host (this
+    process), work issued afterwards on any slot starts after the copy ends; with a host per slot (a plan's
+    stages, each deployed as its own process), only its own slot's work waits."""
+    from interop.session import current_timeline
+
+    big = torch.randn(512, 512, device="hybrid:0")
+    offs = torch.arange(4, device="hybrid:0")
+    other = torch.randn(64, device="hybrid:1")
+
+    def issue():
+        big @ big  # keeps slot 0 busy, so the read ends late
+        offs.tolist()
+        (other + 1, big + 1)  # issued after the read: one op on the other slot, one on the reading slot
+        torch.hybrid.synchronize()
+        recs = interop.timeline()
+        read = next(r for r in recs if r.kind == "copy" and r.peer == -1)
+        elsewhere = next(r for r in recs if r.kind == "op" and r.slot == 1)
+        own = [r for r in recs if r.kind == "op" and r.slot == 0][-1]
+        return read, elsewhere, own
+
+    interop.reset_timeline()
+    read, elsewhere, own = issue()
+    assert elsewhere.start_ps == read.end_ps and own.start_ps == read.end_ps
+
+    interop.reset_timeline()
+    with current_timeline().hosts_per_slot():
+        read, elsewhere, own = issue()
+    assert elsewhere.start_ps == 0 < read.end_ps  # slot 1's host did not wait
+    assert own.start_ps == read.end_ps
+    (other * 2).sum()  # after the block: one host again, which waited for the read
+    torch.hybrid.synchronize()
+    after = [r for r in interop.timeline() if r.kind == "op" and r.slot == 1][-1]
+    assert after.start_ps >= read.end_ps

@@ -10,7 +10,7 @@ import collections
 import torch
 
 import interop  # noqa: F401  (registers the backend's kernels, whose presence the expansion reads)
-from devices.cost import trace_ops
+from devices.cost import HOST_READ, trace_ops
 
 
 def _select_backward(x):
@@ -89,9 +89,13 @@ def test_a_librarys_grouped_matmul_loop_is_traced_as_the_slot_runs_it_with_balan
     out = _grouped(*slot)
     torch.hybrid.synchronize()
     placed = [r.op for r in interop.timeline() if r.op == "aten::mm.out"]
+    copies = [r.bytes for r in interop.timeline() if r.kind == "copy" and r.peer == -1]
     assert len(traced) == len(placed) == 4
     assert {shapes for _, shapes in traced} == {((3, 8), (8, 5), (3, 5))}
     torch.testing.assert_close(out.cpu(), torch.cat([x[3 * i:3 * i + 3] @ w[i] for i in range(4)]))
+    # offs.tolist() is a copy to the host on the slot: the trace records it, with its bytes, as a host read
+    reads = [r.shapes for r in trace_ops(_grouped, x, w, offs, composites_of="PrivateUse1") if r.op == HOST_READ]
+    assert reads == [((offs.numel() * offs.element_size(),),)] and copies == [offs.numel() * offs.element_size()]
 
 
 def test_a_loop_that_needs_more_than_its_offsets_stays_one_record():

@@ -36,6 +36,15 @@ HF_FAMILIES = {
     "gpt_neox": ("GPTNeoXConfig", "GPTNeoXForCausalLM", {"intermediate_size": 128, "rotary_pct": 0.5}),
     # multi-query attention: one key/value head, broadcast in attention (no enable_gqa)
     "falcon": ("FalconConfig", "FalconForCausalLM", {"multi_query": True}),
+    # mixtures of experts with a shared expert; DeepSeek-V3's latent attention (MLA) and sigmoid routing
+    "qwen2_moe": ("Qwen2MoeConfig", "Qwen2MoeForCausalLM", {
+        "num_key_value_heads": 2, "intermediate_size": 128, "moe_intermediate_size": 32,
+        "shared_expert_intermediate_size": 64, "num_experts": 4, "num_experts_per_tok": 2}),
+    "deepseek_v3": ("DeepseekV3Config", "DeepseekV3ForCausalLM", {
+        "num_key_value_heads": 4, "intermediate_size": 128, "moe_intermediate_size": 32, "n_routed_experts": 4,
+        "num_experts_per_tok": 2, "n_shared_experts": 1, "first_k_dense_replace": 0, "kv_lora_rank": 16,
+        "q_lora_rank": 32, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": 16, "n_group": 1,
+        "topk_group": 1}),
 }
 FAMILIES = tuple(HF_FAMILIES) + ("titan_llama",)
 
