@@ -236,9 +236,19 @@ def _recorder_class() -> type:
                 try:
                     with self:  # the composite's parts dispatch (and are recorded) like any op
                         out = func.redispatch(self.keyset, *args, **kwargs)
+                    expanded = len(self.records) > before or self.paused
+                except NotImplementedError:
+                    # A part the backend implements has no meta kernel (convolution's composite reaches
+                    # convolution_overrideable, as on any backend that is neither CPU nor CUDA, and the slot's
+                    # kernel runs the CPU's convolution): the outermost composite is recorded whole, by its own
+                    # meta kernel.
+                    if len(self.expanding) > 1:
+                        raise
+                    del self.records[before:]
+                    out, expanded = func(*args, **kwargs), False
                 finally:
                     self.expanding.pop()
-                if len(self.records) > before or self.paused:
+                if expanded:
                     return out
                 # Nothing dispatched: the composite has a meta shortcut (copy_ into a meta tensor returns at
                 # once), so the op is recorded as itself, as the backend records it.

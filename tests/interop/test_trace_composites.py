@@ -132,3 +132,22 @@ def test_attention_whose_heads_broadcast_is_traced_as_the_math_path_the_slot_run
     grouped = {r.op for r in trace_ops(lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(
         q, k, v, is_causal=True, enable_gqa=True), q, kv, kv)}
     assert any("scaled_dot_product" in op for op in grouped)  # with enable_gqa a fused kernel takes it
+
+
+def _conv_step(x, w):
+    torch.nn.functional.conv2d(x, w, stride=2, padding=1).sum().backward()
+
+
+def test_a_convolution_is_traced_as_the_slot_runs_it(fresh_timeline):
+    """On a slot, conv2d's composite reaches convolution_overrideable (the path of a backend that is neither
+    CPU nor CUDA), which has no meta kernel: the trace records the convolution whole, as the slot's timeline
+    does (it failed with NotImplementedError, so no torchvision CNN could be planned)."""
+    x, w = torch.randn(2, 3, 8, 8, requires_grad=True), torch.randn(4, 3, 3, 3, requires_grad=True)
+    traced = [r.op for r in trace_ops(_conv_step, x, w, composites_of="PrivateUse1")
+              if r.op.startswith("aten::convolution")]
+    xs, ws = (t.detach().to("hybrid:0").requires_grad_() for t in (x, w))
+    interop.reset_timeline()
+    _conv_step(xs, ws)
+    torch.hybrid.synchronize()
+    placed = [r.op for r in interop.timeline() if r.op.startswith("aten::convolution")]
+    assert traced == placed == ["aten::convolution", "aten::convolution_backward"]

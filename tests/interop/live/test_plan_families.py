@@ -74,3 +74,43 @@ def test_buffers_moved_and_tables_created_in_forward_follow_the_block_to_its_dev
     whole = blocks.stage_module(0, len(blocks))
     assert bind(whole, None, "meta", blocks.canonical)(torch.empty(2, 3, 4, device="meta")).device.type == "meta"
     assert torch.equal(bind(whole, model, "cpu")(x), model(x))
+
+
+class ConvNet(nn.Module):
+    """A torchvision-style stem: a convolution without bias, BatchNorm, then a classifier."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, stride=2, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU())
+        self.body = nn.Sequential(nn.Conv2d(8, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU())
+        self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 10))
+
+    def forward(self, x):
+        return self.head(self.body(self.stem(x)))
+
+
+@pytest.mark.parametrize("microbatches", [1, 2])
+def test_a_batchnorm_cnn_plans_and_says_why_microbatches_differ(use_rack, microbatches):
+    """A convolution without bias reached convolution_overrideable in the trace, which has no meta kernel: no
+    torchvision CNN could be planned. With one microbatch the plan trains bit for bit as one slot; with two,
+    BatchNorm normalises each microbatch over its own rows, and the check says so."""
+    import torch.nn.functional as F
+
+    from interop.live.plan_models import PlanModel
+    from interop.live.plan_run import run_and_check
+
+    use_rack("trn3:2+h100:2", backing="emulated")
+    torch.manual_seed(0)
+    model = ConvNet()
+    x, y = torch.randn(8, 3, 16, 16), torch.randint(0, 10, (8,))
+    pm = PlanModel("convnet", model, (x,), y, F.cross_entropy)
+    plan = interop.plan(model, pm.inputs, slots=[0, 2], optimizer="adamw", microbatches=microbatches,
+                        example_targets=y)
+    lines = []
+    check = run_and_check(plan, pm, 2, echo=lines.append)
+    assert check.executed_s == pytest.approx(check.predicted_s, rel=0.03)
+    if microbatches == 1 and max(st.dp for st in plan.stages) == 1:
+        assert check.bitwise and not check.batch_statistics
+    else:
+        assert "BatchNorm2d normalises each of the plan's 2 microbatches" in check.batch_statistics
+        assert check.matches or check.batch_statistics in "\n".join(lines)
