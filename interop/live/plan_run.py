@@ -38,10 +38,10 @@ class RunCheck:
     predicted_s: float
     peaks: dict[int, int] = field(default_factory=dict)
     predicted_peaks: dict[int, int] = field(default_factory=dict)
-    batch_statistics: str = ""
+    by_design: str = ""
     """Why the plan computes otherwise by design, or "": a batch-statistics layer (BatchNorm) normalises each
     microbatch or replica over its own rows when the plan splits the batch (as pipelining and DDP without
-    SyncBatchNorm do), so the losses and gradients are not the whole batch's."""
+    SyncBatchNorm do); dropout draws its masks from the generators of the plan's slots, in the plan's order."""
 
     @property
     def time_error(self) -> float:
@@ -100,25 +100,31 @@ def run_and_check(plan, pm, steps: int, *, echo=print) -> RunCheck:
                           and param_diff <= TOLERANCE["params"])
     check = RunCheck(steps, losses, ref_losses, loss_diff, grad_diff, param_diff, bitwise, matches,
                      record.modelled_seconds, plan.predicted.seconds, dict(record.peak_bytes),
-                     dict(plan.predicted.peak_bytes), _batch_statistics(plan, pm.model))
+                     dict(plan.predicted.peak_bytes), _by_design(plan, pm.model))
     _report(check, plan, slot, echo)
     return check
 
 
-def _batch_statistics(plan, model) -> str:
-    """:attr:`RunCheck.batch_statistics` of ``plan`` on ``model``."""
+def _by_design(plan, model) -> str:
+    """:attr:`RunCheck.by_design` of ``plan`` on ``model``."""
     import torch.nn as nn
 
+    reasons = []
     norms = sorted({type(m).__name__ for m in model.modules()
                     if isinstance(m, nn.modules.batchnorm._BatchNorm) and m.training})
     replicas = max(st.dp for st in plan.stages)
-    if not norms or (plan.microbatches == 1 and replicas == 1):
-        return ""
-    split = " and ".join(p for p in (f"{plan.microbatches} microbatches" if plan.microbatches > 1 else "",
-                                     f"{replicas} data-parallel replicas" if replicas > 1 else "") if p)
-    return (f"{', '.join(norms)} normalises each of the plan's {split} over its own rows, not the whole batch "
-            f"(as pipelining and DDP without SyncBatchNorm do); plan with microbatches=1 on one replica to compare "
-            f"bit for bit")
+    if norms and (plan.microbatches > 1 or replicas > 1):
+        split = " and ".join(p for p in (f"{plan.microbatches} microbatches" if plan.microbatches > 1 else "",
+                                         f"{replicas} data-parallel replicas" if replicas > 1 else "") if p)
+        reasons.append(f"{', '.join(norms)} normalises each of the plan's {split} over its own rows, not the whole "
+                       f"batch (as pipelining and DDP without SyncBatchNorm do); plan with microbatches=1 on one "
+                       f"replica to compare bit for bit")
+    dropouts = sorted({type(m).__name__ for m in model.modules()
+                       if isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0 and m.training})
+    if dropouts:
+        reasons.append(f"{', '.join(dropouts)} draws its masks from the plan's slots' generators, in the plan's "
+                       f"order; set p=0 (or model.eval() for those layers) to compare")
+    return "; ".join(reasons)
 
 
 def _report(c: RunCheck, plan, slot: int, echo) -> None:
@@ -136,7 +142,7 @@ def _report(c: RunCheck, plan, slot: int, echo) -> None:
                    f"{TOLERANCE['grads']:.0e} of the largest, parameters {TOLERANCE['params']:.0e}): "
                    f"{plan.microbatches} microbatch(es) and the replicas' shares are summed in another order")
     else:
-        verdict = "DIFFERS from single-device" + (f", by design: {c.batch_statistics}" if c.batch_statistics else "")
+        verdict = "DIFFERS from single-device" + (f", by design: {c.by_design}" if c.by_design else "")
     echo(verdict)
     echo("\n== the executed step on the modelled timeline against the plan's prediction (modelled) ==")
     echo(f"step time: executed {c.executed_s * 1e3:.3f} ms, predicted {c.predicted_s * 1e3:.3f} ms "

@@ -79,11 +79,11 @@ def test_buffers_moved_and_tables_created_in_forward_follow_the_block_to_its_dev
 class ConvNet(nn.Module):
     """A torchvision-style stem: a convolution without bias, BatchNorm, then a classifier."""
 
-    def __init__(self):
+    def __init__(self, dropout: float = 0.0):
         super().__init__()
         self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, stride=2, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU())
         self.body = nn.Sequential(nn.Conv2d(8, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU())
-        self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 10))
+        self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Dropout(dropout), nn.Linear(8, 10))
 
     def forward(self, x):
         return self.head(self.body(self.stem(x)))
@@ -110,7 +110,25 @@ def test_a_batchnorm_cnn_plans_and_says_why_microbatches_differ(use_rack, microb
     check = run_and_check(plan, pm, 2, echo=lines.append)
     assert check.executed_s == pytest.approx(check.predicted_s, rel=0.03)
     if microbatches == 1 and max(st.dp for st in plan.stages) == 1:
-        assert check.bitwise and not check.batch_statistics
+        assert check.bitwise and not check.by_design
     else:
-        assert "BatchNorm2d normalises each of the plan's 2 microbatches" in check.batch_statistics
-        assert check.matches or check.batch_statistics in "\n".join(lines)
+        assert "BatchNorm2d normalises each of the plan's 2 microbatches" in check.by_design
+        assert check.matches or check.by_design in "\n".join(lines)
+
+
+def test_a_model_with_dropout_is_said_to_differ_by_design(use_rack):
+    import torch.nn.functional as F
+
+    from interop.live.plan_models import PlanModel
+    from interop.live.plan_run import run_and_check
+
+    use_rack("trn3:2+h100:2", backing="emulated")
+    torch.manual_seed(0)
+    model = ConvNet(dropout=0.5)
+    x, y = torch.randn(8, 3, 16, 16), torch.randint(0, 10, (8,))
+    pm = PlanModel("convnet", model, (x,), y, F.cross_entropy)
+    plan = interop.plan(model, pm.inputs, slots=[0, 2], optimizer="adamw", microbatches=1, example_targets=y)
+    lines = []
+    check = run_and_check(plan, pm, 2, echo=lines.append)
+    assert not check.bitwise and "Dropout draws its masks" in check.by_design
+    assert any(line.startswith("DIFFERS from single-device, by design: Dropout") for line in lines) or check.matches
