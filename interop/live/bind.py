@@ -35,11 +35,13 @@ class StageModule(nn.Module):
         self.out_spec = blocks.out_spec
         self.wiring = [(b.inputs, b.outputs) for b in blocks.blocks[start:stop]]
         self.blocks = nn.ModuleList(b.module for b in blocks.blocks[start:stop])
+        self.copies = [copied_inputs(blocks, i, self.input_names) for i in range(start, stop)]
+        """Per block, the inputs it copies before it writes them in place (:func:`copied_inputs`)."""
 
     def forward(self, *args):
         env = dict(zip(self.input_names, args))
-        for module, (ins, outs) in zip(self.blocks, self.wiring):
-            result = module(*(env[n] for n in ins))
+        for module, (ins, outs), copies in zip(self.blocks, self.wiring, self.copies):
+            result = module(*(env[n].clone() if n in copies else env[n] for n in ins))
             if len(outs) == 1 and not isinstance(result, (tuple, list)):
                 env[outs[0]] = result
             else:
@@ -48,6 +50,21 @@ class StageModule(nn.Module):
         if self.last:
             return pytree.tree_unflatten(values, self.out_spec)
         return tuple(values)
+
+
+def copied_inputs(blocks, index: int, stage_inputs=()) -> frozenset[str]:
+    """The inputs block ``index`` copies before it writes them in place: a stage's input is a leaf that requires
+    a gradient, which autograd refuses to write (in the whole model it was an intermediate), so the block
+    writes a copy. So does the block's trace, which cannot know the stage; the runner does the same wherever
+    the block is the value's only reader, so that prediction and execution copy alike (a value another block
+    also reads keeps the one tensor the model wrote, unless it enters the stage)."""
+    writes = getattr(blocks, "writes", None)
+    if writes is None:
+        return frozenset()
+    readers = [b for b in blocks.blocks if set(b.inputs) & writes(index)]
+    return frozenset(n for n in writes(index)
+                     if n in stage_inputs or (n not in blocks.outputs
+                                              and sum(n in b.inputs for b in readers) == 1))
 
 
 def canonical_names(model: nn.Module) -> dict[str, str]:

@@ -21,7 +21,7 @@ import torch.fx as fx
 import torch.nn as nn
 from torch.utils import _pytree as pytree
 
-from interop.live.bind import StageModule, bind, eval_size
+from interop.live.bind import StageModule, bind, copied_inputs, eval_size
 from planner.blocks import ModelBlocks
 from planner.profile import BlockProfile, Collective, Shard, trace_profile
 
@@ -309,9 +309,30 @@ class ExportedBlocks(ModelBlocks):
             profile, collectives=tuple(Collective("all_reduce", "tp", nbytes, phase) for phase, nbytes in notes),
             model_flops=self.profile(index, dataclasses.replace(shard, tp=1)).model_flops)
 
+    def writes(self, index: int) -> frozenset[str]:
+        """The inputs of block ``index`` that it writes in place (a residual ``result += input`` whose ``result``
+        the previous block returned): found once, by running the block on meta tensors."""
+        known = self.__dict__.setdefault("_writes", {})  # by signature: blocks alike write alike
+        b = self.blocks[index]
+        key = self.signature(index)
+        if key not in known:
+            args = [self.example_value(n, self.example_batch) for n in b.inputs]
+            with torch.no_grad():
+                known[key] = written_arguments(self.meta_module(index), args)
+        return frozenset(b.inputs[k] for k in known[key])
+
     def _traced_call(self, index: int, module: nn.Module, args: list, rows: int) -> Callable:
         """What the trace of block ``index`` runs: the block and, for the last, the loss on its output; otherwise
-        its first output that needs a gradient (the one backward starts from)."""
+        its first output that needs a gradient (the one backward starts from). An input the block writes in
+        place is copied first, as a stage whose input it is copies it (:class:`~interop.live.bind.StageModule`)."""
+        copies = copied_inputs(self, index, self.blocks[index].inputs)
+        written = [k for k, n in enumerate(self.blocks[index].inputs) if n in copies]
+        if written:
+            inner = module
+
+            def module(*xs):
+                return inner(*(x.clone() if k in written and isinstance(x, torch.Tensor) else x
+                               for k, x in enumerate(xs)))
         if index < len(self.blocks) - 1:
             def block(*xs):
                 out = module(*xs)
@@ -370,6 +391,30 @@ def default_loss(outputs, targets):
 
     logits = _first_tensor(outputs)
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+def written_arguments(module: nn.Module, args: list) -> set[int]:
+    """Positions of ``args`` that ``module(*args)`` writes in place (an op whose schema marks the argument
+    written, on a tensor sharing an argument's storage)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    storages = {a.untyped_storage()._cdata: k for k, a in enumerate(args) if isinstance(a, torch.Tensor)}
+    written: set[int] = set()
+
+    class Writes(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, op_args=(), kwargs=None):
+            kwargs = kwargs or {}
+            for i, arg in enumerate(func._schema.arguments):
+                if arg.alias_info is None or not arg.alias_info.is_write:
+                    continue
+                value = op_args[i] if i < len(op_args) else kwargs.get(arg.name)
+                if isinstance(value, torch.Tensor) and value.untyped_storage()._cdata in storages:
+                    written.add(storages[value.untyped_storage()._cdata])
+            return func(*op_args, **kwargs)
+
+    with Writes():
+        module(*args)
+    return written
 
 
 def _first_tensor(value):
