@@ -268,6 +268,10 @@ def trace_profile(name: str, block: Callable[..., Any], inputs: Sequence[Any], *
     outputs: list[Any] = []
 
     def run(*args):
+        # Each input enters through a view of its leaf: a gradient that reaches two inputs at once (a residual
+        # add's) is one tensor, which the leaves' accumulation would copy, where between two blocks of a stage
+        # it flows on as it is.
+        args = [a.view_as(a) if isinstance(a, torch.Tensor) and a.requires_grad else a for a in args]
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
             out = block(*args)
             out_t = out[0] if isinstance(out, (tuple, list)) else out

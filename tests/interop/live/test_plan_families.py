@@ -176,6 +176,9 @@ def test_a_block_that_writes_its_input_in_place_plans_and_trains_as_one_slot(use
         errors.append(check.time_error)
     # The copies are predicted as they run: the prediction misses by what it misses without them.
     assert errors[0] == pytest.approx(errors[1], abs=0.005)
+    # And that is little: the skip's gradient reaches two inputs of the traced block as one tensor, which the
+    # trace once copied into each leaf's .grad where the stage passes it on (4.6 % over, against 0.0 % now).
+    assert abs(errors[1]) < 0.03, errors
 
 
 class ResidualOutOfPlace(ResidualInPlace):
