@@ -7,6 +7,7 @@ Every duration is modelled; the estimate carries the catalogue figures it used.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import collectives
@@ -42,6 +43,15 @@ class RecordCoster:
         # cost in any dtype.
         return devices.cost.estimate(self.kinds[slot], name, in_shapes, dtype or "float32",
                                      out_shapes=out_shapes, args=args, list_length=list_length or None)
+
+    def sparse_op(self, slot: int, name: str, in_shapes, out_shapes, dtype: str) -> devices.cost.Estimate:
+        """An op on sparse COO tensors, recorded with each COO operand as its indices and values: priced by the
+        bytes its operands and results move, each read or written once (sparse kernels are memory-bound; the
+        dense op of the same name would price the dense shape the COO tensor stands for). Every element is
+        counted at the op's dtype, the indices too."""
+        elements = sum(math.prod(s) for s in (*in_shapes, *out_shapes))
+        return devices.cost.estimate_kernel(self.kinds[slot], dtype or "float32",
+                                            bytes=elements * devices.itemsize(dtype or "float32"), name=name)
 
     def kernel(self, slot: int, launch) -> devices.cost.Estimate:
         """A kernel launch (:class:`interop.timelines.KernelLaunch`) from its own bytes and FLOPs."""

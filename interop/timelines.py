@@ -305,7 +305,7 @@ class Timeline:
 
         OP, COPY, MARKER, WAIT, KERNEL, RELEASE = (_C.RECORD_KINDS[k] for k in ("op", "copy", "marker", "wait",
                                                                                   "kernel", "release"))
-        CAUSAL, MEASURED, ASYNC = (_C.RECORD_FLAGS[f] for f in ("causal", "measured", "async"))
+        CAUSAL, MEASURED, ASYNC, SPARSE = (_C.RECORD_FLAGS[f] for f in ("causal", "measured", "async", "sparse"))
         kinds = cols["kind"]
         for i in indices:
             kind = kinds[i]
@@ -317,7 +317,7 @@ class Timeline:
                 flags = cols["flags"][i]
                 self._place_op(slot, stream, self._name(cols["name"][i]), ins, outs, cols["dtype"][i],
                                bool(flags & CAUSAL), cols["measured_s"][i] if flags & MEASURED else None,
-                               cols["value"][i])
+                               cols["value"][i], sparse=bool(flags & SPARSE))
             elif kind == COPY:
                 self._place_copy(slot, stream, cols["peer"][i], cols["peer_stream"][i], cols["value"][i],
                                  cols["dtype"][i], bool(cols["flags"][i] & ASYNC))
@@ -362,8 +362,10 @@ class Timeline:
             self.clocks[k] = start + duration_ps
         return start
 
-    def _place_op(self, slot, stream, name, ins, outs, dtype, causal, measured_s=None, list_length=0) -> None:
-        est = self.coster.op(slot, name, ins, outs, dtype, causal, list_length)
+    def _place_op(self, slot, stream, name, ins, outs, dtype, causal, measured_s=None, list_length=0,
+                  sparse=False) -> None:
+        est = (self.coster.sparse_op(slot, name, ins, outs, dtype) if sparse
+               else self.coster.op(slot, name, ins, outs, dtype, causal, list_length))
         # A real GPU's slot follows measured time; an emulated one, modelled time.
         duration = round((est.seconds if measured_s is None else measured_s) * PS)
         start = self._advance([(slot, stream)], duration)

@@ -3,7 +3,11 @@
 #include "runtime/HybridAllocator.h"
 #include "runtime/HybridSlots.h"
 
+#include <ATen/SparseTensorImpl.h>
+#include <ATen/native/SparseTensorUtils.h>
+#include <ATen/ops/_sparse_coo_tensor_with_dims_and_tensors_native.h>
 #include <c10/core/CPUAllocator.h>
+#include <c10/core/DeviceGuard.h>
 #include <c10/core/TensorImpl.h>
 #include <c10/util/Exception.h>
 
@@ -107,9 +111,15 @@ at::Tensor AliasSet::to_hybrid(const at::Tensor& result) {
   for (const TensorEntry& e : tensors_) {
     if (e.alias.unsafeGetTensorImpl() == impl) return e.original;
   }
-  TORCH_CHECK(result.device() != exec_ || result.layout() == c10::kStrided,
-              "hybrid supports strided tensors only; the kernel returned a ", result.layout(),
-              " tensor");
+  if (result.layout() == c10::kSparse && result.device() == exec_) {
+    const auto* coo = at::sparse::get_sparse_impl(result);
+    return coo_over(result, to_hybrid(coo->indices()), to_hybrid(coo->values()),
+                    c10::Device(c10::DeviceType::PrivateUse1, slot_), coo->coalesced());
+  }
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      result.device() != exec_ || result.layout() == c10::kStrided, op_, ": a ", result.layout(),
+      " tensor cannot be on hybrid:", static_cast<int>(slot_), ": slots hold strided and sparse COO tensors. "
+      "Instead: keep it on the CPU (t.cpu()), or use the COO tensor on the slot");
   if (result.device() != exec_ || !impl->has_storage()) {
     // Not the slot's (a CPU scalar passed through, a host-side result of a
     // CUDA kernel): it keeps its device, as it would under CUDA.
@@ -150,6 +160,14 @@ void AliasSet::write_back(const TensorEntry& e) {
       dst->storage_offset() != src->storage_offset()) {
     dst->set_sizes_and_strides(src->sizes(), src->strides(), src->storage_offset());
   }
+}
+
+at::Tensor coo_over(const at::Tensor& like, const at::Tensor& indices, const at::Tensor& values,
+                    c10::Device device, bool coalesced) {
+  c10::DeviceGuard guard(device);  // the impl's empty indices and values are made on the current device first
+  return at::native::new_with_dims_and_tensor_sparse_symint(
+      like.sparse_dim(), like.dense_dim(), like.sym_sizes(), indices, values, values.scalar_type(),
+      c10::kSparse, device, std::nullopt, coalesced);
 }
 
 at::Tensor make_hybrid_tensor(c10::Storage storage, const at::Tensor& like) {

@@ -94,6 +94,11 @@ class AliasSet {
   c10::SmallVector<TensorEntry, 4> tensors_;
 };
 
+// A sparse COO tensor on `device` over `indices` and `values` (tensors of that
+// device), with the sizes and dims of `like`.
+at::Tensor coo_over(const at::Tensor& like, const at::Tensor& indices, const at::Tensor& values,
+                    c10::Device device, bool coalesced);
+
 // A hybrid tensor over `storage` with the given geometry.
 at::Tensor make_hybrid_tensor(c10::Storage storage, const at::Tensor& like_geometry);
 

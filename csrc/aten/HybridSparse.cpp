@@ -1,9 +1,8 @@
-// Sparse layouts on a slot. A slot holds strided tensors only: its memory is
-// the modelled HBM its allocator counts, and its kernels are the execution
-// device's strided ones. An op that would make or take a sparse COO or
-// compressed (CSR, CSC, BSR, BSC) tensor on a slot reaches the sparse
-// dispatch keys of PrivateUse1, where this fallback refuses it by name, with
-// what to use instead, before anything is allocated or written.
+// Compressed sparse layouts on a slot. A slot holds strided tensors and sparse
+// COO tensors (HybridSparseCoo.cpp), not compressed ones (CSR, CSC, BSR, BSC):
+// an op that would make or take one on a slot reaches SparseCsrPrivateUse1,
+// where this fallback refuses it by name, with what to use instead, before
+// anything is allocated or written.
 //
 // One move never reached the fallback: _to_copy dispatches on its target too
 // (BackendSelect), so a compressed tensor sent to a slot lands on
@@ -45,9 +44,9 @@ std::string slot_named(const c10::OperatorHandle& op, const torch::jit::Stack& s
 
 [[noreturn]] void refuse(const std::string& op_name, const std::string& slot) {
   TORCH_CHECK_NOT_IMPLEMENTED(
-      false, op_name, ": a sparse tensor cannot be on ", slot,
-      ": slots hold strided tensors only. Instead: a dense tensor on the slot (adj.to_dense().to(device), then "
-      "adj @ x, the same product), or the sparse tensor kept on the CPU (torch.sparse.mm(adj, x.cpu()).to(device))");
+      false, op_name, ": a compressed sparse tensor (CSR, CSC, BSR, BSC) cannot be on ", slot,
+      ": slots hold strided and sparse COO tensors. Instead: the COO tensor (t.to_sparse_coo().to(device), then "
+      "torch.sparse.mm(adj, x)), or a dense tensor on the slot (adj.to_dense().to(device), then adj @ x)");
   TORCH_INTERNAL_ASSERT(false);  // TORCH_CHECK_NOT_IMPLEMENTED(false, ...) always throws
 }
 
@@ -67,10 +66,6 @@ at::Tensor compressed_to_copy(const at::Tensor& self, std::optional<at::ScalarTy
 }
 
 } // namespace
-
-TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse_sparse>());
-}
 
 TORCH_LIBRARY_IMPL(_, SparseCsrPrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse_sparse>());

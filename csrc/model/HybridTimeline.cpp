@@ -2,6 +2,8 @@
 
 #include "runtime/HybridGuard.h"
 
+#include <ATen/SparseTensorImpl.h>
+#include <ATen/native/SparseTensorUtils.h>
 #include <c10/util/Exception.h>
 
 #include <atomic>
@@ -51,6 +53,13 @@ uint32_t intern(Log& l, const c10::OperatorHandle& op) {
 
 void push_tensor(std::vector<int64_t>& arena, const at::Tensor& t, uint32_t& count) {
   if (!t.defined()) return;
+  if (t.layout() == c10::kSparse) {
+    // A COO tensor stands as what it holds, not as the dense shape it describes.
+    const auto* coo = at::sparse::get_sparse_impl(t);
+    push_tensor(arena, coo->indices(), count);
+    push_tensor(arena, coo->values(), count);
+    return;
+  }
   const auto sizes = t.sizes();
   arena.push_back(static_cast<int64_t>(sizes.size()));
   arena.insert(arena.end(), sizes.begin(), sizes.end());

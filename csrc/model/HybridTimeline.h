@@ -33,6 +33,7 @@ enum RecordFlags : uint8_t {
   kCausal = 1,    // the op had is_causal=True (attention FLOPs halve)
   kMeasured = 2,  // measured_s holds a real CUDA-event time
   kAsync = 4,     // a copy: an asynchronous DMA (non_blocking with a pinned host end, or slot to slot)
+  kSparse = 8,    // an op on sparse COO tensors: each is recorded as its indices and values
 };
 
 // Every record names the rack it happened on (its SlotTable's generation), so

@@ -174,6 +174,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     flags["causal"] = static_cast<int>(timeline::kCausal);
     flags["measured"] = static_cast<int>(timeline::kMeasured);
     flags["async"] = static_cast<int>(timeline::kAsync);
+    flags["sparse"] = static_cast<int>(timeline::kSparse);
     m.attr("RECORD_FLAGS") = flags;
   }
 

@@ -591,8 +591,8 @@ for _name in ("BFloat16", "Bool", "Byte", "Char", "ComplexDouble", "ComplexFloat
               "Long", "Short"):
     _REFUSED_HERE[f"torch.cuda.{_name}Storage"] = (f"torch.empty(n, dtype=..., device='cuda').untyped_storage() "
                                                    "(typed storages are legacy)")
-    _REFUSED_HERE[f"torch.cuda.sparse.{_name}Tensor"] = ("a sparse tensor on the CPU (torch.sparse_coo_tensor): "
-                                                         "slots hold strided tensors")
+    _REFUSED_HERE[f"torch.cuda.sparse.{_name}Tensor"] = ("torch.sparse_coo_tensor(indices, values, size, "
+                                                         "device='cuda') (typed constructors are legacy)")
 UNSUPPORTED.update(_REFUSED_HERE)  # refused with the others by interop.cuda_layer.cuda_module
 
 

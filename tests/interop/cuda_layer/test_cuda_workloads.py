@@ -33,6 +33,18 @@ def test_a_recurrent_language_model_trains_as_on_the_cpu(tmp_path, model):
     assert "fused" not in layer.stderr  # no refusal, no fallback message
 
 
+def test_a_graph_network_with_sparse_adjacency_trains_as_on_the_cpu(tmp_path):
+    cpu = run([script("graph_conv.py"), "--out", "cpu.json"], tmp_path)
+    layer = hybrid(script("graph_conv.py"), "--out", "slot.json", cwd=tmp_path)
+    assert cpu.returncode == 0, cpu.stderr[-3000:]
+    assert layer.returncode == 0, layer.stderr[-3000:]
+    reference, got = load(tmp_path / "cpu.json"), load(tmp_path / "slot.json")
+    assert reference["device"] == "cpu" and got["device"] == "cuda" and got["adj_device"] != "cpu"
+    assert got["layout"] == "torch.sparse_coo"
+    # The same kernels over the same bytes, the dropout masks from the same seeded generator: equal to the bit.
+    assert got["losses"] == reference["losses"] and got["accuracy"] == reference["accuracy"]
+
+
 def test_ddp_started_by_mp_spawn_runs_its_children_on_the_rack(tmp_path):
     cpu = run([script("spawn_ddp.py"), "--world", "2", "--port", "29611", "--out", "cpu.pt"], tmp_path, timeout=300)
     layer = hybrid("--rack", "trn3:1+h100:2", script("spawn_ddp.py"), "--port", "29612", "--out", "slot.pt",
