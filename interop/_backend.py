@@ -54,6 +54,7 @@ def register() -> bool:
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
     )
+    _backward_on_the_calling_thread()
     _C._set_elapsed_hook(session.elapsed_hook)
     _C._set_drain_hook(session.drain, session.DRAIN_BATCH)
     _print_from_host_copies()
@@ -68,6 +69,19 @@ def register() -> bool:
     _register_compilers()
     _registered = True
     return True
+
+
+def _backward_on_the_calling_thread() -> None:
+    """Run backward passes on the thread that calls them, a slot's as the CPU's (this thread's setting).
+
+    torch's engine hands a non-CPU device's work to a thread of its own, and every backward stashes the
+    caller's contextvars Context in the task's thread-local state. When that device thread dropped the task
+    after the interpreter had begun finalizing (a script's last backward, then exit), it took the GIL, and
+    CPython ended it with a forced unwind through a noexcept destructor: std::terminate, exit status 134,
+    at random. An emulated slot's kernels run on the host's cores either way, and a backed slot's launch
+    asynchronously, so the calling thread loses nothing.
+    """
+    torch._C._set_multithreading_enabled(False)
 
 
 def _print_from_host_copies() -> None:

@@ -107,3 +107,18 @@ def test_streams_and_events():
     e.record()
     assert e.query()
     e.synchronize()
+
+
+def test_a_slots_backward_runs_on_the_calling_thread():
+    """torch stashes the caller's contextvars Context in each backward's thread-local state; a device thread
+    that dropped it after the interpreter began finalizing took the GIL, and CPython ended that thread with a
+    forced unwind through a noexcept destructor: std::terminate (exit status 134) at random after a script's
+    last backward. `import interop` runs a slot's backward on the thread that calls it, as the CPU's runs."""
+    import threading
+
+    x = torch.randn(4, device="hybrid:1", requires_grad=True)
+    seen = []
+    x.register_hook(lambda g: seen.append(threading.get_ident()))
+    (x * 2).sum().backward()
+    assert seen == [threading.get_ident()]
+    assert torch.equal(x.grad.cpu(), torch.full((4,), 2.0))
