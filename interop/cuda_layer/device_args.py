@@ -145,7 +145,12 @@ def _location_tag(original):
 # -- torch.accelerator ------------------------------------------------------------------------------------
 
 def _outside_torch(depth: int = 2) -> bool:
-    """True when the caller ``depth`` frames up is user or library code, not torch's or interop's own."""
+    """True when the caller ``depth`` frames up is user or library code, not torch's or interop's own.
+
+    While Dynamo traces, the answer is torch's own (and no frame is read: Dynamo cannot trace
+    ``sys._getframe``, and would break the graph there with a warning)."""
+    if torch.compiler.is_compiling():
+        return False
     name = sys._getframe(depth).f_globals.get("__name__", "")
     return not (name == "torch" or name.startswith(("torch.", "interop")))
 
