@@ -59,6 +59,8 @@ def _reduction(name, op, shapes, itemsize, out_shapes, args) -> Work:
     x = shapes[0]
     if name in ops.SHAPE_KEEPING_REDUCTIONS:
         out = x
+    elif name == "topk" and "k" not in args and out_shapes:
+        out = tuple(out_shapes[0])  # a slot's record: shapes without k, which the values' shape says
     elif name == "topk":
         dim = int(args.get("dim", -1)) % max(1, len(x))
         out = x[:dim] + (int(args["k"]),) + x[dim + 1:]

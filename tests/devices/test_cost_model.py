@@ -118,6 +118,16 @@ def test_convolution_priced_from_its_shapes_alone(inp, weight, out, transposed, 
     assert b.flops == 2 * expected
 
 
+def test_topk_priced_from_its_shapes_alone():
+    # A slot's timeline records shapes, not k: the outputs' shapes say it (minGPT's top-k sampling was priced
+    # by the bytes-only default).
+    by_args = estimate("b200", "aten::topk", [(64, 11)], "float32", args={"k": 3, "dim": -1})
+    by_shapes = estimate("b200", "aten::topk", [(64, 11)], "float32", out_shapes=[(64, 3), (64, 3)])
+    assert not by_shapes.estimated_by_default and not by_args.estimated_by_default
+    assert by_shapes.flops == by_args.flops == 4 * 64 * 11
+    assert by_shapes.bytes == by_args.bytes == 4 * (64 * 11 + 2 * 64 * 3)
+
+
 @pytest.mark.parametrize("op, ins, out", [
     ("aten::pixel_shuffle", [(4, 18, 8, 8)], (4, 2, 24, 24)),          # super-resolution's upsampling
     ("aten::pixel_unshuffle", [(4, 2, 24, 24)], (4, 18, 8, 8)),
