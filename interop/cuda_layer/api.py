@@ -455,9 +455,25 @@ class StreamContext(contextlib.AbstractContextManager):
 SERVED["torch.cuda.StreamContext"] = ("mapped", "the stream current on its slot inside the block")
 
 
-@served("same", "no stream is ever capturing (CUDA graphs are not modelled)")
+# -- CUDA graphs (interop.cuda_layer.graphs) --------------------------------------------------------------------
+
+from interop.cuda_layer import graphs as _graphs  # noqa: E402  (after `served`, which it does not use)
+
+CUDAGraph = _graphs.CUDAGraph
+graph = _graphs.graph
+SERVED["torch.cuda.CUDAGraph"] = ("modelled", "capture records the ops on slot tensors, replay reruns them")
+SERVED["torch.cuda.graph"] = ("modelled", "captures the block into the CUDAGraph")
+SERVED["torch.cuda.make_graphed_callables"] = ("modelled", "torch's own, over the rack's CUDA graphs")
+
+
+@served("same", "True inside a CUDA graph capture")
 def is_current_stream_capturing() -> bool:
-    return False
+    return _graphs.is_current_stream_capturing()
+
+
+@served("modelled", "a handle for capture_begin's pool (slots have one pool)")
+def graph_pool_handle():
+    return _graphs.graph_pool_handle()
 
 
 # -- legacy tensor types -------------------------------------------------------------------------------------

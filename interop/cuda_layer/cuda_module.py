@@ -23,7 +23,7 @@ _KEEP = {"amp", "nvtx", "memory", "random", "streams", "graphs", "jiterator", "c
 
 def _patch_torch_cuda() -> None:
     cuda = torch.cuda
-    submodules = [cuda] + [getattr(cuda, m) for m in ("memory", "random", "streams") if hasattr(cuda, m)]
+    submodules = [cuda] + [getattr(cuda, m) for m in ("memory", "random", "streams", "graphs") if hasattr(cuda, m)]
     for api_name in api.SERVED:
         short = api_name.split(".", 2)[2]
         if "." in short:

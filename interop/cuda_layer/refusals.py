@@ -5,11 +5,6 @@ from __future__ import annotations
 from interop.cuda_layer.usage import touch
 
 UNSUPPORTED: dict[str, str] = {
-    "torch.cuda.CUDAGraph": "run the captured work eagerly (CUDA graphs are not modelled on the rack)",
-    "torch.cuda.graph": "run the captured work eagerly (CUDA graphs are not modelled on the rack)",
-    "torch.cuda.graphs.make_graphed_callables": "call the modules directly (no CUDA graphs on the rack)",
-    "torch.cuda.make_graphed_callables": "call the modules directly (no CUDA graphs on the rack)",
-    "torch.cuda.graph_pool_handle": "no CUDA graphs on the rack",
     "torch.cuda.ExternalStream": "torch.cuda.Stream() (there are no external CUDA streams on a slot)",
     "torch.cuda.get_stream_from_external": "torch.cuda.Stream()",
     "torch.cuda.CUDAPluggableAllocator": "the slot allocator (capacity per slot: a rack file's `capacity`)",

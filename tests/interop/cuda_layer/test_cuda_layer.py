@@ -255,9 +255,9 @@ def test_amp_legacy_types_nvtx_flags_and_what_is_left_alone(surface):
     assert surface["nvtx"] == [["forward", 4, True], ["step 3", 4, True]]
     assert surface["flags"] == [True, True]
     assert surface["untouched"] == [True, False, "torch.jit._script", "torch"]
-    assert surface["unsupported"].startswith("torch.cuda.CUDAGraph is not supported by the CUDA layer (called at ")
-    assert "surface.py:" in surface["unsupported"] and "instead: run the captured work eagerly" in surface["unsupported"]
-    assert surface["annotation_still_works"] == "torch.cuda.CUDAGraph | None"
+    assert surface["unsupported"].startswith("torch.cuda.MemPool is not supported by the CUDA layer (called at ")
+    assert "surface.py:" in surface["unsupported"] and "instead: the slot allocator" in surface["unsupported"]
+    assert surface["annotation_still_works"] == "torch.cuda.MemPool | None"
 
 
 # -- exits, tracebacks and bad input ------------------------------------------------------------------------
@@ -271,7 +271,7 @@ def test_the_scripts_exit_status_stdout_and_traceback_are_its_own(tmp_path):
     assert "exits.py" in traceback and "interop/run.py" not in traceback and "runpy" not in traceback
     out = hybrid(script("exits.py"), "graph", cwd=tmp_path)
     assert out.returncode == 1
-    assert "torch.cuda.CUDAGraph is not supported by the CUDA layer (called at" in out.stderr
+    assert "torch.cuda.MemPool is not supported by the CUDA layer (called at" in out.stderr
     assert "exits.py:13" in out.stderr and "instead:" in out.stderr
 
 

@@ -16,7 +16,7 @@ def main():
     args = parser.parse_args()
     x = torch.ones(4, 3, device="cuda")
     if args.mode == "api":
-        graph = torch.cuda.CUDAGraph()
+        graph = torch.cuda.MemPool()
         print(graph)
     elif args.mode == "op":
         print(x @ x)

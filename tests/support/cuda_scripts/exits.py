@@ -10,4 +10,4 @@ if sys.argv[1] == "raise":
 if sys.argv[1] == "graph":
     import torch
 
-    g = torch.cuda.CUDAGraph()
+    g = torch.cuda.MemPool()

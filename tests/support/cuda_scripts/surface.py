@@ -228,14 +228,14 @@ check("untouched", untouched)
 
 def unsupported():
     try:
-        torch.cuda.CUDAGraph()
+        torch.cuda.MemPool()
     except RuntimeError as e:
         return str(e)
     return "no error"
 
 
 check("unsupported", unsupported)
-check("annotation_still_works", lambda: str(torch.cuda.CUDAGraph | None))
+check("annotation_still_works", lambda: str(torch.cuda.MemPool | None))
 check("accelerator", lambda: [str(torch.accelerator.current_accelerator()), torch.accelerator.device_count()])
 
 json.dump(out, sys.stdout, default=str)
