@@ -248,16 +248,7 @@ void run_on_slot_impl(const c10::OperatorHandle& op, torch::jit::Stack* stack, c
 } // namespace
 
 void run_on_slot(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  c10::DeviceIndex slot = -1;
-  try {
-    run_on_slot_impl(op, stack, slot);
-  } catch (const c10::Error& e) {
-    refusals::note_failure(op.operator_name().name, slot, e.what_without_backtrace());
-    throw;
-  } catch (const std::exception& e) {
-    refusals::note_failure(op.operator_name().name, slot, e.what());
-    throw;
-  }
+  refusals::noting_failure(op, [&](c10::DeviceIndex& slot) { run_on_slot_impl(op, stack, slot); });
 }
 
 namespace {

@@ -14,6 +14,7 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/macros/Macros.h>
+#include <c10/util/Exception.h>
 
 #include <string>
 #include <tuple>
@@ -30,6 +31,21 @@ void set_cuda_only(std::unordered_map<std::string, std::string> instead);
 
 // Remembers that `op` raised `message` on `slot` (-1: before a slot was known).
 C10_NOINLINE void note_failure(const std::string& op, c10::DeviceIndex slot, const char* message) noexcept;
+
+// Runs `body(slot)`, which sets `slot` once it knows it, and notes what it raises as `op`'s failure there.
+template <typename Body>
+void noting_failure(const c10::OperatorHandle& op, Body&& body) {
+  c10::DeviceIndex slot = -1;
+  try {
+    body(slot);
+  } catch (const c10::Error& e) {
+    note_failure(op.operator_name().name, slot, e.what_without_backtrace());
+    throw;
+  } catch (const std::exception& e) {
+    note_failure(op.operator_name().name, slot, e.what());
+    throw;
+  }
+}
 
 // (op, slot, message) of the last failure noted in this process; op is empty when none was.
 std::tuple<std::string, int, std::string> last_failure();

@@ -202,16 +202,7 @@ void run_coo_impl(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::
 }
 
 void run_coo(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  c10::DeviceIndex slot = -1;
-  try {
-    run_coo_impl(op, stack, slot);
-  } catch (const c10::Error& e) {
-    refusals::note_failure(op.operator_name().name, slot, e.what_without_backtrace());
-    throw;
-  } catch (const std::exception& e) {
-    refusals::note_failure(op.operator_name().name, slot, e.what());
-    throw;
-  }
+  refusals::noting_failure(op, [&](c10::DeviceIndex& slot) { run_coo_impl(op, stack, slot); });
 }
 
 // The constructors make the impl's first (empty) indices and values on the current device, then check the

@@ -264,6 +264,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       try {
         (*held)();
       } catch (py::error_already_set& e) {
+        // An interrupt (Ctrl-C, a stopping signal's exception: not an Exception) belongs to the script:
+        // it leaves from the op that crossed the threshold, as it would from any other line.
+        if (!e.matches(PyExc_Exception)) throw;
         // The op that crossed the threshold ran and stays done; a failure to place is the
         // timeline's, reported (sys.unraisablehook) and met again at the next clock read.
         e.discard_as_unraisable("interop.session.drain (placing the timeline's pending records)");

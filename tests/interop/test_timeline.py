@@ -250,3 +250,25 @@ def test_a_host_read_holds_back_every_slot_under_one_host_and_only_its_own_under
     torch.hybrid.synchronize()
     after = [r for r in interop.timeline() if r.kind == "op" and r.slot == 1][-1]
     assert after.start_ps >= read.end_ps
+
+
+def test_an_interrupt_while_records_are_placed_reaches_the_script(monkeypatch):
+    """Ops place their records in batches, from inside the op that fills one (session.drain). A Ctrl-C that
+    landed while a batch was placed was discarded as an 'unraisable' error, and the script ran on: `hybrid run`
+    then never stopped on SIGINT (its signal test hung, at random, on a loaded machine). An interrupt, or any
+    exception that is not an Exception, reaches the script from that op; a placing error is still reported
+    and left behind."""
+    from interop import session
+
+    placed = []
+
+    def interrupted(*args):
+        placed.append(args)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(session, "_place", interrupted)
+    x = torch.ones(4, device="hybrid:1")
+    with pytest.raises(KeyboardInterrupt):
+        for _ in range(2 * session.DRAIN_BATCH + 1):
+            x = x * 1.0
+    assert len(placed) == 1

@@ -19,13 +19,19 @@ from tests.interop.cuda_layer.test_cuda_layer import _env, hybrid, load, run, sc
 TORCHRUN = ["-m", "torch.distributed.run", "--nproc_per_node=2", "--standalone"]
 
 
-@pytest.mark.parametrize("model", ["LSTM", "GRU"])
-def test_a_recurrent_language_model_trains_as_on_the_cpu(tmp_path, model):
-    cpu = run([script("recurrent_lm.py"), "--model", model, "--out", "cpu.json"], tmp_path)
-    layer = hybrid(script("recurrent_lm.py"), "--model", model, "--out", "slot.json", cwd=tmp_path)
+def _on_the_cpu_and_the_layer(tmp_path, name, *args):
+    """Run a script of tests/support/cuda_scripts as its own CPU reference and under `hybrid run`; return both
+    outputs and the layer's completed process."""
+    cpu = run([script(name), *args, "--out", "cpu.json"], tmp_path)
+    layer = hybrid(script(name), *args, "--out", "slot.json", cwd=tmp_path)
     assert cpu.returncode == 0, cpu.stderr[-3000:]
     assert layer.returncode == 0, layer.stderr[-3000:]
-    reference, got = load(tmp_path / "cpu.json"), load(tmp_path / "slot.json")
+    return load(tmp_path / "cpu.json"), load(tmp_path / "slot.json"), layer
+
+
+@pytest.mark.parametrize("model", ["LSTM", "GRU"])
+def test_a_recurrent_language_model_trains_as_on_the_cpu(tmp_path, model):
+    reference, got, layer = _on_the_cpu_and_the_layer(tmp_path, "recurrent_lm.py", "--model", model)
     assert reference["device"] == "cpu" and got["device"] == "cuda"
     assert got["losses"] == pytest.approx(reference["losses"], rel=1e-5)
     assert got["cell"] == pytest.approx(reference["cell"], rel=1e-5)
@@ -34,11 +40,7 @@ def test_a_recurrent_language_model_trains_as_on_the_cpu(tmp_path, model):
 
 
 def test_a_graph_network_with_sparse_adjacency_trains_as_on_the_cpu(tmp_path):
-    cpu = run([script("graph_conv.py"), "--out", "cpu.json"], tmp_path)
-    layer = hybrid(script("graph_conv.py"), "--out", "slot.json", cwd=tmp_path)
-    assert cpu.returncode == 0, cpu.stderr[-3000:]
-    assert layer.returncode == 0, layer.stderr[-3000:]
-    reference, got = load(tmp_path / "cpu.json"), load(tmp_path / "slot.json")
+    reference, got, _ = _on_the_cpu_and_the_layer(tmp_path, "graph_conv.py")
     assert reference["device"] == "cpu" and got["device"] == "cuda" and got["adj_device"] != "cpu"
     assert got["layout"] == "torch.sparse_coo"
     # The same kernels over the same bytes, the dropout masks from the same seeded generator: equal to the bit.
@@ -46,11 +48,7 @@ def test_a_graph_network_with_sparse_adjacency_trains_as_on_the_cpu(tmp_path):
 
 
 def test_cuda_graphs_capture_and_replay_as_the_eager_steps_on_the_cpu(tmp_path):
-    cpu = run([script("cuda_graphs.py"), "--out", "cpu.json"], tmp_path)
-    layer = hybrid(script("cuda_graphs.py"), "--out", "slot.json", cwd=tmp_path)
-    assert cpu.returncode == 0, cpu.stderr[-3000:]
-    assert layer.returncode == 0, layer.stderr[-3000:]
-    reference, got = load(tmp_path / "cpu.json"), load(tmp_path / "slot.json")
+    reference, got, layer = _on_the_cpu_and_the_layer(tmp_path, "cuda_graphs.py")
     assert reference["device"] == "cpu" and got["device"] == "cuda"
     # A captured training step replayed on new data, a forward graph, a graphed module: the eager CPU's numbers.
     assert got["losses"] == reference["losses"] and got["weight"] == reference["weight"]
