@@ -34,6 +34,11 @@ def _env() -> dict:
     return env
 
 
+def _default_signals() -> None:
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def _hybrid_run(*args, cwd, timeout=300):
     return subprocess.run([sys.executable, "-m", "interop.run", *args], capture_output=True, text=True,
                           timeout=timeout, env=_env(), cwd=cwd)
@@ -42,8 +47,11 @@ def _hybrid_run(*args, cwd, timeout=300):
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM", "SIGHUP"])
 def test_a_stopping_signal_writes_the_summary_and_the_report(tmp_path, sig):
     (tmp_path / "loop.py").write_text(LOOP)
+    # As a terminal starts it: the signals at their defaults (a background job of a shell ignores SIGINT, and
+    # Python then never raises KeyboardInterrupt); faulthandler dumps its threads if it must be aborted.
     proc = subprocess.Popen([sys.executable, "-m", "interop.run", "--report", "rep", "loop.py"], cwd=tmp_path,
-                            env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            env=dict(_env(), PYTHONFAULTHANDLER="1"), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, preexec_fn=_default_signals)
     try:
         deadline = time.monotonic() + 240
         while not (tmp_path / "started").exists():
@@ -51,7 +59,12 @@ def test_a_stopping_signal_writes_the_summary_and_the_report(tmp_path, sig):
             assert time.monotonic() < deadline, "the script did not start"
             time.sleep(0.1)
         proc.send_signal(getattr(signal, sig))
-        _, err = proc.communicate(timeout=120)
+        try:
+            _, err = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)
+            _, err = proc.communicate(timeout=60)
+            pytest.fail(f"still running 120 s after {sig}; its threads when aborted:\n{err[-8000:]}")
     finally:
         if proc.poll() is None:
             proc.kill()
