@@ -69,8 +69,18 @@ def test_ddp_started_by_mp_spawn_runs_its_children_on_the_rack(tmp_path):
         assert torch.equal(got[name], reference[name]), name
 
 
+def _gloo_reference(args, tmp_path, timeout):
+    """The plain-torch CPU run a torchrun test compares with. Torch's own Gloo FSDP2 run (no interop in it) once
+    died at exit in a fresh clone's suite, 'terminate called without an active exception' in one rank after
+    training; that torch failure, and only it, is run again once."""
+    out = run(args, tmp_path, timeout=timeout)
+    if out.returncode != 0 and "terminate called without an active exception" in out.stderr:
+        out = run(args, tmp_path, timeout=timeout)
+    return out
+
+
 def test_fsdp2_with_device_id_under_torchrun_equals_gloo_on_the_cpu(tmp_path):
-    cpu = run([*TORCHRUN, script("fsdp2_train.py"), "--out", "cpu.pt"], tmp_path, timeout=400)
+    cpu = _gloo_reference([*TORCHRUN, script("fsdp2_train.py"), "--out", "cpu.pt"], tmp_path, timeout=400)
     layer = run([*TORCHRUN, "-m", "interop.run", script("fsdp2_train.py"), "--out", "slot.pt"], tmp_path,
                 timeout=400)
     assert cpu.returncode == 0, cpu.stderr[-3000:]
