@@ -16,6 +16,7 @@ import torch.distributed as dist
 from torch._C._distributed_c10d import AllgatherOptions, AllreduceOptions, PrefixStore, ProcessGroupGloo, ReduceOp
 
 from collectives.distributed import _checks as C
+from collectives.distributed import capture
 from collectives.distributed._engine import Engine, Run, choose
 from collectives.distributed._model import Modeller, hooks_or_none
 from collectives.distributed._ops import Collectives
@@ -194,7 +195,13 @@ class ProcessGroupHybrid(Collectives, RootedCollectives, dist.ProcessGroup):
         (``aliases``: the tensors the engine will touch, which choose it);
         ``launch(run, rows)`` returns ``(engine works, result, model)`` where
         ``model`` is the keyword arguments for pricing (None: not placed).
+        A CUDA graph capture under way defers the whole call to the graph's replays
+        (:mod:`collectives.distributed.capture`).
         """
+        record = capture.recorder()
+        if record is not None:
+            record(lambda: self._issue(label, build, opts).wait())
+            return finished(label, self._rank, None)
         call = launch = error = None
         aliases = ()
         timeout = C.op_timeout(opts)

@@ -8,6 +8,15 @@ nothing). Replay runs the recorded ops in order on the same tensors and writes e
 output captured for it, so the tensors the script kept (static inputs, outputs, saved activations) hold the
 replay's values, as on a GPU. Random ops draw anew at each replay, as a graph advances its Philox offset.
 
+Collectives of the ``hybrid`` group (what ``nccl`` is under the layer) are recorded too, through
+:mod:`collectives.distributed.capture`: the capture runs none of them and each replay issues them again in
+order, as a GPU graph replays NCCL's kernels. Storage resizes of slot tensors inside the block (FSDP2 frees an unsharded parameter with
+``untyped_storage().resize_(0)`` after its use and allocates it again before the next all-gather) are not ATen
+ops, but they are part of what the block does to memory: a GPU graph keeps those allocations in its private
+pool at the addresses the capture saw. Here they are recorded in order with the ops and redone at replay, so
+each replayed op finds its tensors' storage as the capture did (an op replayed into a storage freed since
+would write through a null pointer).
+
 What a GPU refuses during capture is refused here too: reading a value to the host (``.item()``, an op
 whose output shape depends on its data). Host tensors' ops inside the block run at once, not recorded.
 Replay is placed on the modelled timeline op by op, as eager launches would be (the launch overhead a
@@ -112,6 +121,17 @@ def _written_arguments(func, args, kwargs) -> dict:
     return written
 
 
+_storage_resize = torch.UntypedStorage.resize_
+
+
+def _resize_storage(storage, nbytes):
+    """``UntypedStorage.resize_`` while a graph captures: a slot storage's resize is recorded in the graph too."""
+    graph = CUDAGraph._capturing
+    if graph is not None and storage.device.type == "hybrid":
+        graph._ops.append((_storage_resize, (storage, nbytes), {}, None))
+    return _storage_resize(storage, nbytes)
+
+
 class CUDAGraph:
     """``torch.cuda.CUDAGraph`` on the rack: capture records, replay reruns (see the module doc)."""
 
@@ -129,6 +149,10 @@ class CUDAGraph:
         self._mode = _Recording(self)
         self._mode.__enter__()
         CUDAGraph._capturing = self
+        torch.UntypedStorage.resize_ = _resize_storage
+        from collectives.distributed import capture as collective_capture
+
+        collective_capture.set_recorder(self._record_collective)
 
     def capture_end(self) -> None:
         if CUDAGraph._capturing is not self or self._mode is None:
@@ -136,6 +160,13 @@ class CUDAGraph:
         self._mode.__exit__(None, None, None)
         self._mode = None
         CUDAGraph._capturing = None
+        torch.UntypedStorage.resize_ = _storage_resize
+        from collectives.distributed import capture as collective_capture
+
+        collective_capture.set_recorder(None)
+
+    def _record_collective(self, call) -> None:
+        self._ops.append((call, (), {}, None))
 
     def instantiate(self) -> None:
         return None
@@ -168,7 +199,7 @@ class CUDAGraph:
     def debug_dump(self, debug_path: str) -> None:
         with open(debug_path, "w", encoding="utf-8") as f:
             for func, *_ in self._ops:
-                f.write(f"{func.name()}\n")
+                f.write(f"{func.name() if hasattr(func, 'name') else getattr(func, '__qualname__', func)}\n")
 
 
 def _write_into(captured, result) -> None:

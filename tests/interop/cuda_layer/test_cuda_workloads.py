@@ -79,10 +79,13 @@ def _gloo_reference(args, tmp_path, timeout):
     return out
 
 
-def test_fsdp2_with_device_id_under_torchrun_equals_gloo_on_the_cpu(tmp_path):
-    cpu = _gloo_reference([*TORCHRUN, script("fsdp2_train.py"), "--out", "cpu.pt"], tmp_path, timeout=400)
-    layer = run([*TORCHRUN, "-m", "interop.run", script("fsdp2_train.py"), "--out", "slot.pt"], tmp_path,
-                timeout=400)
+def test_fsdp2_with_device_id_and_cuda_graphs_under_torchrun_equals_gloo_on_the_cpu(tmp_path):
+    # One eager step, then forward+backward captured in a CUDA graph and replayed (torchtitan's trainer): the
+    # replays must issue FSDP's collectives and redo its storage frees and allocations, or the losses go NaN.
+    cpu = _gloo_reference([*TORCHRUN, script("fsdp2_train.py"), "--steps", "4", "--graphs", "--out", "cpu.pt"],
+                          tmp_path, timeout=400)
+    layer = run([*TORCHRUN, "-m", "interop.run", script("fsdp2_train.py"), "--steps", "4", "--graphs",
+                 "--out", "slot.pt"], tmp_path, timeout=400)
     assert cpu.returncode == 0, cpu.stderr[-3000:]
     assert layer.returncode == 0, layer.stderr[-3000:]
     assert "rank 0 on cuda:0 (nccl)" in layer.stdout and "rank 0 on cpu (gloo)" in cpu.stdout

@@ -4,7 +4,11 @@ device_id=device), a model built on the meta device, fully_shard on each block a
 reset_parameters (DTensor's random initialisation), Adam with clip_grad_norm_, and the full state dict saved
 by rank 0. Without an accelerator it runs on Gloo on the CPU, its own reference.
 
-torchrun --nproc_per_node=2 fsdp2_train.py --out params.pt
+With --graphs, the forward and backward after one eager step are captured in a CUDA graph and replayed, as
+torchtitan's trainer does on NVIDIA GPUs: the capture holds FSDP's all-gathers, reduce-scatters and the storage
+it frees and allocates again between them. Without CUDA the same steps run eagerly.
+
+torchrun --nproc_per_node=2 fsdp2_train.py --out params.pt [--graphs]
 """
 
 import argparse
@@ -63,6 +67,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--out", required=True)
+    parser.add_argument("--graphs", action="store_true", help="capture forward+backward after one eager step")
     args = parser.parse_args()
     rank = int(os.environ["LOCAL_RANK"])
     if torch.accelerator.is_available():
@@ -81,13 +86,29 @@ def main():
     model.reset_parameters()
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
     losses = []
+    static_tokens = torch.zeros(4, SEQ, dtype=torch.long, device=device)
+    graph = static_loss = None
+
+    def forward_backward():
+        loss = nn.functional.cross_entropy(model(static_tokens).flatten(0, 1), static_tokens.flatten())
+        loss.backward()
+        return loss
+
     for step in range(args.steps):
         tokens = torch.randint(0, VOCAB, (4, SEQ), generator=torch.Generator().manual_seed(100 * step + rank))
-        loss = nn.functional.cross_entropy(model(tokens.to(device)).flatten(0, 1), tokens.to(device).flatten())
-        loss.backward()
+        static_tokens.copy_(tokens)
+        if args.graphs and device.type == "cuda" and step > 0:
+            if graph is None:
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph):
+                    static_loss = forward_backward()
+            graph.replay()
+            loss = static_loss
+        else:
+            loss = forward_backward()
         nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)
         optimizer.step()
-        optimizer.zero_grad()
+        optimizer.zero_grad(set_to_none=not args.graphs)  # a graph's gradients are static tensors
         losses.append(loss.item())
     state = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
     if dist.get_rank() == 0:
