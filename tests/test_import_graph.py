@@ -193,7 +193,7 @@ TORCH_FREE = {
                     "collectives.distributed._checks", "collectives.distributed._engine",
                     "collectives.distributed._group", "collectives.distributed._model", "collectives.distributed._ops",
                     "collectives.distributed._ops_rooted", "collectives.distributed._peers",
-                    "collectives.distributed._work"],
+                    "collectives.distributed._work", "collectives.distributed.capture"],
     "planner": [],
     "hybrid_cli": [],
 }
