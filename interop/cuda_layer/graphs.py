@@ -40,6 +40,9 @@ _HOST_READS = {_aten._local_scalar_dense.default, _aten.item.default, _aten.nonz
                _aten.masked_select.default, _aten.unique_consecutive.default, _aten._unique2.default}
 
 
+_PLAIN = (torch.Tensor, torch.nn.Parameter, torch.nn.Buffer)
+
+
 def _on_slot(value) -> bool:
     return isinstance(value, torch.Tensor) and value.device.type == "hybrid"
 
@@ -52,6 +55,10 @@ class _Recording(TorchDispatchMode):
         self.graph = graph
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if any(t not in _PLAIN for t in types):
+            # A tensor subclass (DTensor, a wrapper) dispatches first and calls back with its plain tensors: a GPU
+            # graph holds the kernels those run, never the subclass's own op on its global shape.
+            return NotImplemented
         kwargs = kwargs or {}
         flat, _ = tree_flatten((args, kwargs))
         device = next((v.device for v in flat if _on_slot(v)), None)

@@ -1,0 +1,57 @@
+"""What a CUDA graph capture on the rack holds besides plain ATen ops (interop/cuda_layer/graphs.py): the kernels
+under a tensor subclass, never the subclass's own op, and the storage a block frees and allocates again. Each
+replay is checked against the same block run eagerly on the CPU."""
+
+from __future__ import annotations
+
+import torch
+from torch.testing._internal.two_tensor import TwoTensor
+
+from interop.cuda_layer import graphs
+from interop.cuda_layer.graphs import CUDAGraph
+
+
+def _capture(block):
+    graph = CUDAGraph()
+    graph.capture_begin()
+    try:
+        out = block()
+    finally:
+        graph.capture_end()
+    return graph, out
+
+
+def test_a_tensor_subclass_is_captured_as_the_ops_on_its_plain_tensors():
+    a, b = torch.randn(4, 3), torch.randn(4, 3)
+    static = TwoTensor(a.to("hybrid:0"), b.to("hybrid:0"))
+    graph, out = _capture(lambda: (static * 2 + 1).sum(dim=1))
+    assert isinstance(out, TwoTensor) and out.shape == (4,)
+    for _ in range(2):
+        a, b = torch.randn(4, 3), torch.randn(4, 3)
+        static.a.copy_(a)
+        static.b.copy_(b)
+        graph.replay()
+        assert torch.equal(out.a.cpu(), (a * 2 + 1).sum(dim=1)) and torch.equal(out.b.cpu(), (b * 2 + 1).sum(dim=1))
+
+
+def test_storage_freed_and_allocated_again_inside_the_block_is_redone_at_each_replay():
+    # FSDP2's pattern: allocate the unsharded buffer, fill it, use it, free it (resize_(0)).
+    x = torch.zeros(8, device="hybrid:0")
+    buffer = torch.empty(8, device="hybrid:0")
+    buffer.untyped_storage().resize_(0)
+    out = torch.empty(8, device="hybrid:0")
+
+    def block():
+        buffer.untyped_storage().resize_(8 * 4)
+        buffer.copy_(x * 3)
+        out.copy_(buffer + 1)
+        buffer.untyped_storage().resize_(0)
+
+    graph, _ = _capture(block)
+    assert buffer.untyped_storage().nbytes() == 0
+    for value in (1.0, -2.5):
+        x.fill_(value)
+        graph.replay()
+        assert torch.equal(out.cpu(), torch.full((8,), value * 3 + 1))
+        assert buffer.untyped_storage().nbytes() == 0
+    assert torch.UntypedStorage.resize_ is graphs._storage_resize  # torch's own again once the capture ended
