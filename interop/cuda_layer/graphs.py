@@ -26,6 +26,7 @@ graph saves is not modelled); the write into the captured outputs is the emulati
 from __future__ import annotations
 
 import torch
+from torch._subclasses.fake_tensor import FakeTensor
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
@@ -55,6 +56,8 @@ class _Recording(TorchDispatchMode):
         self.graph = graph
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if any(issubclass(t, FakeTensor) for t in types):
+            return func(*args, **kwargs)  # shape propagation (DTensor's): no memory, nothing a graph holds
         if any(t not in _PLAIN for t in types):
             # A tensor subclass (DTensor, a wrapper) dispatches first and calls back with its plain tensors: a GPU
             # graph holds the kernels those run, never the subclass's own op on its global shape.
@@ -187,6 +190,8 @@ class CUDAGraph:
         with torch._C._AutoDispatchBelowADInplaceOrView():
             for func, args, kwargs, outputs in self._ops:
                 result = func(*args, **kwargs)
+                if getattr(func, "namespace", None) in _FUNCTIONAL_COLLECTIVES:
+                    result = tree_map(_wait_tensor, result)
                 recording = _C._timeline_enabled()
                 _C._set_timeline_enabled(False)
                 try:
@@ -207,6 +212,18 @@ class CUDAGraph:
         with open(debug_path, "w", encoding="utf-8") as f:
             for func, *_ in self._ops:
                 f.write(f"{func.name() if hasattr(func, 'name') else getattr(func, '__qualname__', func)}\n")
+
+
+_FUNCTIONAL_COLLECTIVES = ("_c10d_functional", "c10d_functional")
+
+
+def _wait_tensor(value):
+    """A functional collective's output is complete only after its wait (DTensor's redistributions call one
+    later, which the capture ran at once as it launches nothing); the replay's copy into the captured output
+    reads it, so it waits first."""
+    if isinstance(value, torch.Tensor):
+        return torch.ops._c10d_functional.wait_tensor(value)
+    return value
 
 
 def _write_into(captured, result) -> None:

@@ -225,9 +225,11 @@ def test_data_parallel_over_the_mapped_slots_trains_as_one_module_on_the_cpu(tmp
 def test_tensor_parallel_attention_on_dtensors_trains_as_the_unsharded_model(tmp_path):
     """The FSDP + TP example's attention: SDPA on DTensors sharded by heads runs the CPU's attention kernel on
     a slot, which has DTensor sharding rules of ours (interop/dtensor_attention.py); reference: the same model
-    unsharded on the CPU, in the same process."""
-    layer = run([*TORCHRUN, "-m", "interop.run", script("tp_attention_train.py"), "--out", "tp.json"], tmp_path,
-                timeout=400)
+    unsharded on the CPU, in the same process. After one eager step the parallel forward and backward are
+    captured in a CUDA graph and replayed (torchtitan's trainer): the capture holds the plain ops under DTensor
+    and its functional collectives, which each replay issues and waits for."""
+    layer = run([*TORCHRUN, "-m", "interop.run", script("tp_attention_train.py"), "--steps", "4", "--graphs",
+                 "--out", "tp.json"], tmp_path, timeout=400)
     assert layer.returncode == 0, layer.stderr[-3000:]
     got = load(tmp_path / "tp.json")
     assert got["device"] == "cuda" and got["world"] == 2

@@ -5,7 +5,10 @@ Its reference is the same model unsharded on the CPU in the same process, with t
 batches (torch's own DTensor has no sharding rule for the CPU's attention kernel, so a Gloo run of the
 parallel model is not a reference). It needs an accelerator.
 
-torchrun --nproc_per_node=2 tp_attention_train.py --out result.json
+With --graphs the parallel model's forward and backward after one eager step are captured in a CUDA graph and
+replayed (torchtitan's trainer): the graph holds DTensor's functional collectives.
+
+torchrun --nproc_per_node=2 tp_attention_train.py --out result.json [--graphs]
 """
 
 import argparse
@@ -55,6 +58,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--out", required=True)
+    parser.add_argument("--graphs", action="store_true", help="capture the parallel forward+backward after step 1")
     args = parser.parse_args()
     if not torch.accelerator.is_available():
         raise SystemExit("tp_attention_train.py needs an accelerator")
@@ -74,15 +78,30 @@ def main():
     })
     optimizers = [torch.optim.AdamW(m.parameters(), lr=1e-2, foreach=False) for m in (model, reference)]
     losses = {"parallel": [], "reference": []}
+    static_tokens = torch.zeros(4, SEQ, dtype=torch.long, device=device_type)
+    graph = static_loss = None
+
+    def forward_backward(m, t):
+        loss = F.cross_entropy(m(t).flatten(0, 1), t.flatten())
+        loss.backward()
+        return loss
+
     for step in range(args.steps):
         tokens = torch.randint(0, VOCAB, (4, SEQ), generator=torch.Generator().manual_seed(step))
         for name, m, opt, device in (("parallel", model, optimizers[0], device_type),
                                      ("reference", reference, optimizers[1], "cpu")):
-            t = tokens.to(device)
-            loss = F.cross_entropy(m(t).flatten(0, 1), t.flatten())
-            loss.backward()
+            if name == "parallel" and args.graphs and step > 0:
+                static_tokens.copy_(tokens)
+                if graph is None:
+                    graph = torch.cuda.CUDAGraph()
+                    with torch.cuda.graph(graph):
+                        static_loss = forward_backward(m, static_tokens)
+                graph.replay()
+                loss = static_loss
+            else:
+                loss = forward_backward(m, tokens.to(device))
             opt.step()
-            opt.zero_grad()
+            opt.zero_grad(set_to_none=not args.graphs)  # a graph's gradients are static tensors
             losses[name].append(loss.item())
     if dist.get_rank() == 0:
         with open(args.out, "w") as f:
