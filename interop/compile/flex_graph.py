@@ -31,7 +31,8 @@ NAMESPACE = "hybrid_flex"
 SELF_RECORDING = (f"{NAMESPACE}::forward", f"{NAMESPACE}::backward")
 """The ops that place their own record (Inductor's wrapper does not record them again)."""
 
-HOW = "compiled: torch.compile called it as one extern kernel of the graph"
+HOW = ("compiled: the graph calls this kernel as one extern kernel, as Inductor's CPU FlexAttention template "
+       "computes inference only")
 
 # The block-mask tuple of the higher-order ops: sizes at these positions, tensors (or None) at 2..13, the
 # mask_mod last.
@@ -41,7 +42,8 @@ _MASK_TENSORS = range(2, 14)
 _library = None
 
 
-def _define_ops() -> None:
+def define_ops() -> None:
+    """Define ``hybrid_flex::forward`` and ``hybrid_flex::backward`` (idempotent)."""
     global _library
     if _library is not None:
         return
@@ -225,7 +227,7 @@ def route_flex_attention(gm: GraphModule, slot: int) -> bool:
         for node in list(module.graph.nodes):
             if node.op != "call_function" or node.target not in (flex_attention, flex_attention_backward):
                 continue
-            _define_ops()
+            define_ops()
             if node.target is flex_attention:
                 _route_forward(module, node, slot)
             else:
@@ -309,4 +311,4 @@ def _args(node: Node, count: int) -> tuple:
     return tuple(args[:count])
 
 
-__all__ = ["SELF_RECORDING", "check_devices", "route_flex_attention"]
+__all__ = ["SELF_RECORDING", "check_devices", "define_ops", "route_flex_attention"]
