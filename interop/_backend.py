@@ -58,11 +58,12 @@ def register() -> bool:
     _C._set_elapsed_hook(session.elapsed_hook)
     _C._set_drain_hook(session.drain, session.DRAIN_BATCH)
     _print_from_host_copies()
-    from interop import cuda_only_ops, data_parallel, fidelity, profiling
+    from interop import cuda_only_ops, data_parallel, fidelity, flex_attention, profiling
 
     cuda_only_ops.install()
     data_parallel.install()
     fidelity.install()
+    flex_attention.install()
     profiling.install()
     _register_collective_hooks()
     _register_distributed_backend()
@@ -100,9 +101,12 @@ def _print_from_host_copies() -> None:
         return
 
     def _str_intern(inp, *, tensor_contents=None):
+        from torch._subclasses.fake_tensor import is_fake
+
         if (tensor_contents is None and isinstance(inp, torch.Tensor) and inp.device.type == DEVICE_TYPE
                 and inp.layout == torch.strided and not inp.is_nested and inp.numel() > 0
-                and not torch._C._functorch.is_functorch_wrapped_tensor(inp)):
+                and not torch._C._functorch.is_functorch_wrapped_tensor(inp) and not is_fake(inp)):
+            # (A fake tensor, which a compiler's error message may print, has no values: torch prints its shape.)
             plain = type(inp) is torch.Tensor or type(inp) is torch.nn.Parameter
             prefix = "tensor(" if plain else f"{type(inp).__name__}("
             primal, _ = torch.autograd.forward_ad.unpack_dual(inp)

@@ -34,10 +34,14 @@ class RecordCoster:
         self.kinds = [d.kind for d in rack.devices]
 
     def op(self, slot: int, name: str, in_shapes, out_shapes, dtype: str, causal: bool,
-           list_length: int = 0) -> devices.cost.Estimate:
+           list_length: int = 0, args: tuple = ()) -> devices.cost.Estimate:
         """``list_length``: the tensors in the op's first tensor list (0: it has none), as the runtime records
-        it; a multi-tensor op's lists arrive flattened in ``in_shapes``."""
-        args = {"is_causal": True} if causal else None
+        it; a multi-tensor op's lists arrive flattened in ``in_shapes``; ``args``: more non-tensor arguments,
+        as (name, value) pairs."""
+        if args:
+            args = {**dict(args), "is_causal": True} if causal else dict(args)
+        else:
+            args = {"is_causal": True} if causal else None
         # `dtype` is torch's name as the runtime records it; an op with no
         # tensor at all (nothing to read or write) has none, and no bytes to
         # cost in any dtype.

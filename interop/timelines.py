@@ -151,6 +151,9 @@ class KernelLaunch:
     in_shapes: tuple = ()
     out_shapes: tuple = ()
     causal: bool = False
+    args: tuple = ()
+    """With ``aten``: more of the op's non-tensor arguments, as (name, value) pairs (FlexAttention's
+    ``block_fraction``)."""
 
 
 def _decode_shapes(arena, pos: int, count: int) -> tuple[tuple, int]:
@@ -376,7 +379,8 @@ class Timeline:
 
     def _place_kernel(self, slot: int, stream: int, launch: KernelLaunch) -> None:
         if launch.aten:
-            est = self.coster.op(slot, launch.aten, launch.in_shapes, launch.out_shapes, launch.dtype, launch.causal)
+            est = self.coster.op(slot, launch.aten, launch.in_shapes, launch.out_shapes, launch.dtype, launch.causal,
+                                 args=launch.args)
         else:
             est = self.coster.kernel(slot, launch)
         duration = round(est.seconds * PS)

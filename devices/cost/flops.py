@@ -8,7 +8,9 @@ the memory-bound ones in :mod:`devices.cost.traffic`.  Conventions:
 - Bytes are the ideal traffic: each input read once, each output written once
   (a tiled kernel's re-reads hit on-chip memory).  Index tensors are int64.
 - Attention counts only its matmuls (the convention FlashAttention's papers
-  and MFU figures use), with causal masking counting only the unmasked pairs.
+  and MFU figures use), with causal masking counting only the unmasked pairs,
+  and a block-sparse mask (FlexAttention's BlockMask, ``args["block_fraction"]``)
+  only the fraction of (query block, key block) pairs it computes.
 """
 
 from __future__ import annotations
@@ -156,11 +158,22 @@ def _is_causal(args: Mapping[str, object]) -> bool:
     return bool(args.get("is_causal", False)) or args.get("custom_mask_type") in (1, 2)
 
 
+def _pairs(q_len: int, k_len: int, args: Mapping[str, object]) -> float:
+    """The (query, key) pairs a fused kernel computes: all, the causal ones, or those of the blocks a
+    block-sparse mask computes (``block_fraction``: its computed blocks, partial and full, over all blocks)."""
+    fraction = args.get("block_fraction")
+    if fraction is not None:
+        if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0.0 <= fraction <= 1.0:
+            raise ValueError(f"block_fraction: expected a number in [0, 1], got {fraction!r}")
+        return float(fraction) * q_len * k_len
+    return causal_pairs(q_len, k_len) if _is_causal(args) else q_len * k_len
+
+
 def _attention(name: str, op: str, shapes: list[Shape], itemsize: int,
                out_shapes: Sequence[Shape] | None, args: Mapping[str, object]) -> Work:
     first, layout = ops.ATTENTION_FORWARD[name]
     bh, q_len, k_len, d_qk, d_v = _qkv(shapes, first, layout)
-    pairs = causal_pairs(q_len, k_len) if _is_causal(args) else q_len * k_len
+    pairs = _pairs(q_len, k_len, args)
     # Two matmuls: S = Q K^T (d_qk) and O = P V (d_v).
     flops = 2.0 * bh * pairs * (d_qk + d_v)
     q = shapes[first]
@@ -173,7 +186,7 @@ def _attention_backward(name: str, op: str, shapes: list[Shape], itemsize: int,
                         out_shapes: Sequence[Shape] | None, args: Mapping[str, object]) -> Work:
     first, layout = ops.ATTENTION_BACKWARD[name]
     bh, q_len, k_len, d_qk, d_v = _qkv(shapes, first, layout)
-    pairs = causal_pairs(q_len, k_len) if _is_causal(args) else q_len * k_len
+    pairs = _pairs(q_len, k_len, args)
     # Five matmuls: S = Q K^T recomputed, dQ = dS K, dK = dS^T Q (d_qk each);
     # dV = P^T dO, dP = dO V^T (d_v each): 2.5x the forward when d_qk = d_v.
     flops = 2.0 * bh * pairs * (3 * d_qk + 2 * d_v)

@@ -56,6 +56,8 @@ ATTENTION_FORWARD: dict[str, tuple[int, str]] = {
     "_scaled_dot_product_fused_attention_overrideable": (0, "bhld"),
     "_flash_attention_forward": (0, "blhd"),
     "_efficient_attention_forward": (0, "blhd"),
+    # FlexAttention's higher-order op (q, k, v first; a BlockMask's computed-block fraction in args).
+    "flex_attention": (0, "bhld"),
 }
 ATTENTION_BACKWARD: dict[str, tuple[int, str]] = {
     "_scaled_dot_product_flash_attention_backward": (1, "bhld"),
@@ -65,6 +67,7 @@ ATTENTION_BACKWARD: dict[str, tuple[int, str]] = {
     "_scaled_dot_product_fused_attention_overrideable_backward": (1, "bhld"),
     "_flash_attention_backward": (1, "blhd"),
     "_efficient_attention_backward": (1, "blhd"),
+    "flex_attention_backward": (0, "bhld"),
 }
 # The unfused reference path materialises the score matrix in memory.
 ATTENTION_MATH = frozenset({"_scaled_dot_product_attention_math", "_scaled_dot_product_attention_math_for_mps"})

@@ -16,6 +16,8 @@ registration waits for the module it extends (:mod:`interop.import_hooks`):
   emulated slot ranks configurations by modelled time (:mod:`.triton_autotune`);
 - ``torch._higher_order_ops.triton_kernel_wrap``: Dynamo's analysis of what a
   Triton kernel writes works without a GPU driver (:mod:`.triton_tracing`);
+- ``torch._higher_order_ops.flex_attention``: the ops a graph on an emulated slot
+  calls for FlexAttention (:mod:`.flex_graph`);
 - ``torch._dynamo.callback``: the compiler's own work (benchmarking, constant
   folding, a cold cache's extra runs) stays off the modelled timeline and the
   slots' peaks (:mod:`.compile_time`).
@@ -154,6 +156,14 @@ def _patch_compile_callbacks(module) -> None:
     keep_compile_time_apart(module)
 
 
+def _define_flex_ops(module) -> None:
+    # Defined as FlexAttention is imported, not when a graph is compiled: a graph served from Inductor's caches
+    # calls them without being compiled again.
+    from interop.compile.flex_graph import define_ops
+
+    define_ops()
+
+
 def install() -> None:
     """Register the hybrid device with Dynamo, Inductor and Triton as each is imported (idempotent)."""
     global _installed
@@ -169,6 +179,7 @@ def install() -> None:
     after_import("triton.runtime.interpreter", _patch_interpreter)
     after_import("triton.runtime.autotuner", _patch_autotuner)
     after_import("torch._higher_order_ops.triton_kernel_wrap", _patch_generate_ttir)
+    after_import("torch._higher_order_ops.flex_attention", _define_flex_ops)
 
 
 __all__ = ["COMPILED_PREFIXES", "INDUCTOR_PREFIX", "TRITON_PREFIX", "install"]

@@ -41,6 +41,8 @@ from torch._inductor.virtualized import V
 
 from devices.dtypes import dtype_label
 from interop.compile.backing import cuda_backing
+from interop.compile.flex_graph import SELF_RECORDING, route_flex_attention
+from interop.compile.flex_graph import check_devices as check_flex_devices
 from interop.compile.kernel_work import kernel_work
 from interop.compile.records import INDUCTOR_PREFIX
 from interop.compile.slot_graph import SlotPlan, calls_triton, graph_slots, output_on_slot, retarget
@@ -140,7 +142,7 @@ class _KernelRecords:
         self._record_aten(node)
 
     def _record_aten(self, node) -> None:
-        if self.plan is None:
+        if self.plan is None or _aten_name(node) in SELF_RECORDING:
             return
         inputs = ", ".join(_references(node.inputs))
         outputs = "" if isinstance(node.layout, ir.NoneLayout) else node.get_name()
@@ -298,7 +300,10 @@ def compile_for_slot(original, gm, example_inputs, compile_region_name=None, **g
                    "launches, and is recorded, on its own. mode='max-autotune-no-cudagraphs' is the same without "
                    "this warning.")
         cudagraphs.value = False
+    check_flex_devices(gm)  # before retargeting, which makes every device the host's
     inputs = retarget(plan, gm, example_inputs)
+    if plan.cuda is None:
+        route_flex_attention(gm, slot)
     with _slot_codegen(plan), config.patch(post_grad_custom_post_pass=SlotCodegenKey(
             plan, config.post_grad_custom_post_pass)):
         return original(gm, inputs, compile_region_name=compile_region_name, **graph_kwargs)

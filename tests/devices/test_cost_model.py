@@ -171,6 +171,20 @@ def test_attention_layouts_agree():
     assert bhld == blhd
 
 
+def test_flex_attention_is_attention_over_its_computed_blocks():
+    # A BlockMask computing 3 of 4 (query block, key block) pairs: 3/4 of dense attention's FLOPs, forward and
+    # backward (the backward's q, k, v come first, as the slot records them), on the same efficiency curve.
+    dense = flops(SDPA, QKV)
+    flex = "higher_order::flex_attention"
+    assert flops(flex, QKV, args={"block_fraction": 1.0}) == dense
+    assert flops(flex, QKV, args={"block_fraction": 0.75}) == pytest.approx(0.75 * dense)
+    backward = flops(flex + "_backward", QKV + [(2, 32, 2048, 128)] * 2, args={"block_fraction": 0.75})
+    assert backward == pytest.approx(2.5 * 0.75 * dense)
+    assert estimate("h100", flex, QKV, "bfloat16", args={"block_fraction": 0.5}).category == "attention"
+    # A fraction outside [0, 1] is not a count the rule can read: bytes only, flagged.
+    assert estimate("h100", flex, QKV, "bfloat16", args={"block_fraction": 1.5}).estimated_by_default
+
+
 def test_causal_attention_is_faster_than_full():
     full = estimate("h100", SDPA, QKV, "bfloat16", args={"is_causal": False})
     causal = estimate("h100", SDPA, QKV, "bfloat16", args={"is_causal": True})
