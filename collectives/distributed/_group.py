@@ -35,11 +35,19 @@ class ProcessGroupHybrid(Collectives, RootedCollectives, dist.ProcessGroup):
     """
 
     def __init__(self, store, rank: int, size: int, timeout: timedelta, *, slot: int, slots: tuple[int, ...],
-                 engine: str = "gloo", check_peers: bool = True, timeline: bool = True, hosts=None, pids=None):
+                 engine: str = "gloo", check_peers: bool = True, timeline: bool = True, hosts=None, pids=None,
+                 options=None, global_ranks=None):
         # The (rank, size) constructor: torch 2.13's (store, rank, size) one cannot build a Python subclass.
         super().__init__(rank, size)
         self._rank, self._size = rank, size
-        self._timeout = timeout
+        self.store = store
+        """The group's store (sub-groups split from this one are made on it, under their names)."""
+        self.options = options
+        """The :class:`collectives.distributed.Options` the group was made with (a split keeps them)."""
+        self.global_ranks = list(global_ranks or [])
+        """The group's ranks in the default group (empty: this is the default group)."""
+        self.split_count = 0
+        """How many groups were split from this one (:func:`collectives.distributed.split`)."""
         self.slot = slot
         """The rack slot this rank owns (``hybrid:<slot>``); -1 without a rack."""
         self.slots = tuple(slots)
@@ -48,10 +56,19 @@ class ProcessGroupHybrid(Collectives, RootedCollectives, dist.ProcessGroup):
         """Exchange a descriptor before each collective so that a mismatch raises on every rank."""
         self.timeline = timeline
         """Place collectives over hybrid tensors on the modelled timeline."""
-        self._gloo = ProcessGroupGloo(PrefixStore("gloo/", store), rank, size, timeout)
+        make_gloo = getattr(options, "gloo", None) or ProcessGroupGloo
+        self._gloo = make_gloo(PrefixStore("gloo/", store), rank, size, timeout)
         # c10d's own helpers look up a per-device backend (barrier, object
-        # collectives, shutdown); CPU maps to the Gloo engine underneath.
-        self._register_backend(torch.device("cpu"), dist.ProcessGroup.BackendType.GLOO, self._gloo)
+        # collectives, shutdown, _set_pg_timeout); CPU maps to the Gloo engine
+        # underneath, and so do the options' other device types.
+        for device in ("cpu", *getattr(options, "gloo_devices", ())):
+            self._register_backend(torch.device(device), dist.ProcessGroup.BackendType.GLOO, self._gloo)
+        gloo = self._gloo
+        self._read_timeout = lambda: ProcessGroupGloo.options.__get__(gloo)._timeout
+        """The engine's timeout, read without holding the group (the heartbeat thread keeps the reader)."""
+        bind = getattr(self._gloo, "bind_group", None)
+        if bind is not None:
+            bind(self)
         self._engines = {"gloo": Engine("gloo", self._gloo, native_reduce=False)}
         if engine == "nccl":
             from torch._C._distributed_c10d import ProcessGroupNCCL
@@ -67,7 +84,7 @@ class ProcessGroupHybrid(Collectives, RootedCollectives, dist.ProcessGroup):
         self._recv_chains: dict = {}
         self._p2p_lock = threading.Lock()
         self._peers = PeerMonitor(store, rank, size, self.slots if slot >= 0 else (), list(hosts or [""] * size),
-                                  list(pids or [0] * size), timeout)
+                                  list(pids or [0] * size), self._read_timeout)
         """Heartbeats, and the names of the peers a failed operation waited for."""
 
     # -- identity -----------------------------------------------------------------------------
@@ -85,8 +102,27 @@ class ProcessGroupHybrid(Collectives, RootedCollectives, dist.ProcessGroup):
         return f"ProcessGroupHybrid(rank {self._rank}/{self._size}, slot {self.slot}, engine {self.engine})"
 
     @property
+    def timeout(self) -> timedelta:
+        """The group's timeout: its Gloo engine's, which torch's ``_set_pg_timeout`` and ``set_timeout`` change."""
+        return self._read_timeout()
+
+    _timeout = timeout
+
+    @property
     def _timeout_s(self) -> float:
-        return self._timeout.total_seconds()
+        return self.timeout.total_seconds()
+
+    def get_group_store(self):
+        """The group's store (torch's ``split_group`` registers a split group with it)."""
+        return self.store
+
+    def split_group(self, ranks, timeout=None, opts=None, group_name=None, group_desc=None, device_types=None):
+        """A sub-group of this group's ranks ``ranks`` (``torch.distributed.split_group`` calls it on every rank of
+        this group; None where this rank is not in ``ranks``). ``opts`` and ``device_types`` are torch's per-device
+        backend choices: the sub-group keeps this group's options and engine."""
+        from collectives.distributed import split
+
+        return split(self, ranks, timeout, group_name or f"split-{self.split_count}", group_desc)
 
     # -- failures that name the peer ------------------------------------------------------------
 
