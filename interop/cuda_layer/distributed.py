@@ -18,7 +18,7 @@ import functools
 
 import torch
 
-from interop.cuda_layer import mapping, nccl
+from interop.cuda_layer import mapping
 from interop.cuda_layer.patch_ledger import PATCHES, device_kwarg, when_imported
 from interop.cuda_layer.refusals import unsupported
 from interop.cuda_layer.usage import touch
@@ -59,6 +59,7 @@ def _patch_groups(dist, c10d) -> None:
     """An "nccl" group, however torch reaches its creation, is a hybrid group with NCCL's face (DeviceMesh and
     others bound c10d's new_group before the layer was installed: the creation helper is their common path)."""
     import collectives.distributed as cd
+    from interop.cuda_layer import nccl
 
     original = c10d._new_process_group_helper
 
@@ -151,6 +152,8 @@ def _patch_sharded_tensor(api) -> None:
 
 def _patch_nccl_classes(dist, c10d) -> None:
     """``ProcessGroupNCCL`` where torch's code names it; _dist2's "nccl" factory; symmetric memory refused."""
+    from interop.cuda_layer import nccl
+
     PATCHES.set(dist, "ProcessGroupNCCL", nccl.ProcessGroupNCCL)
     PATCHES.set(c10d, "ProcessGroupNCCL", nccl.ProcessGroupNCCL)
     if hasattr(c10d, "shrink_group"):  # NCCL's alone (supports_shrinking)
@@ -166,6 +169,7 @@ def _patch_nccl_classes(dist, c10d) -> None:
 
 def _patch_dist2(dist2) -> None:
     import collectives.distributed as cd
+    from interop.cuda_layer import nccl
 
     def nccl_factory(store, rank: int, world_size: int, timeout, device, **kwargs):
         touch("torch.distributed._dist2.new_group('nccl')", "mapped",

@@ -27,7 +27,6 @@ import itertools
 import weakref
 from datetime import timedelta
 
-import torch
 from torch._C._distributed_c10d import Backend as _C10dBackend
 from torch._C._distributed_c10d import ProcessGroupGloo
 

@@ -436,15 +436,19 @@ def main():
         register_external_nccl_comm("0", 0, CUDA)
 
     # -- groups that are not NCCL's, in the same process -------------------------------------------------------------
+    from torch.testing._internal.distributed import fake_pg  # noqa: F401  registers "fake" (torchtitan uses it)
+
     others = {}
-    for backend in ("gloo", "hybrid"):
+    for backend in ("gloo", "hybrid", "fake"):
         group = dist.new_group(backend=backend)
-        device = "cpu" if backend == "gloo" else "cuda"
-        x = torch.full((2,), own, device=device)
-        dist.all_reduce(x, group=group)
+        # torchtitan sets every mesh group's timeout; a fake group answers for cuda, so this reached torch's NCCL
+        # branch (a NameError where is_nccl_available() was True and no ProcessGroupNCCL existed)
         c10d._set_pg_timeout(timedelta(seconds=30), group)
-        others[backend] = {"all_reduce": [values(x), [total] * 2], "backend": [dist.get_backend(group), backend],
-                           "bound": [group.bound_device_id, None]}
+        others[backend] = {"backend": [dist.get_backend(group), backend], "bound": [group.bound_device_id, None]}
+        if backend != "fake":  # a fake group moves no data
+            x = torch.full((2,), own, device="cpu" if backend == "gloo" else "cuda")
+            dist.all_reduce(x, group=group)
+            others[backend]["all_reduce"] = [values(x), [total] * 2]
         if backend == "hybrid":
             others[backend]["timeout"] = [group.timeout.total_seconds(), 30.0]
     RESULTS["others"] = {"outcome": "works", "checks": others}
