@@ -64,12 +64,9 @@ from typing import TYPE_CHECKING, Callable
 import torch
 import torch.distributed as dist
 
+from collectives.distributed._names import BACKEND, DEVICE
 from devices import Backing
 
-BACKEND = "hybrid"
-"""The name to pass to ``init_process_group`` / ``new_group``."""
-DEVICE = "hybrid"
-"""The device type whose tensors the backend takes (besides ``cpu``)."""
 DEFAULT_TIMEOUT = timedelta(minutes=10)
 """A group's timeout when none is given: NCCL's watchdog default in torch (``default_pg_nccl_timeout``),
 not the 30 minutes torch gives other backends (a frozen peer would hold every rank that long)."""
@@ -212,7 +209,7 @@ def create(store, rank: int, size: int, timeout: timedelta, options: Options | N
     engine = choose(parsed, hosts, options.engine, _nccl_built())
     pg = ProcessGroupHybrid(store, rank, size, timeout, slot=slot, slots=tuple(slots) if slot >= 0 else (),
                             engine=engine, check_peers=options.check_peers, timeline=options.timeline, hosts=hosts,
-                            pids=pids, options=options, global_ranks=global_ranks)
+                            pids=pids, options=options, global_ranks=global_ranks, splitter=split)
     if default_group and slot >= 0:
         _process_slot = slot
         if options.set_device:

@@ -38,7 +38,7 @@ class ProcessGroupHybrid(Collectives, RootedCollectives, PointToPoint, dist.Proc
 
     def __init__(self, store, rank: int, size: int, timeout: timedelta, *, slot: int, slots: tuple[int, ...],
                  engine: str = "gloo", check_peers: bool = True, timeline: bool = True, hosts=None, pids=None,
-                 options=None, global_ranks=None):
+                 options=None, global_ranks=None, splitter=None):
         # The (rank, size) constructor: torch 2.13's (store, rank, size) one cannot build a Python subclass.
         super().__init__(rank, size)
         self._rank, self._size = rank, size
@@ -50,6 +50,9 @@ class ProcessGroupHybrid(Collectives, RootedCollectives, PointToPoint, dist.Proc
         """The group's ranks in the default group (empty: this is the default group)."""
         self.split_count = 0
         """How many groups were split from this one (:func:`collectives.distributed.split`)."""
+        self._splitter = splitter
+        """:func:`collectives.distributed.split`, handed over by the function that made this group (the package's
+        functions import this module, not the other way)."""
         self.slot = slot
         """The rack slot this rank owns (``hybrid:<slot>``); -1 without a rack."""
         self.slots = tuple(slots)
@@ -122,9 +125,10 @@ class ProcessGroupHybrid(Collectives, RootedCollectives, PointToPoint, dist.Proc
         """A sub-group of this group's ranks ``ranks`` (``torch.distributed.split_group`` calls it on every rank of
         this group; None where this rank is not in ``ranks``). ``opts`` and ``device_types`` are torch's per-device
         backend choices: the sub-group keeps this group's options and engine."""
-        from collectives.distributed import split
-
-        return split(self, ranks, timeout, group_name or f"split-{self.split_count}", group_desc)
+        if self._splitter is None:
+            raise NotImplementedError("this hybrid group was not made by collectives.distributed.create: it cannot "
+                                      "split")
+        return self._splitter(self, ranks, timeout, group_name or f"split-{self.split_count}", group_desc)
 
     # -- failures that name the peer ------------------------------------------------------------
 
