@@ -222,7 +222,7 @@ def _patch_barrier_and_objects(dist, c10d) -> None:
             PATCHES.set(dist, name, wrapped)
 
 
-# -- DDP and DataParallel -----------------------------------------------------------------------------------------------
+# -- DDP and DataParallel ----------------------------------------------------------------------------------------------
 
 def _patch_ddp_dp() -> None:
     from torch.nn.parallel import DataParallel

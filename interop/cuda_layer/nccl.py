@@ -265,5 +265,5 @@ def group_options(pg_options, timeout: timedelta, slot: int | None) -> cd.Option
                     f"{type(pg_options).__name__}")
 
 
-__all__ = ["CTA_POLICIES", "ENGINE_DEVICES", "NCCLConfig", "NCCL_CONFIG_UNDEF_INT", "Options", "ProcessGroupNCCL", "REFUSED",
-           "group_options", "rank_slot"]
+__all__ = ["CTA_POLICIES", "ENGINE_DEVICES", "NCCLConfig", "NCCL_CONFIG_UNDEF_INT", "Options", "ProcessGroupNCCL",
+           "REFUSED", "group_options", "rank_slot"]

@@ -56,27 +56,10 @@ def nccl_backend(group):
     return group._get_backend(CUDA)
 
 
-def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--out", required=True)
-    args = parser.parse_args()
-    local = int(os.environ["LOCAL_RANK"])
-
-    opts = dist.ProcessGroupNCCL.Options(is_high_priority_stream=True)
-    opts.config.cta_policy = dist.ProcessGroupNCCL.NCCL_CTA_POLICY_ZERO
-    dist.init_process_group("nccl", pg_options=opts, device_id=local, timeout=timedelta(seconds=60))
-    rank, world = dist.get_rank(), dist.get_world_size()
-    WORLD = dist.group.WORLD
-    slot_device = torch.empty(0, device="cuda").device  # cuda:<local> mapped: the rank's slot
-    own = float(rank + 1)
-    total = float(sum(r + 1 for r in range(world)))
-
-    def all_reduce_on(group, value=own):
-        x = torch.full((3,), value, device="cuda")
-        dist.all_reduce(x, group=group)
-        return values(x)
-
-    # -- creating groups -------------------------------------------------------------------------------------------
+def creating_groups(ctx):
+    """Every way torch creates an NCCL group."""
+    rank, world, local, own = ctx.rank, ctx.world, ctx.local, ctx.own
+    total, WORLD, slot_device, all_reduce_on = ctx.total, ctx.group, ctx.slot_device, ctx.all_reduce_on
     @row(C10D + "<module>")
     def _():
         return {"same class": [dist.ProcessGroupNCCL is c10d.ProcessGroupNCCL, True],
@@ -101,7 +84,12 @@ def main():
     def _():
         sub = dist.new_group(backend="nccl", pg_options=dist.ProcessGroupNCCL.Options(is_high_priority_stream=True))
         inherited = dist.new_group()
+        composite = dist.new_group(backend="cuda:nccl,cpu:gloo")  # torchtitan's spec with a CPU backend
+        on_cpu = torch.full((2,), own)
+        dist.all_reduce(on_cpu, group=composite)
         return {"all_reduce": [all_reduce_on(sub), [total] * 3], "backend": [dist.get_backend(sub), "nccl"],
+                "composite": [[dist.get_backend_config(composite), all_reduce_on(composite), on_cpu.tolist()],
+                              ["cuda:nccl,cpu:gloo", [total] * 3, [total] * 2]],
                 "options": [nccl_backend(sub).options.is_high_priority_stream, True],
                 "inherited": [[dist.get_backend(inherited), all_reduce_on(inherited)], ["nccl", [total] * 3]],
                 "bound": [str(sub.bound_device_id), str(slot_device)]}
@@ -165,7 +153,11 @@ def main():
     def _():
         return {"nccl": [c10d._get_default_timeout(dist.Backend.NCCL).total_seconds(), 600.0]}
 
-    # -- what torch asks of a group --------------------------------------------------------------------------------
+
+def asking_groups(ctx):
+    """What torch asks of an NCCL group, and what it does to one."""
+    rank, world, local = ctx.rank, ctx.world, ctx.local
+    own, WORLD, all_reduce_on = ctx.own, ctx.group, ctx.all_reduce_on
     @row(C10D + "is_nccl_available", C10D + "is_backend_available")
     def _():
         return {"available": [[dist.is_nccl_available(), dist.is_backend_available("nccl"),
@@ -260,7 +252,11 @@ def main():
         dist.all_gather_object(gathered, {"rank": rank})
         return {"objects": [gathered, [{"rank": r} for r in range(world)]]}
 
-    # -- ProcessGroupNCCL's own API ----------------------------------------------------------------------------------
+
+def nccl_api(ctx):
+    """ProcessGroupNCCL's own API."""
+    rank, world, own = ctx.rank, ctx.world, ctx.own
+    total, WORLD, slot_device = ctx.total, ctx.group, ctx.slot_device
     @row(PG + "Options", PG + "NCCLConfig", PG + "NCCL_CTA_POLICY_ZERO")
     def _():
         options = dist.ProcessGroupNCCL.Options()
@@ -312,7 +308,11 @@ def main():
     def _():
         dist.ProcessGroupNCCL.Options().config.unsafe_get_ptr()
 
-    # -- beyond c10d --------------------------------------------------------------------------------------------------
+
+def beyond_c10d(ctx):
+    """NCCL's paths outside c10d: _dist2, torch.distributed.nn, ShardedTensor, the c10d logger, DDP."""
+    rank, world, local = ctx.rank, ctx.world, ctx.local
+    own, total, slot_device = ctx.own, ctx.total, ctx.slot_device
     @row("torch.distributed._dist2.<module>", "torch.distributed._dist2._nccl_factory")
     def _():
         from torch.distributed import _dist2
@@ -330,37 +330,6 @@ def main():
         return {"all_reduce": [values(x), [total] * 3], "current": [current, True],
                 "options": [nccl_backend(pg).options.is_high_priority_stream, True], "unknown option": [unknown,
                                                                                                       "KeyError"]}
-
-    @row("torch.distributed.fsdp._fully_shard._fsdp_collectives.ProcessGroupAllocMixin.allocate")
-    def _():
-        from torch.distributed.fsdp import fully_shard
-
-        torch.manual_seed(0)
-        reference = torch.nn.Linear(4, 2)
-        inputs = [torch.randn(3, 4, generator=torch.Generator().manual_seed(r)) for r in range(world)]
-        grads = []
-        for r in range(world):  # the CPU reference: each rank's gradient of the unsharded layer, then their mean
-            reference.zero_grad()
-            reference(inputs[r]).square().sum().backward()
-            grads.append(reference.weight.grad.clone())
-        expected = (sum(grads) / world).tolist()
-        model = torch.nn.Linear(4, 2)
-        model.load_state_dict(reference.state_dict())
-        model = fully_shard(model.to("cuda"))
-        model.set_allocate_memory_from_process_group_for_comm(True)
-        model(inputs[rank].to("cuda")).square().sum().backward()
-        return {"weight grad": [model.weight.grad.full_tensor().tolist(), expected]}
-
-    @row("torch.distributed.fsdp.FSDPModule.set_symm_mem_for_comm",
-         "torch.distributed.fsdp._fully_shard._fully_shard.FSDPModule.set_symm_mem_for_comm",
-         "torch.distributed.fsdp._fully_shard._fsdp_param_group.FSDPParamGroup.set_symm_mem",
-         "torch.distributed.fsdp._fully_shard._fsdp_collectives.SymmMemAllocMixin.__init__",
-         "torch.distributed.fsdp._fully_shard._fsdp_collectives.SymmMemAllGather.__init__",
-         "torch.distributed.fsdp._fully_shard._fsdp_collectives.SymmMemReduceScatter.__init__")
-    def _():
-        from torch.distributed.fsdp import fully_shard
-
-        fully_shard(torch.nn.Linear(2, 2).to("cuda")).set_symm_mem_for_comm()
 
     @row("torch.distributed.nn.functional._AllGather.backward")
     def _():
@@ -416,6 +385,42 @@ def main():
     def _():
         return {"set for the workers": [os.environ.get("TORCH_NCCL_ASYNC_ERROR_HANDLING") is not None, True]}
 
+
+def fsdp_and_symmetric_memory(ctx):
+    """FSDP2 on an NCCL group, and CUDA's symmetric memory (refused)."""
+    rank, world, WORLD = ctx.rank, ctx.world, ctx.group
+
+    @row("torch.distributed.fsdp._fully_shard._fsdp_collectives.ProcessGroupAllocMixin.allocate")
+    def _():
+        from torch.distributed.fsdp import fully_shard
+
+        torch.manual_seed(0)
+        reference = torch.nn.Linear(4, 2)
+        inputs = [torch.randn(3, 4, generator=torch.Generator().manual_seed(r)) for r in range(world)]
+        grads = []
+        for r in range(world):  # the CPU reference: each rank's gradient of the unsharded layer, then their mean
+            reference.zero_grad()
+            reference(inputs[r]).square().sum().backward()
+            grads.append(reference.weight.grad.clone())
+        expected = (sum(grads) / world).tolist()
+        model = torch.nn.Linear(4, 2)
+        model.load_state_dict(reference.state_dict())
+        model = fully_shard(model.to("cuda"))
+        model.set_allocate_memory_from_process_group_for_comm(True)
+        model(inputs[rank].to("cuda")).square().sum().backward()
+        return {"weight grad": [model.weight.grad.full_tensor().tolist(), expected]}
+
+    @row("torch.distributed.fsdp.FSDPModule.set_symm_mem_for_comm",
+         "torch.distributed.fsdp._fully_shard._fully_shard.FSDPModule.set_symm_mem_for_comm",
+         "torch.distributed.fsdp._fully_shard._fsdp_param_group.FSDPParamGroup.set_symm_mem",
+         "torch.distributed.fsdp._fully_shard._fsdp_collectives.SymmMemAllocMixin.__init__",
+         "torch.distributed.fsdp._fully_shard._fsdp_collectives.SymmMemAllGather.__init__",
+         "torch.distributed.fsdp._fully_shard._fsdp_collectives.SymmMemReduceScatter.__init__")
+    def _():
+        from torch.distributed.fsdp import fully_shard
+
+        fully_shard(torch.nn.Linear(2, 2).to("cuda")).set_symm_mem_for_comm()
+
     @row("torch._inductor.fx_passes.micro_pipeline_tp.fuse_all_gather_matmul",
          "torch._inductor.fx_passes.micro_pipeline_tp.fuse_matmul_reduce_scatter")
     def _():
@@ -435,7 +440,10 @@ def main():
 
         register_external_nccl_comm("0", 0, CUDA)
 
-    # -- groups that are not NCCL's, in the same process -------------------------------------------------------------
+
+def other_groups(ctx):
+    """Groups that are not NCCL's, in the same processes."""
+    own, total = ctx.own, ctx.total
     from torch.testing._internal.distributed import fake_pg  # noqa: F401  registers "fake" (torchtitan uses it)
 
     others = {}
@@ -453,6 +461,34 @@ def main():
             others[backend]["timeout"] = [group.timeout.total_seconds(), 30.0]
     RESULTS["others"] = {"outcome": "works", "checks": others}
 
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
+    local = int(os.environ["LOCAL_RANK"])
+
+    opts = dist.ProcessGroupNCCL.Options(is_high_priority_stream=True)
+    opts.config.cta_policy = dist.ProcessGroupNCCL.NCCL_CTA_POLICY_ZERO
+    dist.init_process_group("nccl", pg_options=opts, device_id=local, timeout=timedelta(seconds=60))
+    rank, world = dist.get_rank(), dist.get_world_size()
+    WORLD = dist.group.WORLD
+    slot_device = torch.empty(0, device="cuda").device  # cuda:<local> mapped: the rank's slot
+    own = float(rank + 1)
+    total = float(sum(r + 1 for r in range(world)))
+
+    def all_reduce_on(group, value=own):
+        x = torch.full((3,), value, device="cuda")
+        dist.all_reduce(x, group=group)
+        return values(x)
+    ctx = SimpleNamespace(rank=rank, world=world, local=local, own=own, total=total, group=WORLD,
+                          slot_device=slot_device, all_reduce_on=all_reduce_on)
+    creating_groups(ctx)
+    asking_groups(ctx)
+    nccl_api(ctx)
+    beyond_c10d(ctx)
+    fsdp_and_symmetric_memory(ctx)
+    other_groups(ctx)
     dist.barrier()
     with open(f"{args.out}.rank{rank}.json", "w") as f:
         json.dump({"rows": RESULTS, "script": os.path.abspath(__file__)}, f, default=str)
