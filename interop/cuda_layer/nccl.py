@@ -32,6 +32,7 @@ from torch._C._distributed_c10d import ProcessGroupGloo
 
 import collectives.distributed as cd
 from interop.cuda_layer import mapping
+from interop.cuda_layer.namespace import CUDA_STACK
 from interop.cuda_layer.refusals import unsupported
 from interop.cuda_layer.usage import touch
 
@@ -176,8 +177,6 @@ class ProcessGroupNCCL(ProcessGroupGloo):
 
     @staticmethod
     def get_build_nccl_version(*_) -> tuple[int, int, int]:
-        from interop.cuda_layer.namespace import CUDA_STACK
-
         return tuple(CUDA_STACK["nccl"])
 
     get_runtime_nccl_version = get_build_nccl_version
@@ -222,10 +221,6 @@ class ProcessGroupNCCL(ProcessGroupGloo):
 
     def _end_time_estimate(self) -> float:
         _refuse("torch.distributed._time_estimator")
-
-
-ProcessGroupNCCL.__module__ = "torch.distributed.distributed_c10d"  # where torch's own class answers from
-ProcessGroupNCCL.__qualname__ = "ProcessGroupNCCL"
 
 
 def rank_slot(device_id=None, *, default_group: bool = True) -> int | None:
