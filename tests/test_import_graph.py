@@ -37,11 +37,7 @@ LEAVES = ("interop._C",)
 
 # Cycles inside one subpackage that exist today. Listed exactly, so that a new cycle fails and so that cutting
 # one fails too until its entry is deleted here (it must not come back).
-KNOWN_CYCLES: list[tuple[str, ...]] = [
-    # collectives/distributed/_checks imports DEVICE from its package, whose functions import _group -> _checks.
-    ("collectives.distributed", "collectives.distributed._checks", "collectives.distributed._engine",
-     "collectives.distributed._group", "collectives.distributed._ops", "collectives.distributed._ops_rooted"),
-]
+KNOWN_CYCLES: list[tuple[str, ...]] = []
 
 
 def _modules(package: str) -> dict[str, tuple[pathlib.Path, bool]]:
@@ -191,9 +187,11 @@ TORCH_FREE = {
     "devices": [],
     "collectives": ["collectives.executor", "collectives.in_process", "collectives.verify", "collectives.distributed",
                     "collectives.distributed._checks", "collectives.distributed._engine",
-                    "collectives.distributed._group", "collectives.distributed._model", "collectives.distributed._ops",
-                    "collectives.distributed._ops_rooted", "collectives.distributed._peers",
-                    "collectives.distributed._work", "collectives.distributed.capture"],
+                    "collectives.distributed._group", "collectives.distributed._model",
+                    "collectives.distributed._names", "collectives.distributed._ops",
+                    "collectives.distributed._ops_rooted", "collectives.distributed._p2p",
+                    "collectives.distributed._peers", "collectives.distributed._work",
+                    "collectives.distributed.capture"],
     "planner": [],
     "hybrid_cli": [],
 }

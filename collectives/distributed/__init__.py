@@ -34,7 +34,9 @@ minutes when ``init_process_group`` / ``new_group`` get no ``timeout``; the
 hybrid backend reads that as "not given" and uses :data:`DEFAULT_TIMEOUT`
 (10 minutes, the default of NCCL's watchdog in torch,
 ``torch.distributed.constants.default_pg_nccl_timeout``); to ask for exactly 30
-minutes pass ``Options(timeout=timedelta(minutes=30))``.  Every rank keeps a
+minutes pass ``Options(timeout=timedelta(minutes=30))``.  The timeout is the
+Gloo engine's, so torch's ``_set_pg_timeout`` / ``group.set_timeout`` change
+it for the operations issued after.  Every rank keeps a
 heartbeat on the group's store, so an operation that fails (a timeout, a
 closed connection) raises ``torch.distributed.DistBackendError`` naming the
 peer it waited for, by rank and slot: one that stopped responding (frozen or
@@ -49,7 +51,7 @@ sizes) or a refusal on any rank raises on every rank instead of hanging or
 corrupting memory; sends carry a header the receiver checks before writing.
 
 Public names: :data:`BACKEND`, :data:`DEFAULT_TIMEOUT`, :class:`Options`, :func:`register`,
-:func:`create`, :func:`local_slot`, :class:`ProcessGroupHybrid`, :class:`WorkHybrid`,
+:func:`create`, :func:`split`, :func:`local_slot`, :class:`ProcessGroupHybrid`, :class:`WorkHybrid`,
 :class:`ArgumentError`.
 """
 
@@ -57,17 +59,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import torch
 import torch.distributed as dist
 
+from collectives.distributed._names import BACKEND, DEVICE
 from devices import Backing
 
-BACKEND = "hybrid"
-"""The name to pass to ``init_process_group`` / ``new_group``."""
-DEVICE = "hybrid"
-"""The device type whose tensors the backend takes (besides ``cpu``)."""
 DEFAULT_TIMEOUT = timedelta(minutes=10)
 """A group's timeout when none is given: NCCL's watchdog default in torch (``default_pg_nccl_timeout``),
 not the 30 minutes torch gives other backends (a frozen peer would hold every rank that long)."""
@@ -108,6 +107,13 @@ class Options:
     timeout: timedelta | None = None
     """The group's timeout; None: the one ``init_process_group`` / ``new_group`` passed, torch's unset default
     (30 minutes) becoming :data:`DEFAULT_TIMEOUT`."""
+    gloo: Callable | None = None
+    """Builds the group's Gloo engine, ``gloo(store, rank, size, timeout)``: a ``ProcessGroupGloo`` or a
+    subclass of it (the CUDA layer's answers NCCL's Python API); None: ``ProcessGroupGloo``. An engine with a
+    ``bind_group(group)`` method is told the group it serves."""
+    gloo_devices: tuple[str, ...] = ()
+    """Device types the Gloo engine is registered for besides ``cpu``: what ``group._get_backend(torch.device(t))``
+    answers (the CUDA layer: ``("cuda",)``, as an NCCL group answers for CUDA)."""
 
 
 def group_timeout(timeout: timedelta | None, options: Options | None = None) -> timedelta:
@@ -199,15 +205,46 @@ def create(store, rank: int, size: int, timeout: timedelta, options: Options | N
             f"rank {r} -> hybrid:{s}" for r, s in enumerate(slots)) + "; each rank needs its own (Options(slot=...))")
     # The store carries each rank's backing as text; parsed once, here, where it arrives.
     parsed = [None if b == "host" else Backing.parse(b, f"rank {r}'s backing") for r, b in enumerate(backings)]
-    engine = choose(parsed, hosts, options.engine, dist.is_nccl_available())
+    # torch's own answer: the CUDA layer makes is_nccl_available() say True where no ProcessGroupNCCL exists.
+    engine = choose(parsed, hosts, options.engine, _nccl_built())
     pg = ProcessGroupHybrid(store, rank, size, timeout, slot=slot, slots=tuple(slots) if slot >= 0 else (),
                             engine=engine, check_peers=options.check_peers, timeline=options.timeline, hosts=hosts,
-                            pids=pids)
+                            pids=pids, options=options, global_ranks=global_ranks, splitter=split)
     if default_group and slot >= 0:
         _process_slot = slot
         if options.set_device:
             torch.get_device_module(DEVICE).set_device(slot)
     return pg
+
+
+def _nccl_built() -> bool:
+    """Whether this torch was built with NCCL (``ProcessGroupNCCL`` in its C extension)."""
+    return hasattr(torch._C._distributed_c10d, "ProcessGroupNCCL")
+
+
+def split(parent: "ProcessGroupHybrid", ranks, timeout: timedelta | None, group_name: str,
+          group_desc: str | None = None) -> "ProcessGroupHybrid | None":
+    """A hybrid group of the parent's group ranks ``ranks``, made by its members alone on the parent's store
+    (``ProcessGroup.split_group``, which ``torch.distributed.split_group`` calls on every parent rank, in the
+    same order); None on a rank outside ``ranks``. It keeps the parent's options (each process's slot, the
+    engine); its timeout is ``timeout`` (None: the parent's), its name ``group_name``.
+
+    The members meet on the store under the parent's split count and their ranks: torch's name for the group
+    counts the groups each process knows, which differ between ranks (a rank outside a group does not know it).
+    """
+    from torch._C._distributed_c10d import PrefixStore
+
+    ranks = sorted(int(r) for r in ranks)
+    parent.split_count += 1
+    if parent.rank() not in ranks:
+        return None
+    parent_globals = parent.global_ranks or list(range(parent.size()))
+    meeting = PrefixStore(f"split-{parent.split_count}-{'_'.join(map(str, ranks))}/", parent.store)
+    child = create(meeting, ranks.index(parent.rank()), len(ranks), timeout or parent.timeout, parent.options,
+                   global_ranks=[parent_globals[r] for r in ranks])
+    child._set_group_name(group_name)
+    child._set_group_desc(group_desc or "undefined")
+    return child
 
 
 def _create_extended(common, options) -> "ProcessGroupHybrid":
@@ -231,4 +268,4 @@ def register() -> bool:
 
 
 __all__ = ["BACKEND", "DEFAULT_TIMEOUT", "ArgumentError", "Options", "ProcessGroupHybrid", "WorkHybrid", "create",
-           "group_timeout", "local_slot", "register"]
+           "group_timeout", "local_slot", "register", "split"]

@@ -21,7 +21,7 @@ import torch
 from torch.distributed import ReduceOp
 
 from collectives import ops
-from collectives.distributed import DEVICE
+from collectives.distributed._names import DEVICE
 from devices.dtypes import dtype_label
 
 # Element types Gloo moves and reduces natively (probed on torch 2.13: int16,

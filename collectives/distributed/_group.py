@@ -1,6 +1,7 @@
-"""The process group of the ``hybrid`` backend: construction, checks, issue, coalescing, send/recv.
+"""The process group of the ``hybrid`` backend: construction, checks, issue, coalescing, splitting, lifecycle.
 
-The collectives themselves are in :mod:`collectives.distributed._ops`.
+The collectives themselves are in :mod:`collectives.distributed._ops` and :mod:`._ops_rooted`, sends and
+receives in :mod:`._p2p`.
 """
 
 from __future__ import annotations
@@ -21,11 +22,12 @@ from collectives.distributed._engine import Engine, Run, choose
 from collectives.distributed._model import Modeller, hooks_or_none
 from collectives.distributed._ops import Collectives
 from collectives.distributed._ops_rooted import RootedCollectives
+from collectives.distributed._p2p import PointToPoint
 from collectives.distributed._peers import PeerMonitor
 from collectives.distributed._work import WorkHybrid, combined, finished, launched
 
 
-class ProcessGroupHybrid(Collectives, RootedCollectives, dist.ProcessGroup):
+class ProcessGroupHybrid(Collectives, RootedCollectives, PointToPoint, dist.ProcessGroup):
     """A torch.distributed process group whose ranks each own one slot of the hybrid rack.
 
     Data moves on an engine (Gloo over the zero-copy host aliases of hybrid
@@ -36,11 +38,22 @@ class ProcessGroupHybrid(Collectives, RootedCollectives, dist.ProcessGroup):
     """
 
     def __init__(self, store, rank: int, size: int, timeout: timedelta, *, slot: int, slots: tuple[int, ...],
-                 engine: str = "gloo", check_peers: bool = True, timeline: bool = True, hosts=None, pids=None):
+                 engine: str = "gloo", check_peers: bool = True, timeline: bool = True, hosts=None, pids=None,
+                 options=None, global_ranks=None, splitter=None):
         # The (rank, size) constructor: torch 2.13's (store, rank, size) one cannot build a Python subclass.
         super().__init__(rank, size)
         self._rank, self._size = rank, size
-        self._timeout = timeout
+        self.store = store
+        """The group's store (sub-groups split from this one are made on it, under their names)."""
+        self.options = options
+        """The :class:`collectives.distributed.Options` the group was made with (a split keeps them)."""
+        self.global_ranks = list(global_ranks or [])
+        """The group's ranks in the default group (empty: this is the default group)."""
+        self.split_count = 0
+        """How many groups were split from this one (:func:`collectives.distributed.split`)."""
+        self._splitter = splitter
+        """:func:`collectives.distributed.split`, handed over by the function that made this group (the package's
+        functions import this module, not the other way)."""
         self.slot = slot
         """The rack slot this rank owns (``hybrid:<slot>``); -1 without a rack."""
         self.slots = tuple(slots)
@@ -49,10 +62,19 @@ class ProcessGroupHybrid(Collectives, RootedCollectives, dist.ProcessGroup):
         """Exchange a descriptor before each collective so that a mismatch raises on every rank."""
         self.timeline = timeline
         """Place collectives over hybrid tensors on the modelled timeline."""
-        self._gloo = ProcessGroupGloo(PrefixStore("gloo/", store), rank, size, timeout)
+        make_gloo = getattr(options, "gloo", None) or ProcessGroupGloo
+        self._gloo = make_gloo(PrefixStore("gloo/", store), rank, size, timeout)
         # c10d's own helpers look up a per-device backend (barrier, object
-        # collectives, shutdown); CPU maps to the Gloo engine underneath.
-        self._register_backend(torch.device("cpu"), dist.ProcessGroup.BackendType.GLOO, self._gloo)
+        # collectives, shutdown, _set_pg_timeout); CPU maps to the Gloo engine
+        # underneath, and so do the options' other device types.
+        for device in ("cpu", *getattr(options, "gloo_devices", ())):
+            self._register_backend(torch.device(device), dist.ProcessGroup.BackendType.GLOO, self._gloo)
+        gloo = self._gloo
+        self._read_timeout = lambda: ProcessGroupGloo.options.__get__(gloo)._timeout
+        """The engine's timeout, read without holding the group (the heartbeat thread keeps the reader)."""
+        bind = getattr(self._gloo, "bind_group", None)
+        if bind is not None:
+            bind(self)
         self._engines = {"gloo": Engine("gloo", self._gloo, native_reduce=False)}
         if engine == "nccl":
             from torch._C._distributed_c10d import ProcessGroupNCCL
@@ -68,7 +90,7 @@ class ProcessGroupHybrid(Collectives, RootedCollectives, dist.ProcessGroup):
         self._recv_chains: dict = {}
         self._p2p_lock = threading.Lock()
         self._peers = PeerMonitor(store, rank, size, self.slots if slot >= 0 else (), list(hosts or [""] * size),
-                                  list(pids or [0] * size), timeout)
+                                  list(pids or [0] * size), self._read_timeout)
         """Heartbeats, and the names of the peers a failed operation waited for."""
 
     # -- identity -----------------------------------------------------------------------------
@@ -86,8 +108,28 @@ class ProcessGroupHybrid(Collectives, RootedCollectives, dist.ProcessGroup):
         return f"ProcessGroupHybrid(rank {self._rank}/{self._size}, slot {self.slot}, engine {self.engine})"
 
     @property
+    def timeout(self) -> timedelta:
+        """The group's timeout: its Gloo engine's, which torch's ``_set_pg_timeout`` and ``set_timeout`` change."""
+        return self._read_timeout()
+
+    _timeout = timeout
+
+    @property
     def _timeout_s(self) -> float:
-        return self._timeout.total_seconds()
+        return self.timeout.total_seconds()
+
+    def get_group_store(self):
+        """The group's store (torch's ``split_group`` registers a split group with it)."""
+        return self.store
+
+    def split_group(self, ranks, timeout=None, opts=None, group_name=None, group_desc=None, device_types=None):
+        """A sub-group of this group's ranks ``ranks`` (``torch.distributed.split_group`` calls it on every rank of
+        this group; None where this rank is not in ``ranks``). ``opts`` and ``device_types`` are torch's per-device
+        backend choices: the sub-group keeps this group's options and engine."""
+        if self._splitter is None:
+            raise NotImplementedError("this hybrid group was not made by collectives.distributed.create: it cannot "
+                                      "split")
+        return self._splitter(self, ranks, timeout, group_name or f"split-{self.split_count}", group_desc)
 
     # -- failures that name the peer ------------------------------------------------------------
 
@@ -268,148 +310,6 @@ class ProcessGroupHybrid(Collectives, RootedCollectives, dist.ProcessGroup):
         """One work over every collective issued since :meth:`_start_coalescing`."""
         works, self._coalescing = self._coalescing or [], None
         return combined("coalesced", self._rank, works, self._timeout_s)
-
-    # -- point to point -------------------------------------------------------------------------
-
-    def _p2p_view(self, label: str, tensors, peer) -> tuple[torch.Tensor, torch.Tensor, bool]:
-        t = self._single(label, tensors)
-        if peer is not None and not 0 <= int(peer) < self._size:
-            raise C.ArgumentError(f"{label}: peer rank {peer} is not in this group (0..{self._size - 1})")
-        alias, hybrid = self._view(label, "tensor", t)
-        return t, alias, hybrid
-
-    @property
-    def _headers(self) -> bool:
-        """Sends carry a header (checked by the receiver, and carrying the transfer's modelled start)."""
-        return self.check_peers or self.timeline
-
-    def _place_send(self, dst: int, t: torch.Tensor, hybrid: bool) -> int:
-        """Place a send on this rank's timeline: it starts when this rank's data is ready (its stream's clock)
-        and the link to ``dst`` is free. Returns the start the header carries (-1: not placed)."""
-        if not (hybrid and self.timeline and self.slot >= 0 and dst != self._rank):
-            return -1
-        src_slot, dst_slot = self.slot, self.slots[dst]
-        try:
-            record = self._model.place_transfer(t.numel(), t.element_size(), src_slot, dst_slot,
-                                                self._model.clock(src_slot))
-        except (ValueError, IndexError) as e:
-            warnings.warn(f"hybrid backend: send_recv not placed on the timeline: {e}", stacklevel=3)
-            return -1
-        return -1 if record is None else record.start_ps
-
-    def _arrival(self, work: WorkHybrid, t: torch.Tensor, hybrid: bool):
-        """``on_wait()`` for a receive: once the payload is in, place the transfer at the start the sender's
-        header carried (or later, if the link was still busy) and make this rank's current stream wait for its
-        arrival."""
-        if not (hybrid and self.timeline and self.slot >= 0):
-            return None
-
-        def arrived() -> None:
-            source, start = work._source, work._sent_at
-            if source is None or source < 0 or source == self._rank:
-                return
-            src_slot = self.slots[source]
-            if start < 0:  # the sender did not place it (a CPU tensor there): from this rank's readiness
-                start = self._model.clock(self.slot)
-            try:
-                self._model.place_transfer(t.numel(), t.element_size(), src_slot, self.slot, start, wait=self.slot)
-            except (ValueError, IndexError) as e:
-                warnings.warn(f"hybrid backend: send_recv not placed on the timeline: {e}", stacklevel=3)
-        return arrived
-
-    def send(self, tensors, dstRank: int, tag: int = 0) -> WorkHybrid:
-        """Send one tensor to group rank ``dstRank``; a small header (dtype, size, modelled start) goes first
-        when peers are checked or the timeline is kept."""
-        t, alias, hybrid = self._p2p_view("send", tensors, dstRank)
-        run = Run(self._engine_for([alias]), self._size)
-        buf = C.as_transport(run.buf(alias), reducing=False)
-        inner = []
-        start = self._place_send(dstRank, t, hybrid)
-        if self._headers:
-            inner.append(self._gloo.send([C.p2p_header(t, self.slot, start)], dstRank, tag))
-        inner.append(run.engine.backend.send([buf], dstRank, tag))
-        work = launched("send", self._rank, inner, [t], None, self._timeout_s,
-                        on_failure=self._failure(f"send to rank {dstRank}", self._next()))
-        if self._coalescing is not None:
-            self._coalescing.append(work)
-        return work
-
-    def recv(self, tensors, srcRank: int, tag: int = 0) -> WorkHybrid:
-        """Receive one tensor from group rank ``srcRank`` (checked against the sender's header first)."""
-        return self._recv("recv", tensors, srcRank, tag)
-
-    def recv_anysource(self, tensors, tag: int = 0) -> WorkHybrid:
-        """Receive one tensor from whichever rank sends first (``work.source_rank()`` tells which).
-
-        Only the sender places this transfer on its timeline: the receiver does
-        not know the source when the receive is issued.  With peer checks, do
-        not keep a receive from any source and a receive from a specific source
-        pending on the same tag at once: one could take the other's message."""
-        return self._recv("recv_anysource", tensors, None, tag)
-
-    def _recv(self, label: str, tensors, src, tag: int) -> WorkHybrid:
-        t, alias, hybrid = self._p2p_view(label, tensors, src)
-        run = Run(self._engine_for([alias]), self._size)
-        buf = C.as_transport(run.buf(alias, out=True), reducing=False)
-        failure = self._failure(f"{label} from {'any rank' if src is None else f'rank {src}'}", self._next())
-        if not self._headers:  # neither checked nor placed
-            w = (run.engine.backend.recv([buf], src, tag) if src is not None
-                 else run.engine.backend.recv_anysource([buf], tag))
-            work = launched(label, self._rank, [w], [t], run.finish if run.needs_finish else None, self._timeout_s,
-                            on_failure=failure)
-        else:
-            work = self._checked_recv(label, t, buf, run, src, tag, hybrid, failure)
-        if self._coalescing is not None:
-            self._coalescing.append(work)
-        return work
-
-    def _checked_recv(self, label, t, buf, run, src, tag, hybrid, failure) -> WorkHybrid:
-        """Receive the header, check it, then the payload into ``buf`` (or into scratch, and fail).
-
-        Runs on a helper thread, since Gloo's receive works have no future to
-        chain on.  Receives on one (source, tag) channel are serialised: the
-        next header is posted only once this payload's receive is, because the
-        engine matches a channel's messages in posting order.
-        """
-        result = torch.futures.Future()
-        done = threading.Event()
-        work = WorkHybrid(label, self._rank, result, (), [t], self._timeout_s, done=done, on_failure=failure)
-        with self._p2p_lock:
-            previous = self._recv_chains.get((src, tag))
-            posted = threading.Event()
-            self._recv_chains[(src, tag)] = posted
-        header = torch.zeros(C.P2P_HEADER, dtype=torch.int64)
-        timeout = self._timeout
-
-        def receive():
-            try:
-                if previous is not None and not previous.wait(self._timeout_s):
-                    raise TimeoutError(f"{label}: an earlier receive on this channel never completed")
-                hw = (self._gloo.recv([header], src, tag) if src is not None
-                      else self._gloo.recv_anysource([header], tag))
-                hw.wait(timeout)
-                source = hw.source_rank() if src is None else src
-                problem = C.p2p_mismatch(header, t, source, self._rank) if self.check_peers else None
-                # On a mismatch the payload still has to be taken off the wire (the
-                # sender waits for it), into scratch: the caller's buffer stays untouched.
-                target = buf if problem is None else torch.empty(int(header[2]), dtype=torch.uint8)
-                pw = run.engine.backend.recv([target], source, tag)
-                posted.set()
-                work._source = source
-                work._sent_at = int(header[5])
-                pw.wait(timeout)
-                if problem:
-                    raise C.ArgumentError(problem)
-                run.finish()
-                result.set_result([t])
-            except Exception as e:
-                posted.set()
-                result.set_exception(e)
-            done.set()
-
-        work._on_wait = self._arrival(work, t, hybrid)
-        threading.Thread(target=receive, name=f"hybrid-{label}", daemon=True).start()
-        return work
 
     # -- lifecycle ------------------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ import threading
 import time
 import weakref
 from datetime import timedelta
+from typing import Callable
 
 _KEY = "hybrid-beat/{}"
 MIN_INTERVAL_S = 0.05
@@ -42,13 +43,14 @@ class PeerMonitor:
     """Heartbeats of one rank of a group, and the names of the peers a failure waited for."""
 
     def __init__(self, store, rank: int, size: int, slots: tuple[int, ...], hosts: list[str], pids: list[int],
-                 timeout: timedelta):
+                 timeout: timedelta | Callable[[], timedelta]):
         self.rank = rank
         self.size = size
         self.slots = slots
         self.hosts = hosts
         self.pids = pids
-        self.interval = interval_for(timeout)
+        self._timeout = timeout if callable(timeout) else (lambda: timeout)
+        """The group's timeout, read when it is needed (it can change: torch's ``_set_pg_timeout``)."""
         self.issued = 0
         """Operations this rank has issued (collectives, sends, receives): the group's sequence number."""
         self._store = store
@@ -56,9 +58,14 @@ class PeerMonitor:
         self._stop = threading.Event()
         self._write()
         # The thread holds the monitor weakly, so that a dropped group stops beating.
-        thread = threading.Thread(target=_beat, args=(weakref.ref(self), self._stop, self.interval),
+        thread = threading.Thread(target=_beat, args=(weakref.ref(self), self._stop),
                                   name=f"hybrid-heartbeat-{rank}", daemon=True)
         thread.start()
+
+    @property
+    def interval(self) -> float:
+        """Seconds between heartbeats, for the group's current timeout (:func:`interval_for`)."""
+        return interval_for(self._timeout())
 
     def _write(self) -> None:
         self._beat += 1
@@ -147,8 +154,15 @@ class PeerMonitor:
                 "Z": f", pid {pid} has exited"}.get(state, "")
 
 
-def _beat(ref, stop: threading.Event, interval: float) -> None:
-    while not stop.wait(interval):
+def _beat(ref, stop: threading.Event) -> None:
+    while True:
+        monitor = ref()
+        if monitor is None:
+            return
+        interval = monitor.interval
+        del monitor
+        if stop.wait(interval):
+            return
         monitor = ref()
         if monitor is None:
             return

@@ -31,7 +31,6 @@ def uninstall_patches() -> None:
     """Restore every patched attribute."""
     PATCHES.undo()
     forget_pending_imports()
-    distributed.clear()
 
 
 __all__ = ["install_patches", "uninstall_patches"]
