@@ -63,6 +63,8 @@ class ProcessGroupHybrid(Collectives, RootedCollectives, PointToPoint, dist.Proc
         self.timeline = timeline
         """Place collectives over hybrid tensors on the modelled timeline."""
         make_gloo = getattr(options, "gloo", None) or ProcessGroupGloo
+        self._ephemeral = timedelta(0)
+        """An extension of the next operation's timeout (:meth:`add_ephemeral_timeout`)."""
         self._gloo = make_gloo(PrefixStore("gloo/", store), rank, size, timeout)
         # c10d's own helpers look up a per-device backend (barrier, object
         # collectives, shutdown, _set_pg_timeout); CPU maps to the Gloo engine
@@ -117,6 +119,11 @@ class ProcessGroupHybrid(Collectives, RootedCollectives, PointToPoint, dist.Proc
     @property
     def _timeout_s(self) -> float:
         return self.timeout.total_seconds()
+
+    def add_ephemeral_timeout(self, extension: timedelta) -> None:
+        """Extend the timeout of the next operation issued by ``extension``, once (NCCL's
+        ``_add_ephemeral_timeout``, which torch calls while Inductor loads compiled graphs in a distributed job)."""
+        self._ephemeral = self._ephemeral + extension
 
     def get_group_store(self):
         """The group's store (torch's ``split_group`` registers a split group with it)."""
@@ -247,6 +254,8 @@ class ProcessGroupHybrid(Collectives, RootedCollectives, PointToPoint, dist.Proc
         call = launch = error = None
         aliases = ()
         timeout = C.op_timeout(opts)
+        if self._ephemeral:
+            timeout, self._ephemeral = (timeout or self.timeout) + self._ephemeral, timedelta(0)
         failure = self._failure(label, self._next(), timeout)
         try:
             call, launch, aliases = build()

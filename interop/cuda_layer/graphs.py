@@ -26,6 +26,7 @@ graph saves is not modelled); the write into the captured outputs is the emulati
 from __future__ import annotations
 
 import torch
+from torch._ops import HigherOrderOperator
 from torch._subclasses.fake_tensor import FakeTensor
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
@@ -51,6 +52,8 @@ def _on_slot(value) -> bool:
 class _Recording(TorchDispatchMode):
     """Records a capture's ops on slot tensors (see the module doc)."""
 
+    supports_higher_order_operators = True
+
     def __init__(self, graph: "CUDAGraph"):
         super().__init__()
         self.graph = graph
@@ -67,8 +70,15 @@ class _Recording(TorchDispatchMode):
         device = next((v.device for v in flat if _on_slot(v)), None)
         if device is None and isinstance(kwargs.get("device"), torch.device) and kwargs["device"].type == "hybrid":
             device = kwargs["device"]
-        if device is None or func in _ALLOCATIONS or _is_view(func):
+        if device is None or (not isinstance(func, HigherOrderOperator) and (func in _ALLOCATIONS or _is_view(func))):
             return func(*args, **kwargs)
+        if isinstance(func, HigherOrderOperator):
+            # A higher-order op (FlexAttention's forward and backward on a slot) has no meta kernel to shape its
+            # outputs: the capture runs it once to allocate them (on the capture's unwritten inputs: the values are
+            # the replay's to give), and each replay runs it again and writes into them.
+            outputs = func(*args, **kwargs)
+            self.graph._ops.append((func, args, kwargs, outputs))
+            return outputs
         if func in _HOST_READS:
             raise RuntimeError(f"{func.name()} during CUDA graph capture: it reads a value to the host, which a "
                                "capturing stream does not allow (on a GPU: 'operation not permitted when stream "

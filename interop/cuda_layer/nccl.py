@@ -13,8 +13,8 @@ DeviceMesh, ``split_group``, ``_get_split_source``). Here they are:
 - :class:`Options` and :class:`NCCLConfig` take every field NCCL's take; what NCCL would tune (stream priority,
   CTAs, the network) changes nothing the rack computes or models, so those fields are kept and recorded.
 - What has no meaning on a slot is refused by name (:class:`~interop.cuda_layer.refusals.UnsupportedCudaAPI`):
-  memory pools registered with NCCL, NCCL's collective-time estimator, ephemeral timeouts, the config's raw
-  pointer.
+  memory pools registered with NCCL, NCCL's collective-time estimator, the config's raw pointer. An ephemeral
+  timeout extends the group's next operation, as NCCL's does. An ephemeral timeout extends the group's next operation, as NCCL's does.
 
 :func:`group_options` turns an "nccl" request's options into the hybrid group's.
 """
@@ -54,9 +54,6 @@ REFUSED: dict[str, str] = {
     "torch.distributed._time_estimator":
         "collectives.estimate(...) prices a collective on the rack without running it; interop.timeline() lists "
         "the modelled time of each collective that ran",
-    "torch.distributed.ProcessGroupNCCL._add_ephemeral_timeout":
-        "torch.distributed.distributed_c10d._set_pg_timeout(timeout, group): a lasting timeout, which the hybrid "
-        "group honours",
     "torch.distributed.ProcessGroupNCCL.NCCLConfig.unsafe_get_ptr": "nothing: no ncclConfig_t exists behind a slot",
 }
 """NCCL's Python APIs the layer refuses, with what to use instead."""
@@ -204,7 +201,11 @@ class ProcessGroupNCCL(ProcessGroupGloo):
     # -- refused by name ---------------------------------------------------------------------------------------------
 
     def _add_ephemeral_timeout(self, timeout) -> None:
-        _refuse("torch.distributed.ProcessGroupNCCL._add_ephemeral_timeout")
+        """The next operation of the group waits ``timeout`` longer (torch calls it for every "nccl" group while
+        Inductor loads a compiled graph from its caches in a distributed job)."""
+        group = self._group() if self._group is not None else None
+        if group is not None:
+            group.add_ephemeral_timeout(timeout)
 
     def register_mem_pool(self, pool, *args) -> None:
         _refuse("torch.distributed.ProcessGroupNCCL.register_mem_pool")

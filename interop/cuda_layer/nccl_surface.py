@@ -60,7 +60,8 @@ SURFACE: dict[str, tuple[str, str]] = {
     _C10D + "_get_process_group_uid": ("served", "ProcessGroupNCCL.uid: the backend's number in this process"),
     _C10D + "_set_pg_timeout": ("served", "changes " + _HYBRID + " timeout: its operations after fail that much "
                                           "sooner"),
-    _C10D + "_add_ephemeral_timeout_for_all_pgs": ("refused", REFUSED[_PG + "_add_ephemeral_timeout"]),
+    _C10D + "_add_ephemeral_timeout_for_all_pgs": ("served", "extends the next operation of each group (Inductor "
+                                                             "calls it loading a cached graph in a distributed job)"),
     _C10D + "_time_estimator": ("refused", REFUSED["torch.distributed._time_estimator"]),
     _C10D + "_abort_process_group": ("served", "aborts the group's engines (ProcessGroupNCCL._group_start/_end "
                                                "around the aborts do nothing)"),
@@ -96,7 +97,7 @@ SURFACE: dict[str, tuple[str, str]] = {
     _PG + "get_runtime_nccl_version": ("served", "the NCCL version the layer reports (namespace.CUDA_STACK)"),
     _PG + "register_mem_pool": ("refused", REFUSED[_PG + "register_mem_pool"]),
     _PG + "deregister_mem_pool": ("refused", REFUSED[_PG + "deregister_mem_pool"]),
-    _PG + "_add_ephemeral_timeout": ("refused", REFUSED[_PG + "_add_ephemeral_timeout"]),
+    _PG + "_add_ephemeral_timeout": ("served", "the hybrid group's next operation waits that much longer, once"),
     _PG + "NCCLConfig.unsafe_get_ptr": ("refused", REFUSED[_PG + "NCCLConfig.unsafe_get_ptr"]),
     # -- beyond c10d --------------------------------------------------------------------------------------------------
     "torch.distributed._dist2.<module>": ("answered", "registers its 'nccl' factory, which the layer replaces"),

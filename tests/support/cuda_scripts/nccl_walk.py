@@ -209,7 +209,12 @@ def asking_groups(ctx):
 
     @row(C10D + "_add_ephemeral_timeout_for_all_pgs", PG + "_add_ephemeral_timeout")
     def _():
+        # torch's Inductor calls it while loading a compiled graph from its caches in a distributed job.
+        group = nccl_backend(WORLD)._group()
         c10d._add_ephemeral_timeout_for_all_pgs(timedelta(seconds=10))
+        pending = group._ephemeral.total_seconds()
+        dist.barrier()
+        return {"extends the next operation": [pending, 10.0], "once": [group._ephemeral.total_seconds(), 0.0]}
 
     @row(C10D + "_time_estimator")
     def _():
