@@ -190,8 +190,7 @@ TORCH_FREE = {
                     "collectives.distributed._group", "collectives.distributed._model",
                     "collectives.distributed._names", "collectives.distributed._ops",
                     "collectives.distributed._ops_rooted", "collectives.distributed._p2p",
-                    "collectives.distributed._peers", "collectives.distributed._work",
-                    "collectives.distributed.capture"],
+                    "collectives.distributed._peers", "collectives.distributed._work"],
     "planner": [],
     "hybrid_cli": [],
 }

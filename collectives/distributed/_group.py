@@ -16,8 +16,8 @@ import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import AllgatherOptions, AllreduceOptions, PrefixStore, ProcessGroupGloo, ReduceOp
 
+from collectives import graph_capture
 from collectives.distributed import _checks as C
-from collectives.distributed import capture
 from collectives.distributed._engine import Engine, Run, choose
 from collectives.distributed._model import Modeller, hooks_or_none
 from collectives.distributed._ops import Collectives
@@ -245,11 +245,11 @@ class ProcessGroupHybrid(Collectives, RootedCollectives, PointToPoint, dist.Proc
         ``launch(run, rows)`` returns ``(engine works, result, model)`` where
         ``model`` is the keyword arguments for pricing (None: not placed).
         A CUDA graph capture under way defers the whole call to the graph's replays
-        (:mod:`collectives.distributed.capture`).
+        (:mod:`collectives.graph_capture`): nothing is exchanged, moved or placed at capture.
         """
-        record = capture.recorder()
+        record = graph_capture.recorder()
         if record is not None:
-            record(lambda: self._issue(label, build, opts).wait())
+            record(lambda: self._issue(label, build, opts).wait(), (), {}, None)
             return finished(label, self._rank, None)
         call = launch = error = None
         aliases = ()

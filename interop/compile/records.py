@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collectives import graph_capture
 from devices.dtypes import dtype_label
 from interop.session import record_kernel
 from interop.timelines import KernelLaunch
@@ -61,7 +62,15 @@ def slot_entry(call, slot: int, slot_outputs: tuple):
     flags = list(slot_outputs)
 
     def entry(args):
-        return _C._call_on_slot(slot, call, args, flags, GRAPH_CALL)
+        record = graph_capture.recorder()
+        if record is None:
+            return _C._call_on_slot(slot, call, args, flags, GRAPH_CALL)
+        # Inside a CUDA graph capture: Inductor's kernels run past the dispatcher the capture watches, so the graph
+        # runs now to allocate its outputs and is recorded whole, to run again into them at each replay.
+        kept = list(args)
+        outputs = _C._call_on_slot(slot, call, args, flags, GRAPH_CALL)
+        record(lambda: _C._call_on_slot(slot, call, list(kept), flags, GRAPH_CALL), (), {}, outputs)
+        return outputs
 
     return entry
 

@@ -9,8 +9,10 @@ output captured for it, so the tensors the script kept (static inputs, outputs, 
 replay's values, as on a GPU. Random ops draw anew at each replay, as a graph advances its Philox offset.
 
 Collectives of the ``hybrid`` group (what ``nccl`` is under the layer) are recorded too, through
-:mod:`collectives.distributed.capture`: the capture runs none of them and each replay issues them again in
-order, as a GPU graph replays NCCL's kernels. Storage resizes of slot tensors inside the block (FSDP2 frees an unsharded parameter with
+:mod:`collectives.graph_capture`: the capture runs none of them and each replay issues them again in
+order, as a GPU graph replays NCCL's kernels. A graph compiled by ``torch.compile`` on a slot runs past the
+dispatcher too (Inductor's kernels): the capture runs it once to allocate its outputs and each replay runs it
+again into them; Dynamo compiles inside a capture as outside it (the recording mode steps aside while it does). Storage resizes of slot tensors inside the block (FSDP2 frees an unsharded parameter with
 ``untyped_storage().resize_(0)`` after its use and allocates it again before the next all-gather) are not ATen
 ops, but they are part of what the block does to memory: a GPU graph keeps those allocations in its private
 pool at the addresses the capture saw. Here they are recorded in order with the ops and redone at replay, so
@@ -31,6 +33,7 @@ from torch._subclasses.fake_tensor import FakeTensor
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
+from collectives import graph_capture
 from interop.cuda_layer.usage import touch
 
 _aten = torch.ops.aten
@@ -53,6 +56,12 @@ class _Recording(TorchDispatchMode):
     """Records a capture's ops on slot tensors (see the module doc)."""
 
     supports_higher_order_operators = True
+
+    @classmethod
+    def ignore_compile_internals(cls) -> bool:
+        # Dynamo compiles as without a capture (it would otherwise run a compiled function eagerly, and refuse a
+        # fullgraph one); the compiled graph's call is recorded whole (collectives.graph_capture).
+        return True
 
     def __init__(self, graph: "CUDAGraph"):
         super().__init__()
@@ -170,9 +179,7 @@ class CUDAGraph:
         self._mode.__enter__()
         CUDAGraph._capturing = self
         torch.UntypedStorage.resize_ = _resize_storage
-        from collectives.distributed import capture as collective_capture
-
-        collective_capture.set_recorder(self._record_collective)
+        graph_capture.set_recorder(self._record_call)
 
     def capture_end(self) -> None:
         if CUDAGraph._capturing is not self or self._mode is None:
@@ -181,12 +188,10 @@ class CUDAGraph:
         self._mode = None
         CUDAGraph._capturing = None
         torch.UntypedStorage.resize_ = _storage_resize
-        from collectives.distributed import capture as collective_capture
+        graph_capture.set_recorder(None)
 
-        collective_capture.set_recorder(None)
-
-    def _record_collective(self, call) -> None:
-        self._ops.append((call, (), {}, None))
+    def _record_call(self, func, args, kwargs, outputs) -> None:
+        self._ops.append((func, args, kwargs, outputs))
 
     def instantiate(self) -> None:
         return None

@@ -55,3 +55,17 @@ def test_storage_freed_and_allocated_again_inside_the_block_is_redone_at_each_re
         assert torch.equal(out.cpu(), torch.full((8,), value * 3 + 1))
         assert buffer.untyped_storage().nbytes() == 0
     assert torch.UntypedStorage.resize_ is graphs._storage_resize  # torch's own again once the capture ended
+
+
+def test_a_function_compiled_inside_a_capture_runs_again_at_each_replay():
+    # torchtitan calls its torch.compile'd FlexAttention inside the captured step. Dynamo must compile there (not
+    # fall back to eager, not refuse fullgraph), and the compiled graph, whose kernels run past the dispatcher,
+    # must run again at each replay, not once at capture.
+    compiled = torch.compile(lambda x: (x.sin() * 2).relu().sum(0), fullgraph=True)
+    static = torch.zeros(8, 4, device="hybrid:0")
+    graph, out = _capture(lambda: compiled(static))
+    for seed in (1, 2):
+        x = torch.randn(8, 4, generator=torch.Generator().manual_seed(seed))
+        static.copy_(x)
+        graph.replay()
+        torch.testing.assert_close(out.cpu(), (x.sin() * 2).relu().sum(0))  # Inductor's sin: float32 ulps
