@@ -28,3 +28,15 @@ def set_recorder(recorder: Recorder | None) -> None:
 def recorder() -> Recorder | None:
     """The capture's recorder, or None when no capture is under way."""
     return _recorder
+
+
+def without_side_effects(tensors, run: Callable[[], Any]) -> Any:
+    """``run()`` at capture, to allocate a call's outputs, with ``tensors`` (its inputs) restored afterwards: a GPU
+    capture runs nothing, so a call that writes an input in place must not have written it once the capture ends
+    (its values are the replays' to give)."""
+    saved = [(t, t.clone()) for t in tensors if hasattr(t, "clone") and hasattr(t, "copy_")]
+    try:
+        return run()
+    finally:
+        for t, before in saved:
+            t.copy_(before)

@@ -67,8 +67,14 @@ def slot_entry(call, slot: int, slot_outputs: tuple):
             return _C._call_on_slot(slot, call, args, flags, GRAPH_CALL)
         # Inside a CUDA graph capture: Inductor's kernels run past the dispatcher the capture watches, so the graph
         # runs now to allocate its outputs and is recorded whole, to run again into them at each replay.
+        # Its inputs are restored afterwards: a capture changes nothing (a graph that updates an input in place
+        # makes that update at each replay only).
+        from torch.utils._python_dispatch import _disable_current_modes
+
         kept = list(args)
-        outputs = _C._call_on_slot(slot, call, args, flags, GRAPH_CALL)
+        with _disable_current_modes():  # the capture's recording mode: this call is recorded whole, below
+            outputs = graph_capture.without_side_effects(
+                kept, lambda: _C._call_on_slot(slot, call, args, flags, GRAPH_CALL))
         record(lambda: _C._call_on_slot(slot, call, list(kept), flags, GRAPH_CALL), (), {}, outputs)
         return outputs
 

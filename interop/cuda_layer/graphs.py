@@ -85,8 +85,18 @@ class _Recording(TorchDispatchMode):
             # A higher-order op (FlexAttention's forward and backward on a slot) has no meta kernel to shape its
             # outputs: the capture runs it once to allocate them (on the capture's unwritten inputs: the values are
             # the replay's to give), and each replay runs it again and writes into them.
-            outputs = func(*args, **kwargs)
-            self.graph._ops.append((func, args, kwargs, outputs))
+            # It runs whole at each replay: what it calls is not recorded apart (a compiled region's graph, in
+            # inductor_compiled_code). Its argument lists are copied, as a compiled graph's call empties them.
+            args, kwargs = tree_map(_same, (args, kwargs))
+            self.graph._ops.append((func, args, kwargs, None))
+            record = graph_capture.recorder()
+            graph_capture.set_recorder(None)
+            try:
+                inputs = [v for v in tree_flatten((args, kwargs))[0] if isinstance(v, torch.Tensor)]
+                outputs = graph_capture.without_side_effects(inputs, lambda: func(*tree_map(_same, args), **kwargs))
+            finally:
+                graph_capture.set_recorder(record)
+            self.graph._ops[-1] = (func, args, kwargs, outputs)
             return outputs
         if func in _HOST_READS:
             raise RuntimeError(f"{func.name()} during CUDA graph capture: it reads a value to the host, which a "
@@ -122,6 +132,10 @@ class _Recording(TorchDispatchMode):
         if isinstance(shaped, (tuple, list)):
             return type(shaped)(allocate(i, m) for i, m in enumerate(shaped))
         return allocate(0, shaped)
+
+
+def _same(value):
+    return value
 
 
 def _is_view(func) -> bool:
@@ -204,6 +218,8 @@ class CUDAGraph:
         # Below autograd, as a graph's kernels run: no autograd checks or version bumps on the captured tensors.
         with torch._C._AutoDispatchBelowADInplaceOrView():
             for func, args, kwargs, outputs in self._ops:
+                if isinstance(func, HigherOrderOperator):
+                    args = tree_map(_same, args)  # fresh argument lists, which a compiled graph's call empties
                 result = func(*args, **kwargs)
                 if getattr(func, "namespace", None) in _FUNCTIONAL_COLLECTIVES:
                     result = tree_map(_wait_tensor, result)

@@ -4,6 +4,7 @@ replay is checked against the same block run eagerly on the CPU."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch.testing._internal.two_tensor import TwoTensor
 
@@ -57,15 +58,27 @@ def test_storage_freed_and_allocated_again_inside_the_block_is_redone_at_each_re
     assert torch.UntypedStorage.resize_ is graphs._storage_resize  # torch's own again once the capture ended
 
 
-def test_a_function_compiled_inside_a_capture_runs_again_at_each_replay():
-    # torchtitan calls its torch.compile'd FlexAttention inside the captured step. Dynamo must compile there (not
-    # fall back to eager, not refuse fullgraph), and the compiled graph, whose kernels run past the dispatcher,
-    # must run again at each replay, not once at capture.
-    compiled = torch.compile(lambda x: (x.sin() * 2).relu().sum(0), fullgraph=True)
-    static = torch.zeros(8, 4, device="hybrid:0")
-    graph, out = _capture(lambda: compiled(static))
+@pytest.mark.parametrize("wrapped", [False, True], ids=["plain", "inductor_compiled_code"])
+def test_a_function_compiled_inside_a_capture_runs_again_at_each_replay(wrapped):
+    # torchtitan calls its torch.compile'd FlexAttention inside the captured step, with its compiled region wrapped
+    # in the inductor_compiled_code higher-order op. Dynamo must compile there (not fall back to eager, not refuse
+    # fullgraph), and the compiled graph, whose kernels run past the dispatcher, must run again at each replay,
+    # exactly once (an in-place update shows a second run), not only at capture.
+    def step(x, total):
+        total.add_(x.sum(0))
+        return (x.sin() * 2).relu().sum(0)
+
+    compiled = torch.compile(step, fullgraph=True, options={"wrap_inductor_compiled_regions": wrapped})
+    static, total = torch.zeros(8, 4, device="hybrid:0"), torch.zeros(4, device="hybrid:0")
+    static.fill_(1.0)
+    total.fill_(5.0)
+    graph, out = _capture(lambda: compiled(static, total))
+    assert torch.equal(total.cpu(), torch.full((4,), 5.0))  # the capture ran nothing that stays
+    expected_total = torch.full((4,), 5.0)
     for seed in (1, 2):
         x = torch.randn(8, 4, generator=torch.Generator().manual_seed(seed))
         static.copy_(x)
         graph.replay()
+        expected_total += x.sum(0)
         torch.testing.assert_close(out.cpu(), (x.sin() * 2).relu().sum(0))  # Inductor's sin: float32 ulps
+        torch.testing.assert_close(total.cpu(), expected_total)
