@@ -7,7 +7,6 @@
 
 #include <ATen/Context.h>
 #include <ATen/EmptyTensor.h>
-#include <ATen/native/ResizeCommon.h>
 #include <ATen/native/TensorFactories.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <ATen/ops/empty.h>
@@ -73,6 +72,19 @@ bool fill_uninitialized() {
 at::Tensor filled_if_asked(at::Tensor t) {
   if (fill_uninitialized() && t.numel() > 0) at::native::fill_empty_deterministic_(t);
   return t;
+}
+
+// The bytes a resize added to `self`'s storage, past `old_nbytes`, filled as torch's
+// fill_resize_deterministic_ fills them, over a view made without an empty tensor's
+// own fill.
+void fill_grown(const at::Tensor& self, size_t old_nbytes) {
+  const auto itemsize = static_cast<int64_t>(self.itemsize());
+  const int64_t old_numel = static_cast<int64_t>(old_nbytes) / itemsize;
+  const int64_t new_numel = static_cast<int64_t>(self.storage().nbytes()) / itemsize;
+  if (new_numel <= old_numel) return;
+  at::Tensor grown = at::empty({0}, self.options());
+  grown.set_(self.storage(), old_numel, {new_numel - old_numel}, {1});
+  at::native::fill_empty_deterministic_(grown);
 }
 
 // Grows `self`'s storage to cover its current geometry.
@@ -183,7 +195,7 @@ const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
                           std::optional<c10::MemoryFormat> memory_format) {
   check_rack(self, *current_table(), "aten::resize_");
   c10::TensorImpl* impl = self.unsafeGetTensorImpl();
-  const auto old_nbytes = static_cast<int64_t>(impl->storage().nbytes());
+  const size_t old_nbytes = impl->storage().nbytes();
   GeometryRollback rollback(impl);
   if (impl->sizes() != size || memory_format.has_value()) {
     impl->set_sizes_contiguous(size);
@@ -192,7 +204,7 @@ const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
   }
   cover_geometry(self);
   rollback.commit();
-  if (fill_uninitialized()) at::native::fill_resize_deterministic_(self, old_nbytes);  // the grown bytes only
+  if (fill_uninitialized()) fill_grown(self, old_nbytes);
   return self;
 }
 
