@@ -43,7 +43,10 @@ void native_dropout_on_slot(const c10::OperatorHandle& op, torch::jit::Stack* st
   static const c10::OperatorHandle ours =
       c10::Dispatcher::singleton().findSchemaOrThrow("hybrid::native_dropout", "");
   const at::Tensor& input = (*stack)[stack->size() - op.schema().arguments().size()].toTensor();
-  if (!input.is_privateuseone() || !current_table()->is_emulated(input.device().index())) {
+  const SlotTablePtr& rack = current_table();
+  const c10::DeviceIndex slot = input.is_privateuseone() ? input.device().index() : -1;
+  // A slot the current rack lacks (a retired rack's tensor): the fallback refuses it by name.
+  if (slot < 0 || slot >= rack->size() || !rack->is_emulated(slot)) {
     run_on_slot(op, stack);
     return;
   }

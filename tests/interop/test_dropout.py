@@ -142,3 +142,11 @@ def test_compiled_random_ops_draw_from_the_slot_generator(fallback_random):
     torch._dynamo.reset()
     assert all(torch.equal(g.cpu(), r) for g, r in zip(got, reference))
     assert torch.equal(torch.get_rng_state(), cpu_state)
+
+
+def test_a_retired_racks_tensor_is_refused_by_name(use_rack):
+    x = torch.randn(10, device="hybrid:6")
+    use_rack("h100:2")
+    with pytest.raises(RuntimeError, match=r"a tensor on hybrid:6 .* cannot be used while another rack is current.*"
+                                           r"\(aten::native_dropout\)"):
+        F.dropout(x, 0.5)
