@@ -14,7 +14,8 @@ namespace {
 // -1 until the thread chooses a slot: it is then on the process's default slot,
 // as a CUDA thread that never called cudaSetDevice is on device 0. That is
 // slot 0, or under the CUDA layer the slot cuda:0 maps to (set_default_slot),
-// read when asked, so a thread started before the layer is installed follows it.
+// read when asked: a thread started before the layer is installed follows it
+// until it changes slots (a device guard restoring its slot then pins it).
 thread_local c10::DeviceIndex t_current_slot = -1;
 std::atomic<c10::DeviceIndex> g_default_slot{0};
 // Stream 0 is every slot's default stream; others are handed out by new_stream.
