@@ -217,6 +217,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
 
   m.def("_current_slot", []() { return static_cast<int>(current_slot()); });
   m.def("_set_current_slot", [](int i) { set_current_slot(static_cast<c10::DeviceIndex>(i)); });
+  m.def("_default_slot", []() { return static_cast<int>(default_slot()); },
+        "The slot of every thread that has not chosen one (CUDA's device 0).");
+  m.def("_set_default_slot", [](int i) { set_default_slot(static_cast<c10::DeviceIndex>(i)); });
   m.def("_current_stream_id", [](int i) {
     (void)slot_info(static_cast<c10::DeviceIndex>(i));
     return current_stream_id(static_cast<c10::DeviceIndex>(i));
@@ -238,6 +241,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     return py::reinterpret_steal<py::object>(
         THPGenerator_initDefaultGenerator(default_generator(static_cast<c10::DeviceIndex>(i))));
   });
+  m.def("_slot_cpu_generator", [](int i) {
+    return py::reinterpret_steal<py::object>(
+        THPGenerator_Wrap(cpu_generator_for(std::nullopt, static_cast<c10::DeviceIndex>(i))));
+  }, "The CPU generator behind a slot's default generator: what a CPU kernel run for the slot draws from.");
 
   m.def("_execution_alias", &execution_alias, py::arg("tensor"), py::arg("op") = "a collective",
         "A tensor on the slot's execution device (CPU for emulated) over the same bytes.");

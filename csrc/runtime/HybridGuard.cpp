@@ -11,14 +11,20 @@
 namespace hybrid {
 namespace {
 
-thread_local c10::DeviceIndex t_current_slot = 0;
+// -1 until the thread chooses a slot: it is then on the process's default slot,
+// as a CUDA thread that never called cudaSetDevice is on device 0. That is
+// slot 0, or under the CUDA layer the slot cuda:0 maps to (set_default_slot),
+// read when asked: a thread started before the layer is installed follows it
+// until it changes slots (a device guard restoring its slot then pins it).
+thread_local c10::DeviceIndex t_current_slot = -1;
+std::atomic<c10::DeviceIndex> g_default_slot{0};
 // Stream 0 is every slot's default stream; others are handed out by new_stream.
 thread_local std::array<c10::StreamId, kMaxSlots> t_current_stream{};
 std::atomic<c10::StreamId> g_next_stream{1};
 
 c10::DeviceIndex resolve(c10::Device d) {
   TORCH_INTERNAL_ASSERT(d.type() == c10::DeviceType::PrivateUse1);
-  return d.has_index() ? d.index() : t_current_slot;
+  return d.has_index() ? d.index() : current_slot();
 }
 
 // An event is a marker on the modelled timeline: its time is the modelled
@@ -39,7 +45,17 @@ const c10::impl::DeviceGuardImplInterface* cuda_impl() {
 
 } // namespace
 
-c10::DeviceIndex current_slot() noexcept { return t_current_slot; }
+c10::DeviceIndex current_slot() noexcept {
+  const c10::DeviceIndex chosen = t_current_slot;
+  return chosen >= 0 ? chosen : g_default_slot.load(std::memory_order_relaxed);
+}
+
+c10::DeviceIndex default_slot() noexcept { return g_default_slot.load(std::memory_order_relaxed); }
+
+void set_default_slot(c10::DeviceIndex index) {
+  (void)slot_info(index);
+  g_default_slot.store(index, std::memory_order_relaxed);
+}
 
 void set_current_slot(c10::DeviceIndex index) {
   (void)slot_info(index);
@@ -64,18 +80,21 @@ c10::Stream new_stream(c10::DeviceIndex index) {
 c10::Device HybridGuardImpl::exchangeDevice(c10::Device d) const {
   const c10::Device old = getDevice();
   const c10::DeviceIndex index = resolve(d);
-  if (index != t_current_slot) set_current_slot(index);
+  // A switch to the slot already current (a device guard's on every op) leaves a
+  // thread still on the default unpinned.
+  if (index != current_slot()) set_current_slot(index);
   return old;
 }
 
 c10::Device HybridGuardImpl::getDevice() const {
-  return c10::Device(c10::kPrivateUse1, t_current_slot);
+  return c10::Device(c10::kPrivateUse1, current_slot());
 }
 
 void HybridGuardImpl::setDevice(c10::Device d) const { set_current_slot(resolve(d)); }
 
 void HybridGuardImpl::uncheckedSetDevice(c10::Device d) const noexcept {
-  t_current_slot = resolve(d);
+  const c10::DeviceIndex index = resolve(d);
+  if (index != current_slot()) t_current_slot = index;
 }
 
 c10::Stream HybridGuardImpl::getStream(c10::Device d) const {

@@ -12,6 +12,9 @@ namespace hybrid {
 
 c10::DeviceIndex current_slot() noexcept;
 void set_current_slot(c10::DeviceIndex index);  // validates
+// The slot of every thread that has not chosen one (CUDA's device 0); validates.
+c10::DeviceIndex default_slot() noexcept;
+void set_default_slot(c10::DeviceIndex index);
 
 c10::StreamId current_stream_id(c10::DeviceIndex index) noexcept;
 c10::Stream current_stream(c10::DeviceIndex index);

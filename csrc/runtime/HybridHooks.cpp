@@ -45,7 +45,7 @@ struct HybridHooks final : public at::PrivateUse1HooksInterface {
 
   c10::DeviceIndex exchangeDevice(c10::DeviceIndex index) const override {
     const c10::DeviceIndex old = current_slot();
-    if (index >= 0) set_current_slot(index);
+    if (index >= 0 && index != old) set_current_slot(index);  // as the device guard's exchange
     return old;
   }
 

@@ -4,6 +4,8 @@
 registration waits for the module it extends (:mod:`interop.import_hooks`):
 
 - ``torch._dynamo.device_interface``: the device interface (:mod:`.device_interface`);
+- ``torch._decomp.decompositions_for_rng``: ``bernoulli`` stays whole on an emulated slot, as on the CPU,
+  and the random ATen calls of a slot graph draw from the slot's generator (:mod:`.slot_random`);
 - ``torch._inductor.codegen.common``: the device's registry entry and op overrides;
 - ``torch._inductor.compile_fx``: each graph on a slot is compiled for the slot's
   execution device and called on the slot's memory (:mod:`.inductor`: C++
@@ -99,6 +101,12 @@ def _patch_compile_fx(module) -> None:
     module._compile_fx_inner = _compile_fx_inner
 
 
+def _patch_random_decompositions(module) -> None:
+    from interop.compile.slot_random import keep_cpu_decompositions
+
+    keep_cpu_decompositions(module.extra_random_decomps)
+
+
 def _slots_run_triton() -> bool:
     """Every rack has a slot that runs Triton kernels: an emulated one runs them in Triton's interpreter."""
     import torch
@@ -173,6 +181,7 @@ def install() -> None:
     after_import("torch._dynamo.device_interface", _register_dynamo)
     after_import("torch._inductor.codegen.common", _register_inductor)
     after_import("torch._inductor.compile_fx", _patch_compile_fx)
+    after_import("torch._decomp.decompositions_for_rng", _patch_random_decompositions)
     after_import("torch._dynamo.callback", _patch_compile_callbacks)
     after_import("torch.utils._triton", _patch_has_triton)
     after_import("triton.runtime.jit", _patch_jit)

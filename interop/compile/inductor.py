@@ -46,6 +46,7 @@ from interop.compile.flex_graph import check_devices as check_flex_devices
 from interop.compile.kernel_work import kernel_work
 from interop.compile.records import INDUCTOR_PREFIX
 from interop.compile.slot_graph import SlotPlan, calls_triton, graph_slots, output_on_slot, retarget
+from interop.compile.slot_random import SLOT_RANDOM, redirect
 
 _RECORD = "hybrid_record_kernel"
 _RECORD_ATEN = "hybrid_record_aten"
@@ -98,6 +99,12 @@ class _KernelRecords:
 
     pending_kernel_work = None
     plan: SlotPlan | None = None
+
+    def push_codegened_graph(self, graph):
+        super().push_codegened_graph(graph)
+        if self.plan is not None and self.plan.cuda is None:
+            for operation in graph.operations:  # before any is generated: random ATen calls draw from the slot
+                redirect(operation, self.plan.slot)
 
     def generate_kernel_call(self, kernel_name, call_args, *, device=None, **kwargs):
         work, self.pending_kernel_work = self.pending_kernel_work, None
@@ -204,7 +211,8 @@ class SlotWrapperCodegen(_KernelRecords, PythonWrapperCodegen):
     def write_header(self) -> None:
         super().write_header()
         self.header.splice(f"from interop.compile.records import inductor_kernel as {_RECORD}, "
-                           f"inductor_aten as {_RECORD_ATEN}, slot_entry as {_ENTRY}")
+                           f"inductor_aten as {_RECORD_ATEN}, slot_entry as {_ENTRY}\n"
+                           f"from interop.compile.slot_random import slot_random as {SLOT_RANDOM}")
 
     def generate_end(self, result) -> None:
         super().generate_end(result)

@@ -10,7 +10,8 @@ import os
 from torch._inductor.codegen.common import DeviceOpOverrides
 from torch._inductor.custom_graph_pass import CustomGraphModulePass
 
-_CODEGEN_SOURCES = ("inductor.py", "slot_graph.py", "kernel_work.py", "records.py", "op_overrides.py", "backing.py")
+_CODEGEN_SOURCES = ("inductor.py", "slot_graph.py", "kernel_work.py", "records.py", "op_overrides.py", "backing.py",
+                    "slot_random.py")
 
 
 class HybridDeviceOpOverrides(DeviceOpOverrides):

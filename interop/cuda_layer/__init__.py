@@ -72,8 +72,7 @@ def uninstall() -> None:
     """Undo every patch (torch behaves as before the import); the usage log is kept."""
     global _installed
     install.uninstall_patches()
-    mapping._current = None
-    mapping._renew_cache()
+    mapping.clear()
     _installed = False
 
 

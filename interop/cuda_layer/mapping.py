@@ -226,9 +226,23 @@ session.on_rack_change(lambda rack, previous_slot: on_rack_change(previous_slot)
 
 
 def install(device_map: DeviceMap) -> None:
-    """Make ``device_map`` current and clear the translation cache."""
+    """Make ``device_map`` current and clear the translation cache. A thread that has not chosen a device is
+    on ``cuda:0``'s slot from now on, as every new CUDA thread starts on device 0."""
+    from interop import _C
+
     global _current
     _current = device_map
+    _C._set_default_slot(device_map.slots[0])
+    _renew_cache()
+
+
+def clear() -> None:
+    """No map (the layer is uninstalled): a thread that has not chosen a device is on ``hybrid:0`` again."""
+    from interop import _C
+
+    global _current
+    _current = None
+    _C._set_default_slot(0)
     _renew_cache()
 
 

@@ -60,3 +60,28 @@ def test_the_communication_functions_check_what_they_are_given(use_rack):
         data_parallel.broadcast(t)
     copies = data_parallel.broadcast_coalesced([t], [0, 1])
     assert copies[0][0] is t and copies[1][0].device == torch.device("hybrid", 1)
+
+
+def test_each_replica_draws_its_dropout_masks_from_its_own_slot(use_rack):
+    # As CUDA's replicas draw from their device's generator: replica i's masks are those the CPU draws for chunk
+    # i after torch.manual_seed of slot i's seed, however the replica threads interleave; the CPU's generator
+    # does not move.
+    use_rack("h100:3")
+    model = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.Dropout(0.5), torch.nn.Linear(16, 3),
+                                torch.nn.Dropout1d(0.5))
+    x = torch.randn(9, 6)
+    seeds = (31, 32, 33)
+    expected = []
+    for seed, chunk in zip(seeds, x.chunk(3)):
+        torch.manual_seed(seed)
+        # A fresh copy, as scatter hands each replica: the CPU's matmul rounds differently on a view that
+        # starts at an unaligned offset.
+        expected.append(model(chunk.clone()))
+    wrapped = torch.nn.DataParallel(model.to("hybrid:0"))
+    cpu_state = torch.get_rng_state()
+    for _ in range(2):  # the same seeds, the same masks
+        for slot, seed in enumerate(seeds):
+            torch.hybrid.default_generator(slot).manual_seed(seed)
+        got = wrapped(x.to("hybrid:0"))
+        assert torch.equal(got.detach().cpu(), torch.cat(expected).detach())
+    assert torch.equal(torch.get_rng_state(), cpu_state)

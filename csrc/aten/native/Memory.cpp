@@ -5,7 +5,9 @@
 #include "runtime/HybridGuard.h"
 #include "runtime/HybridSlots.h"
 
+#include <ATen/Context.h>
 #include <ATen/EmptyTensor.h>
+#include <ATen/native/TensorFactories.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/from_blob.h>
@@ -55,6 +57,35 @@ void check_dense(std::optional<c10::Layout> layout, std::optional<bool> pin_memo
 }
 
 constexpr auto kHybridKeys = c10::DispatchKeySet(c10::DispatchKey::PrivateUse1);
+
+// Memory nobody wrote holds whatever the host held before. Under
+// torch.use_deterministic_algorithms(True) with
+// torch.utils.deterministic.fill_uninitialized_memory (on by default), torch
+// fills it on the CPU and CUDA (NaN for floating and complex, the largest value
+// for integers) so that reading it shows; a slot does the same, with torch's
+// own fill, run on the slot as any op.
+bool fill_uninitialized() {
+  const at::Context& context = at::globalContext();
+  return C10_UNLIKELY(context.deterministicAlgorithms() && context.deterministicFillUninitializedMemory());
+}
+
+at::Tensor filled_if_asked(at::Tensor t) {
+  if (fill_uninitialized() && t.numel() > 0) at::native::fill_empty_deterministic_(t);
+  return t;
+}
+
+// The bytes a resize added to `self`'s storage, past `old_nbytes`, filled as torch's
+// fill_resize_deterministic_ fills them, over a view made without an empty tensor's
+// own fill.
+void fill_grown(const at::Tensor& self, size_t old_nbytes) {
+  const auto itemsize = static_cast<int64_t>(self.itemsize());
+  const int64_t old_numel = static_cast<int64_t>(old_nbytes) / itemsize;
+  const int64_t new_numel = static_cast<int64_t>(self.storage().nbytes()) / itemsize;
+  if (new_numel <= old_numel) return;
+  at::Tensor grown = at::empty({0}, self.options());
+  grown.set_(self.storage(), old_numel, {new_numel - old_numel}, {1});
+  at::native::fill_empty_deterministic_(grown);
+}
 
 // Grows `self`'s storage to cover its current geometry.
 void cover_geometry(const at::Tensor& self) {
@@ -115,7 +146,8 @@ at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarT
     return with_device_allocator(at::detail::empty_generic(size, &none, kHybridKeys, scalar_type, memory_format));
   }
   const c10::DeviceGuard guard(c10::Device(c10::kPrivateUse1, slot));
-  return at::detail::empty_generic(size, device_allocator(), kHybridKeys, scalar_type, memory_format);
+  return filled_if_asked(
+      at::detail::empty_generic(size, device_allocator(), kHybridKeys, scalar_type, memory_format));
 }
 
 at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
@@ -130,7 +162,8 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
     return with_device_allocator(at::detail::empty_strided_generic(size, stride, &none, kHybridKeys, scalar_type));
   }
   const c10::DeviceGuard guard(c10::Device(c10::kPrivateUse1, slot));
-  return at::detail::empty_strided_generic(size, stride, device_allocator(), kHybridKeys, scalar_type);
+  return filled_if_asked(
+      at::detail::empty_strided_generic(size, stride, device_allocator(), kHybridKeys, scalar_type));
 }
 
 void resize_storage_bytes(c10::StorageImpl* storage, size_t nbytes) {
@@ -162,6 +195,7 @@ const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
                           std::optional<c10::MemoryFormat> memory_format) {
   check_rack(self, *current_table(), "aten::resize_");
   c10::TensorImpl* impl = self.unsafeGetTensorImpl();
+  const size_t old_nbytes = impl->storage().nbytes();
   GeometryRollback rollback(impl);
   if (impl->sizes() != size || memory_format.has_value()) {
     impl->set_sizes_contiguous(size);
@@ -170,6 +204,7 @@ const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
   }
   cover_geometry(self);
   rollback.commit();
+  if (fill_uninitialized()) fill_grown(self, old_nbytes);
   return self;
 }
 

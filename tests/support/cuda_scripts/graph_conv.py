@@ -58,6 +58,9 @@ def main():
     device = torch.accelerator.current_accelerator() if torch.accelerator.is_available() else torch.device("cpu")
     features, adj, labels = (t.to(device) for t in graph())
     model = GCN().to(device)
+    # Again once the weights are drawn: a device's dropout draws from the device's own generator (as CUDA's
+    # does), which the weights drawn on the CPU did not move; seeded here, it starts where the CPU run's does.
+    torch.manual_seed(42)
     optimizer = torch.optim.Adam(model.parameters(), lr=0.05, weight_decay=5e-4)
     losses = []
     for _ in range(args.epochs):
