@@ -56,7 +56,7 @@ def block_fraction(kv_num_blocks: torch.Tensor, full_kv_num_blocks: torch.Tensor
     return min(computed, every), every
 
 
-def _launch(name: str, slot: int, query: torch.Tensor, ins, outs, block_mask: tuple, key_len: int, how: str):
+def _launch(name: str, query: torch.Tensor, ins, outs, block_mask: tuple, key_len: int, how: str):
     from interop.timelines import KernelLaunch
 
     computed, every = block_fraction(block_mask[2], block_mask[4], key_len, block_mask[15])
@@ -77,10 +77,10 @@ def run_forward(slot: int, name: str, how: str, query, key, value, score_mod, bl
 
     from interop.session import record_kernel
 
-    _refuse_flash(kernel_options)
+    refuse_flash(kernel_options)
     out, lse, max_scores = sdpa_dense(query, key, value, score_mod, block_mask, scale, kernel_options,
                                       score_mod_other_buffers, mask_mod_other_buffers)
-    record_kernel(slot, _launch(name, slot, query, (query, key, value), (out, lse), block_mask, key.size(-2), how))
+    record_kernel(slot, _launch(name, query, (query, key, value), (out, lse), block_mask, key.size(-2), how))
     return out, lse, max_scores
 
 
@@ -95,14 +95,14 @@ def run_backward(slot: int, name: str, how: str, query, key, value, out, logsume
 
     from interop.session import record_kernel
 
-    _refuse_flash(kernel_options)
+    refuse_flash(kernel_options)
     # sdpa_dense_backward computes a buffer's gradient where the buffer requires one (nothing is recorded:
     # this runs below autograd).
     score_mod_other_buffers = tuple(b.detach().requires_grad_() if wanted else b
                                     for b, wanted in zip(score_mod_other_buffers, buffer_grads))
     grads = sdpa_dense_backward(query, key, value, out, logsumexp, grad_out, grad_logsumexp, fw_graph, joint_graph,
                                 block_mask, scale, kernel_options, score_mod_other_buffers, mask_mod_other_buffers)
-    record_kernel(slot, _launch(name, slot, query, (query, key, value, out, grad_out), grads[:3], block_mask,
+    record_kernel(slot, _launch(name, query, (query, key, value, out, grad_out), grads[:3], block_mask,
                                 key.size(-2), how))
     return grads
 
@@ -119,7 +119,8 @@ def backward_layouts(query, key, value) -> tuple:
     return tuple(grads)
 
 
-def _refuse_flash(kernel_options: dict) -> None:
+def refuse_flash(kernel_options: dict) -> None:
+    """FlashAttention's backend returns a base-e log-sum-exp where the dense math gives base 2: refused."""
     if (kernel_options or {}).get("BACKEND") == "FLASH":
         raise NotImplementedError("flex_attention on a hybrid slot: kernel_options BACKEND='FLASH' (FlashAttention's "
                                   "CuTe kernels, whose log-sum-exp is in base e) does not run on a slot; use "
@@ -254,6 +255,8 @@ def _register_kernels(module) -> None:
             op.py_impl(DispatchKey.PrivateUse1)(kernel)
     if DispatchKey.AutocastPrivateUse1 not in module.flex_attention.py_kernels:
         module.flex_attention.py_impl(DispatchKey.AutocastPrivateUse1)(_autocast_kernel)
+        # The backward takes the forward's dtypes, as torch's higher-order ops fall through CUDA's autocast.
+        module.flex_attention_backward.fallthrough(DispatchKey.AutocastPrivateUse1)
 
 
 def _admit_slots(module) -> None:
@@ -281,4 +284,5 @@ def install() -> None:
     after_import("torch.nn.attention.flex_attention", _admit_slots)
 
 
-__all__ = ["BACKWARD", "FORWARD", "block_fraction", "host_graph", "install", "run_backward", "run_forward", "slot_of"]
+__all__ = ["BACKWARD", "FORWARD", "backward_layouts", "block_fraction", "host_graph", "install", "refuse_flash",
+           "run_backward", "run_forward", "slot_of"]

@@ -48,8 +48,9 @@ def define_ops() -> None:
     if _library is not None:
         return
     lib = torch.library.Library(NAMESPACE, "DEF")
-    lib.define("forward(Tensor?[] tensors, SymInt[] sizes, float scale, str graphs, int slot) -> (Tensor, Tensor, Tensor)")
-    lib.define("backward(Tensor?[] tensors, SymInt[] sizes, float scale, str graphs, int slot) -> Tensor[]")
+    arguments = "(Tensor?[] tensors, SymInt[] sizes, float scale, str graphs, int slot)"
+    lib.define(f"forward{arguments} -> (Tensor, Tensor, Tensor)")
+    lib.define(f"backward{arguments} -> Tensor[]")
     for name, kernel in (("forward", _forward), ("backward", _backward)):
         lib.impl(name, kernel, "CPU")
     torch.library.register_fake(f"{NAMESPACE}::forward", _forward_fake, lib=lib)
@@ -158,8 +159,8 @@ def _backward(tensors, sizes, scale, graphs, slot):
     score_buffers, mask_buffers = _join(score_kinds, t, s), _join(mask_kinds, t, s)
     with _vmap_allowed():
         grad_q, grad_k, grad_v, captured = run_backward(
-            slot, INDUCTOR_PREFIX + BACKWARD, HOW, query, key, value, out, lse, grad_out, grad_lse, fw_graph, joint_graph,
-            mask, scale, {}, score_buffers, mask_buffers, buffer_grads)
+                slot, INDUCTOR_PREFIX + BACKWARD, HOW, query, key, value, out, lse, grad_out, grad_lse, fw_graph,
+            joint_graph, mask, scale, {}, score_buffers, mask_buffers, buffer_grads)
     return [grad_q, grad_k, grad_v, *(g for g in captured if g is not None)]
 
 
@@ -242,15 +243,11 @@ def route_flex_attention(gm: GraphModule, slot: int) -> bool:
     return replaced
 
 
-def _refuse_flash(kernel_options) -> None:
-    from interop.flex_attention import _refuse_flash as refuse
-
-    refuse(kernel_options)
-
-
 def _route_forward(module: GraphModule, node: Node, slot: int) -> None:
+    from interop.flex_attention import refuse_flash
+
     query, key, value, score_mod, mask, scale, kernel_options, score_buffers, mask_buffers = _args(node, 9)
-    _refuse_flash(kernel_options)
+    refuse_flash(kernel_options)
     tensors, sizes = [query, key, value], []
     tensors += [mask[i] for i in _MASK_TENSORS]
     sizes += [mask[i] for i in _MASK_INTS]
@@ -266,9 +263,11 @@ def _route_forward(module: GraphModule, node: Node, slot: int) -> None:
 
 
 def _route_backward(module: GraphModule, node: Node, slot: int) -> None:
+    from interop.flex_attention import refuse_flash
+
     (query, key, value, out, lse, grad_out, grad_lse, fw_graph, joint_graph, mask, scale, kernel_options,
      score_buffers, mask_buffers) = _args(node, 14)
-    _refuse_flash(kernel_options)
+    refuse_flash(kernel_options)
     captured = node.meta["val"][3]
     buffer_grads = tuple(g is not None for g in captured)
     tensors, sizes = [query, key, value, out, lse, grad_out, grad_lse], []

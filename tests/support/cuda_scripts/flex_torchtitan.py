@@ -1,15 +1,15 @@
 """FlexAttention as torchtitan 0.3.0 uses it (torchtitan/models/common/attention.py, rewritten here: torchtitan is
 not installed): a class-level ``torch.compile(flex_attention, options=...)`` with its Inductor options, block masks
-from a compiled ``create_block_mask`` on "cuda" (causal, and packed documents composed with causal), q/k/v in
+from a compiled ``create_block_mask`` on "cuda" (packed documents composed with causal), q/k/v in
 (batch, length, heads, dim) transposed for the call, GQA, forward and backward. Written for CUDA; run under the
 CUDA layer:
 
     hybrid run flex_torchtitan.py OUT.json
 
 Its reference is tests/support/flex_reference.py on the CPU in the same process (float64 plain attention with
-the same masks, autograd's gradients): torch refuses FlexAttention's backward on the CPU. OUT.json gets, per mask,
-each result's largest error relative to the reference's largest magnitude, the block mask's computed fraction,
-and the timeline's flex records.
+the same mask, autograd's gradients): torch refuses FlexAttention's backward on the CPU. OUT.json gets each
+result's largest error relative to the reference's largest magnitude, the block mask's computed fraction, and the
+timeline's flex records.
 """
 
 import json
@@ -62,14 +62,14 @@ def positions_of(lengths_per_row, device):
     return torch.stack(rows).to(device)
 
 
-def run(mask_kind, device):
+def run(device):
     generator = torch.Generator().manual_seed(0)
     host = [torch.randn(B, L, heads, D, generator=generator) for heads in (HQ, HKV, HKV)]
     lengths = [[128, 128], [64, 64, 128]]  # a later document never sees an earlier one's block
-    if mask_kind == "causal":
-        mask_for = lambda dev: get_causal_mask_mod()  # noqa: E731
-    else:
-        mask_for = lambda dev: and_masks(get_causal_mask_mod(), get_document_mask_mod(positions_of(lengths, dev)))  # noqa: E731
+
+    def mask_for(dev):
+        return and_masks(get_causal_mask_mod(), get_document_mask_mod(positions_of(lengths, dev)))
+
     block_mask = _compiled_create_block_mask(mask_for(device), B, None, L, L, device=device)
     q, k, v = (t.to(device).requires_grad_() for t in host)
     out = FlexAttention()(q, k, v, attention_masks=block_mask, enable_gqa=True)
@@ -91,14 +91,11 @@ def run(mask_kind, device):
 def main(path):
     import interop  # the layer's process has it: the records of the calls
 
-    result = {}
-    for mask_kind in ("causal", "document"):
-        interop.reset_timeline()
-        block_mask, case = run(mask_kind, "cuda")
-        records = [r for r in interop.timeline() if "flex" in r.op]
-        case["records"] = [r.op for r in records]
-        case["forward_flops"] = records[0].flops if records else None
-        result[mask_kind] = case
+    interop.reset_timeline()
+    block_mask, result = run("cuda")
+    records = [r for r in interop.timeline() if "flex" in r.op]
+    result["records"] = [r.op for r in records]
+    result["forward_flops"] = records[0].flops if records else None
     result["mask_device"] = str(block_mask.kv_num_blocks.device)
     result["mask_is_cuda"] = block_mask.kv_num_blocks.is_cuda
     with open(path, "w") as f:
