@@ -210,6 +210,35 @@ def test_forward_and_backward_match_plain_attention_with_one_record_each(kind, m
         assert forward.duration_ps > 0 and backward.duration_ps > forward.duration_ps
 
 
+def test_a_graph_with_flex_attention_among_other_ops_compiles_whole():
+    # Projections (Inductor's extern matmuls) around FlexAttention with an ALiBi-like score_mod, one graph.
+    generator = torch.Generator().manual_seed(0)
+    x, *weights = (torch.randn(B, HQ, L, D, generator=generator),
+                   *(torch.randn(D, D, generator=generator) / 4 for _ in range(4)))
+    x, *weights = (t.to("hybrid:0").requires_grad_() for t in (x, *weights))
+    block_mask = create_block_mask(lambda b, h, i, j: i >= j, None, None, L, L, device="hybrid:0")
+
+    def layer(x, wq, wk, wv, wo):
+        a = flex_attention(x @ wq, x @ wk, x @ wv, block_mask=block_mask,
+                           score_mod=lambda s, b, h, i, j: s - (i - j).abs() * 0.01)
+        return a @ wo
+
+    def run(fn):
+        for t in (x, *weights):
+            t.grad = None
+        fn(x, *weights).square().mean().backward()
+        return [t.grad.cpu() for t in (x, *weights)]
+
+    eager = run(layer)
+    interop.reset_timeline()
+    compiled = run(torch.compile(layer, fullgraph=True))
+    for got, want in zip(compiled, eager):  # the same flex kernel; the matmuls as Inductor calls them
+        torch.testing.assert_close(got, want)
+    kernels = [r.op for r in interop.timeline() if r.kind == "kernel"]
+    assert [k for k in kernels if "flex" in k] == ["inductor:flex_attention", "inductor:flex_attention_backward"]
+    assert any("aten::" in k for k in kernels), kernels
+
+
 def test_the_dense_math_is_drawn_from_the_slot():
     slot = SLOTS["trn3"]
     q, k, v, bias = inputs("prefix_lm_sliding_window", f"hybrid:{slot}")
