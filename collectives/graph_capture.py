@@ -34,9 +34,19 @@ def without_side_effects(tensors, run: Callable[[], Any]) -> Any:
     """``run()`` at capture, to allocate a call's outputs, with ``tensors`` (its inputs) restored afterwards: a GPU
     capture runs nothing, so a call that writes an input in place must not have written it once the capture ends
     (its values are the replays' to give)."""
-    saved = [(t, t.clone()) for t in tensors if hasattr(t, "clone") and hasattr(t, "copy_")]
-    try:
-        return run()
-    finally:
-        for t, before in saved:
-            t.copy_(before)
+    import contextlib
+
+    import torch
+
+    saved = [(t, t.clone()) for t in tensors if isinstance(t, torch.Tensor)]
+    with contextlib.ExitStack() as versions:
+        # Nothing happened to them, as far as autograd can tell: a version bump would make a selective activation
+        # checkpoint that cached one of them refuse it ("Tensor cached during SAC has been mutated").
+        for t, _ in saved:
+            versions.enter_context(torch.autograd.grad_mode._unsafe_preserve_version_counter(t))
+        try:
+            return run()
+        finally:
+            with torch.no_grad():
+                for t, before in saved:
+                    t.copy_(before)
