@@ -34,7 +34,7 @@ fi
 if ! python - <<'PY'
 import importlib.util, sys
 need = ["numpy", "pytest", "xdist", "hypothesis", "expecttest", "ninja", "matplotlib", "tqdm", "viztracer",
-        "selenium", "triton", "transformers", "accelerate", "torchao"]
+        "selenium", "triton", "transformers", "accelerate", "torchao", "torchtitan"]
 sys.exit(0 if all(importlib.util.find_spec(m) for m in need) else 1)
 PY
 then
