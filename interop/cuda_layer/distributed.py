@@ -187,9 +187,17 @@ def _patch_distributed() -> None:
         if hasattr(dist, "init_device_mesh"):
             PATCHES.set(dist, "init_device_mesh", init_device_mesh)
 
-    # FSDP and DeviceMesh cost seconds to import: patched when the script imports them.
+    def patch_checkpoint_writer(filesystem) -> None:
+        # torch asks torch._utils._get_available_device_type() in two places (torch 2.13): DataParallel, which
+        # wants CUDA's indices ("cuda", mapped to slots by dp_init above), and DCP's file writer, which copies
+        # the tensors of that device type to the CPU before writing them and refuses any other ("Tensor must be
+        # on CPU"): the tensors are on slots, so the writer is told the slots' device type.
+        PATCHES.set(filesystem, "_get_available_device_type", lambda: mapping.DEVICE_TYPE)
+
+    # FSDP, DeviceMesh and DCP cost seconds to import: patched when the script imports them.
     when_imported("torch.distributed.fsdp", patch_fsdp)
     when_imported("torch.distributed.device_mesh", patch_mesh)
+    when_imported("torch.distributed.checkpoint.filesystem", patch_checkpoint_writer)
 
 
 def install() -> None:
