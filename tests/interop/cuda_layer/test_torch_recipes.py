@@ -47,6 +47,8 @@ def results(tmp_path_factory):
     assert rack.returncode == 0, rack.stderr[-3000:]
     found = {side: [torch.load(tmp / side / f"rank{r}.pt", map_location="cpu") for r in (0, 1)]
              for side in ("rack", "cpu")}
+    # The reference is plain torch: no interop in its processes.
+    assert [r["interop_loaded"] for r in found["rack"] + found["cpu"]] == [True, True, False, False]
     assert [found["rack"][r]["device"] for r in (0, 1)] == ["cuda:0", "cuda:1"]
     assert {r["backend"] for r in found["rack"]} == {"nccl"} and {r["backend"] for r in found["cpu"]} == {"gloo"}
     assert found["rack"][0]["device_name"].startswith("NVIDIA")  # a mapped GPU slot of the default rack

@@ -14,6 +14,7 @@ maps "cuda" to "cpu" and "nccl" to "gloo", and skips the torch.cuda calls a CPU 
 import argparse
 import datetime
 import os
+import sys
 import time
 import traceback
 
@@ -373,7 +374,7 @@ def main():
     dist.init_process_group(BACKEND[DEVICE_TYPE], timeout=datetime.timedelta(seconds=120))
     rank = dist.get_rank()
     os.makedirs(args.out, exist_ok=True)
-    results = {"backend": dist.get_backend(), "device": str(device),
+    results = {"backend": dist.get_backend(), "device": str(device), "interop_loaded": "interop" in sys.modules,
                "device_name": torch.cuda.get_device_name(device) if DEVICE_TYPE == "cuda" else "cpu"}
     for name in args.only.split(","):
         start = time.perf_counter()
