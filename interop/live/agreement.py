@@ -7,8 +7,8 @@ units that do not depend on which CPU kernels ran (``ATEN_CPU_CAPABILITY`` defau
 roundings of the same sums):
 
 * **losses**, every step: |difference| relative to the reference's loss, at most :data:`TOLERANCE` ``.loss``
-  (1e-5). A mean over a batch re-associated differs by ~1e-7 relative; a step taken wrong changes the next loss by
-  ~lr x |gradient|^2, orders above that.
+  (1e-5). A mean over a batch re-associated differs by ~1e-7 relative. (A wrong step may move the next loss by
+  less than that at a small lr: the parameters are where it shows whole.)
 * **gradients**, first step: the largest |difference| relative to the largest gradient, at most ``.grads`` (1e-4).
   Re-association of a float32 sum over the batch moves each element by ~1e-7 of the terms summed.
 * **parameters** after the last step, in units of the optimizer's own step: ``step`` = the root mean square, over
@@ -20,7 +20,10 @@ roundings of the same sums):
   the direction the rounding picks, one way on one CPU and the other way on another. Such elements are a
   structural few (GPT-2: its key biases, 9,216 of 124 M, 0.007 %); a real divergence moves nearly every element
   by another step (a wrong lr: all of them; a skipped reduction: every element of a replica's gradient). An
-  element NaN or infinite on one side only is never rounding: one such fails the run.
+  element NaN or infinite on one side only is never rounding: one such fails the run. Measured on the README
+  flagship (GPT-2 on trn3:4+h100:4, 4 replicas, 3 AdamW steps of lr 1e-3, step 2.1e-3): its largest parameter
+  difference is 0.02, 0.03 and 0.04 of a step under avx512, default and avx2 (4.5e-5 to 8.8e-5 absolute; the
+  absolute bound of 1e-4 this rule replaces was reported exceeded, at 2.6e-4, by another run), none beyond 0.1.
 """
 
 from __future__ import annotations
