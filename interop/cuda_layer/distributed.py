@@ -257,7 +257,7 @@ def _patch_ddp_dp() -> None:
     PATCHES.set(DataParallel, "__init__", dp_init)
 
 
-# -- FSDP and DeviceMesh (they cost seconds to import: patched when the script imports them) --------------------------
+# -- FSDP, DeviceMesh and DCP (they cost seconds to import: patched when the script imports them) ----------------------
 
 def _patch_fsdp_mesh(dist) -> None:
     def patch_fsdp(fsdp) -> None:
@@ -282,8 +282,16 @@ def _patch_fsdp_mesh(dist) -> None:
         if hasattr(dist, "init_device_mesh"):
             PATCHES.set(dist, "init_device_mesh", init_device_mesh)
 
+    def patch_checkpoint_writer(filesystem) -> None:
+        # torch asks torch._utils._get_available_device_type() in two places (torch 2.13): DataParallel, which
+        # wants CUDA's indices ("cuda", mapped to slots by dp_init above), and DCP's file writer, which copies
+        # the tensors of that device type to the CPU before writing them and refuses any other ("Tensor must be
+        # on CPU"): the tensors are on slots, so the writer is told the slots' device type.
+        PATCHES.set(filesystem, "_get_available_device_type", lambda: mapping.DEVICE_TYPE)
+
     when_imported("torch.distributed.fsdp", patch_fsdp)
     when_imported("torch.distributed.device_mesh", patch_mesh)
+    when_imported("torch.distributed.checkpoint.filesystem", patch_checkpoint_writer)
 
 
 def install() -> None:

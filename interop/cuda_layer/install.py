@@ -11,7 +11,7 @@ on the per-op path (an op on a hybrid tensor never reaches Python because of the
 from __future__ import annotations
 
 from interop.cuda_layer import cuda_module, device_args, distributed, ipc, namespace, settings
-from interop.cuda_layer.patch_ledger import PATCHES, forget_pending_imports
+from interop.cuda_layer.patch_ledger import PATCHES, forget_pending_imports, skip_frames, when_imported
 
 
 def install_patches() -> None:
@@ -25,6 +25,8 @@ def install_patches() -> None:
     settings.install()
     distributed.install()
     ipc.install()
+    # Patches made from now on are marked as they are made (Patches.set); those made before Dynamo loads, then.
+    when_imported("torch._dynamo", lambda _: skip_frames(PATCHES.values()))
 
 
 def uninstall_patches() -> None:

@@ -1,12 +1,15 @@
 """The CUDA layer's patch ledger and the device-argument helpers every patch shares.
 
 Every attribute the layer replaces goes through :data:`PATCHES`, so :func:`interop.cuda.uninstall` restores
-them all; :data:`ORIGINAL` keeps the originals the layer itself calls.
+them all; :data:`ORIGINAL` keeps the originals the layer itself calls. Dynamo treats every replacement as it
+treats the torch function it stands in for (:func:`skip_frames`).
 """
 
 from __future__ import annotations
 
 import functools
+import sys
+import types
 
 import torch
 
@@ -27,11 +30,19 @@ class Patches:
         original = owner.__dict__.get(name, _MISSING) if isinstance(owner, type) else getattr(owner, name, _MISSING)
         self.done.append((owner, name, original, False))
         setattr(owner, name, value)
+        if _dynamo_loaded():
+            skip_frames([value])
 
     def set_item(self, mapping: dict, key, value) -> None:
         """``mapping[key] = value``, undone like an attribute (a registry such as ForkingPickler's reducers)."""
         self.done.append((mapping, key, mapping.get(key, _MISSING), True))
         mapping[key] = value
+        if _dynamo_loaded():
+            skip_frames([value])
+
+    def values(self) -> list:
+        """The replacements in place."""
+        return [owner[name] if item else getattr(owner, name, None) for owner, name, _, item in self.done]
 
     def undo(self) -> None:
         for owner, name, original, item in reversed(self.done):
@@ -51,6 +62,39 @@ class Patches:
 
 
 PATCHES = Patches()
+
+
+def _dynamo_loaded() -> bool:
+    return hasattr(sys.modules.get("torch._dynamo.eval_frame"), "skip_code")
+
+
+def _frame_codes(value) -> list[types.CodeType]:
+    """The code objects Python runs as frames when ``value`` (a function, property, static or class method, or
+    a class and its methods) is called."""
+    if isinstance(value, property):
+        parts = (value.fget, value.fset, value.fdel)
+    elif isinstance(value, (staticmethod, classmethod)):
+        parts = (value.__func__,)
+    elif isinstance(value, type):
+        parts = tuple(p for v in vars(value).values() for p in ((v.__func__,) if isinstance(
+            v, (staticmethod, classmethod)) else (v.fget, v.fset) if isinstance(v, property) else (v,)))
+    else:
+        parts = (value,)
+    return [p.__code__ for p in parts if isinstance(p, types.FunctionType)]
+
+
+def skip_frames(values) -> None:
+    """Dynamo never compiles one of ``values`` (the layer's replacements) as a frame of its own, as it never
+    compiles a frame of torch's own files: torch code reached at run time from a compiled region (Dynamo's stream
+    tracking asks torch.accelerator.current_stream, which asks current_accelerator) calls the replacement, and
+    Dynamo, finding a frame outside torch, tried to compile it, found only skipped torch functions inside and
+    counted a graph break that the same program on the CPU does not have. Where traced code calls a replacement,
+    Dynamo still inlines it (a frame's skip mark is not an inlining rule)."""
+    from torch._dynamo.eval_frame import skip_code
+
+    for value in values:
+        for code in _frame_codes(value):
+            skip_code(code)
 ORIGINAL: dict[str, object] = {}
 """Originals the layer itself calls (``"torch.load"``, ``"Tensor.to"``...)."""
 

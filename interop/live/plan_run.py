@@ -2,8 +2,9 @@
 
 Computed truth: the losses, the first step's gradients and the parameters after the
 last step, compared with the model trained on one emulated slot with the same
-optimizer and batches (bit for bit with one microbatch and one replica per stage;
-within float tolerance otherwise). Modelled figures: the executed step's time on the
+optimizer and batches: bit for bit with one microbatch and one replica per stage,
+otherwise by the rule of :mod:`interop.live.agreement` (losses and gradients relative,
+parameters in units of the optimizer's own step). Modelled figures: the executed step's time on the
 timeline against the plan's prediction, and each slot's measured peak memory
 against the predicted one.
 """
@@ -16,11 +17,7 @@ from dataclasses import dataclass, field
 
 from devices.units import format_bytes
 from devices.text_table import table
-
-TOLERANCE = {"loss": 1e-5, "grads": 1e-4, "params": 1e-4}
-"""Accepted differences when the plan splits the batch (several microbatches or replicas round differently):
-relative for the loss, relative to the largest gradient for gradients, absolute for parameters
-(a tenth of one step of an lr-1e-3 optimizer)."""
+from interop.live.agreement import TOLERANCE, Agreement
 
 
 @dataclass(slots=True)
@@ -28,12 +25,7 @@ class RunCheck:
     steps: int
     losses: list[float]
     reference_losses: list[float]
-    loss_diff: float
-    grad_diff: float
-    """Largest |gradient difference| of the first step, relative to the largest gradient."""
-    param_diff: float
-    bitwise: bool
-    matches: bool
+    agreement: Agreement
     executed_s: float
     predicted_s: float
     peaks: dict[int, int] = field(default_factory=dict)
@@ -44,6 +36,14 @@ class RunCheck:
     SyncBatchNorm do); dropout draws its masks from the generators of the plan's slots, in the plan's order."""
 
     @property
+    def matches(self) -> bool:
+        return self.agreement.matches
+
+    @property
+    def bitwise(self) -> bool:
+        return self.agreement.bitwise
+
+    @property
     def time_error(self) -> float:
         return self.executed_s / self.predicted_s - 1.0 if self.predicted_s else 0.0
 
@@ -52,6 +52,7 @@ def run_and_check(plan, pm, steps: int, *, echo=print) -> RunCheck:
     import torch
 
     import interop
+    from interop.live.agreement import compare
     from interop.live.exported_blocks import default_loss
     from interop.live.plan import default_optimizer
 
@@ -90,17 +91,10 @@ def run_and_check(plan, pm, steps: int, *, echo=print) -> RunCheck:
     del ref, opt
     gc.collect()
 
-    loss_diff = max(abs(a - b) / max(abs(b), 1e-12) for a, b in zip(losses, ref_losses))
-    scale = max(float(g.abs().max()) for g in ref_grads.values()) or 1.0
-    grad_diff = max(float((grads[n] - g).abs().max()) for n, g in ref_grads.items()) / scale
-    param_diff = max(float((state[n].float() - t.float()).abs().max()) for n, t in ref_state.items())
-    bitwise = (losses == ref_losses and all(torch.equal(grads[n], g) for n, g in ref_grads.items())
-               and all(torch.equal(state[n], t) for n, t in ref_state.items()))
-    matches = bitwise or (loss_diff <= TOLERANCE["loss"] and grad_diff <= TOLERANCE["grads"]
-                          and param_diff <= TOLERANCE["params"])
-    check = RunCheck(steps, losses, ref_losses, loss_diff, grad_diff, param_diff, bitwise, matches,
-                     record.modelled_seconds, plan.predicted.seconds, dict(record.peak_bytes),
-                     dict(plan.predicted.peak_bytes), _by_design(plan, pm.model))
+    initial = {n: p.detach() for n, p in pm.model.named_parameters()}
+    agreement = compare(losses, ref_losses, grads, ref_grads, state, ref_state, initial)
+    check = RunCheck(steps, losses, ref_losses, agreement, record.modelled_seconds, plan.predicted.seconds,
+                     dict(record.peak_bytes), dict(plan.predicted.peak_bytes), _by_design(plan, pm.model))
     _report(check, plan, slot, echo)
     return check
 
@@ -133,17 +127,24 @@ def _report(c: RunCheck, plan, slot: int, echo) -> None:
     echo(table(["step", "loss (plan)", "loss (one slot)", "|difference|"],
                [[k + 1, f"{a:.6f}", f"{b:.6f}", f"{abs(a - b):.1e}"]
                 for k, (a, b) in enumerate(zip(c.losses, c.reference_losses))], align="rrrr"))
-    echo(f"first step's gradients: largest |difference| {c.grad_diff:.1e} of the largest gradient; parameters "
-         f"after {c.steps} step(s): largest |difference| {c.param_diff:.1e}")
-    if c.bitwise:
-        verdict = "matches single-device: bit for bit (losses, gradients, parameters)"
-    elif c.matches:
-        verdict = (f"matches single-device within float tolerance (loss {TOLERANCE['loss']:.0e} relative, gradients "
-                   f"{TOLERANCE['grads']:.0e} of the largest, parameters {TOLERANCE['params']:.0e}): "
-                   f"{plan.microbatches} microbatch(es) and the replicas' shares are summed in another order")
+    agreed = c.agreement
+    echo(f"first step's gradients: largest |difference| {agreed.grad_diff:.1e} of the largest gradient; parameters "
+         f"after {c.steps} step(s): largest |difference| {agreed.param_diff:.1e} = {agreed.param_steps:.2f} of the "
+         f"optimizer's step ({agreed.step:.1e}), {100 * agreed.differing_share:.4f} % of the elements more than "
+         f"{TOLERANCE.param_step:g} step apart")
+    if agreed.bitwise:
+        echo("matches single-device: bit for bit (losses, gradients, parameters)")
+        return _report_time(c, plan, echo)
+    if agreed.matches:
+        echo(f"matches single-device within float tolerance: {plan.microbatches} microbatch(es) and the replicas' "
+             f"shares are summed in another order")
     else:
-        verdict = "DIFFERS from single-device" + (f", by design: {c.by_design}" if c.by_design else "")
-    echo(verdict)
+        echo("DIFFERS from single-device" + (f", by design: {c.by_design}" if c.by_design else ""))
+    echo(f"(the rule: {TOLERANCE.describe()})")
+    _report_time(c, plan, echo)
+
+
+def _report_time(c: RunCheck, plan, echo) -> None:
     echo("\n== the executed step on the modelled timeline against the plan's prediction (modelled) ==")
     echo(f"step time: executed {c.executed_s * 1e3:.3f} ms, predicted {c.predicted_s * 1e3:.3f} ms "
          f"({100 * c.time_error:+.2f} %)")

@@ -145,10 +145,20 @@ def test_the_profilers_tensorboard_recipe_runs_and_gets_the_modelled_slot_ops(tm
 
 
 def test_a_checkpoint_saved_under_the_layer_is_a_cuda_checkpoint(tmp_path):
+    # torch.distributed.checkpoint too: its writer copies tensors of "the available device type" to the CPU
+    # (torch._utils._get_available_device_type(), "cuda" under the layer, while the tensors are on "hybrid"
+    # slots), and it refused them with "Tensor must be on CPU".
     code = ("import torch; m = torch.nn.Linear(3, 2).cuda(1); "
-            "torch.save({'model': m.state_dict(), 'x': torch.ones(2, device='cuda:0')}, 'ckpt.pt')")
+            "torch.save({'model': m.state_dict(), 'x': torch.ones(2, device='cuda:0')}, 'ckpt.pt')\n"
+            "import torch.distributed.checkpoint as dcp\n"
+            "dcp.save({'model': m.state_dict()}, checkpoint_id='dcp')\n"
+            "back = {'model': torch.nn.Linear(3, 2).cuda(0).state_dict()}\n"
+            "dcp.load(back, checkpoint_id='dcp')\n"
+            "print('dcp', all(torch.equal(back['model'][k].cpu(), v.cpu()) for k, v in m.state_dict().items()),"
+            " back['model']['weight'].device)")
     saved = hybrid(script("run_code.py"), code, cwd=tmp_path)
     assert saved.returncode == 0, saved.stderr[-3000:]
+    assert saved.stdout.split() == ["dcp", "True", "hybrid:4"]  # loaded into the slot cuda:0 maps to
     with zipfile.ZipFile(tmp_path / "ckpt.pt") as z:
         pickle = z.read(next(n for n in z.namelist() if n.endswith("data.pkl")))
     assert b"cuda:1" in pickle and b"cuda:0" in pickle and b"hybrid" not in pickle

@@ -41,9 +41,12 @@ def main():
         total = add(a, b)
     else:
         total = a + b
+    from torch._dynamo.utils import counters
+
     with open(args.out, "w") as f:
         json.dump({"losses": losses, "triton_sum": total.sum().item(), "device": str(total.device),
-                   "has_triton": torch.utils._triton.has_triton()}, f)
+                   "has_triton": torch.utils._triton.has_triton(), "graph_breaks": dict(counters["graph_break"]),
+                   "graphs": counters["stats"]["unique_graphs"]}, f)
 
 
 if __name__ == "__main__":
