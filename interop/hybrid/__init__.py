@@ -52,6 +52,11 @@ def is_available() -> bool:
     return _C._slot_count() > 0
 
 
+_initialized = True
+"""torch.cuda's flag, read by torch.utils.checkpoint before it stashes a device's generator state for the
+recomputation (a slot's dropout masks would otherwise be drawn anew in backward). There is no lazy init."""
+
+
 def is_initialized() -> bool:
     """Always True once ``interop`` is imported (there is no lazy init)."""
     return is_available()

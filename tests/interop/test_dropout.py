@@ -150,3 +150,26 @@ def test_a_retired_racks_tensor_is_refused_by_name(use_rack):
     with pytest.raises(RuntimeError, match=r"a tensor on hybrid:6 .* cannot be used while another rack is current.*"
                                            r"\(aten::native_dropout\)"):
         F.dropout(x, 0.5)
+
+
+@pytest.mark.parametrize("reentrant", [False, True], ids=["non_reentrant", "reentrant"])
+def test_activation_checkpointing_recomputes_the_forward_masks(reentrant):
+    # torch.utils.checkpoint stashes a device's generator state for the recomputation only where the device module
+    # says it is initialised (torch.hybrid._initialized); without it backward drew new masks and the gradients
+    # were of another dropout than the forward's.
+    def run(device):
+        torch.manual_seed(0)
+        linear = torch.nn.Linear(8, 8).to(device)
+        torch.manual_seed(1)
+        torch.hybrid.manual_seed_all(1)
+        grads = []
+        for _ in range(2):
+            x = torch.ones(4, 8, device=device, requires_grad=reentrant)
+            y = torch.utils.checkpoint.checkpoint(lambda t: F.dropout(linear(t), 0.25), x, use_reentrant=reentrant)
+            y.sum().backward()
+            grads.append(linear.weight.grad.cpu().clone())
+            linear.weight.grad = None
+        return grads
+
+    for got, expected in zip(run(SLOT), run("cpu")):
+        assert torch.equal(got, expected)

@@ -113,9 +113,8 @@ def ddp(device, rank):
     return {"losses": losses, "params": local(model.state_dict())}
 
 
-def fsdp2_meta_init(device, rank):
-    """FSDP2's recipe for large models: the model built on the meta device, fully_shard on each block and the
-    root, to_empty on the device, then initialised (DTensor's random initialisation); Adam and clip_grad_norm_."""
+def sharded_on_meta(device):
+    """The model built on the meta device, fully_shard on each block and the root, then to_empty on the device."""
     from torch.distributed.fsdp import fully_shard
 
     with torch.device("meta"):
@@ -124,6 +123,13 @@ def fsdp2_meta_init(device, rank):
         fully_shard(block)
     fully_shard(model)
     model.to_empty(device=device)
+    return model
+
+
+def fsdp2_meta_init(device, rank):
+    """FSDP2's recipe for large models: the model built on the meta device, fully_shard on each block and the
+    root, to_empty on the device, then initialised (DTensor's random initialisation); Adam and clip_grad_norm_."""
+    model = sharded_on_meta(device)
     torch.manual_seed(0)
     model.init_weights()
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
@@ -174,19 +180,8 @@ def fsdp2_state_dicts(device, rank, workdir):
     from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict,
                                                          get_optimizer_state_dict, set_model_state_dict,
                                                          set_optimizer_state_dict)
-    from torch.distributed.fsdp import fully_shard
-
-    def sharded_model():
-        with torch.device("meta"):
-            m = Model()
-        for block in m.blocks:
-            fully_shard(block)
-        fully_shard(m)
-        m.to_empty(device=device)
-        return m
-
     torch.manual_seed(0)
-    model = sharded_model()
+    model = sharded_on_meta(device)
     model.init_weights()
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
     losses = train(model, optimizer, device, rank, steps=2)
@@ -197,14 +192,14 @@ def fsdp2_state_dicts(device, rank, workdir):
     dcp.save({"model": get_model_state_dict(model), "optim": get_optimizer_state_dict(model, optimizer)},
              checkpoint_id=path)
 
-    from_dcp = sharded_model()
+    from_dcp = sharded_on_meta(device)
     dcp_optimizer = torch.optim.Adam(from_dcp.parameters(), lr=1e-2)
     state = {"model": get_model_state_dict(from_dcp), "optim": get_optimizer_state_dict(from_dcp, dcp_optimizer)}
     dcp.load(state, checkpoint_id=path)
     set_model_state_dict(from_dcp, state["model"])
     set_optimizer_state_dict(from_dcp, dcp_optimizer, state["optim"])
 
-    from_full = sharded_model()
+    from_full = sharded_on_meta(device)
     set_model_state_dict(from_full, dict(full_model) if rank == 0 else {},  # it replaces the dict's values
                          options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True))
     next_losses = {}
