@@ -30,6 +30,16 @@ def run(args, cwd, timeout=300):
                           cwd=cwd)
 
 
+def gloo_reference(args, cwd, timeout=300):
+    """The plain-torch CPU run a torchrun test compares with. Torch's own Gloo runs (no interop in them: FSDP2,
+    then DDP) died at exit in fresh clones' suites, 'terminate called without an active exception' in one rank
+    after training; that torch failure, and only it, is run again once."""
+    out = run(args, cwd, timeout=timeout)
+    if out.returncode != 0 and "terminate called without an active exception" in out.stderr:
+        out = run(args, cwd, timeout=timeout)
+    return out
+
+
 def hybrid(*args, cwd, timeout=300):
     return run(["-m", "interop.run", *args], cwd, timeout)
 
@@ -137,7 +147,7 @@ def test_ddp_under_torchrun_matches_gloo_on_the_cpu(tmp_path):
     import torch
 
     torchrun = ["-m", "torch.distributed.run", "--nproc_per_node=2", "--standalone"]
-    native = run([*torchrun, script("ddp_train.py"), "--out", "gloo.pt"], tmp_path, timeout=240)
+    native = gloo_reference([*torchrun, script("ddp_train.py"), "--out", "gloo.pt"], tmp_path, timeout=240)
     assert native.returncode == 0, native.stderr[-3000:]
     layer = run([*torchrun, "-m", "interop.run", "--report", "ddp", script("ddp_train.py"), "--out", "hybrid.pt"],
                 tmp_path, timeout=240)

@@ -14,7 +14,7 @@ import zipfile
 import pytest
 import torch
 
-from tests.interop.cuda_layer.test_cuda_layer import _env, hybrid, load, run, script
+from tests.interop.cuda_layer.test_cuda_layer import _env, gloo_reference, hybrid, load, run, script
 
 TORCHRUN = ["-m", "torch.distributed.run", "--nproc_per_node=2", "--standalone"]
 
@@ -69,20 +69,10 @@ def test_ddp_started_by_mp_spawn_runs_its_children_on_the_rack(tmp_path):
         assert torch.equal(got[name], reference[name]), name
 
 
-def _gloo_reference(args, tmp_path, timeout):
-    """The plain-torch CPU run a torchrun test compares with. Torch's own Gloo FSDP2 run (no interop in it) once
-    died at exit in a fresh clone's suite, 'terminate called without an active exception' in one rank after
-    training; that torch failure, and only it, is run again once."""
-    out = run(args, tmp_path, timeout=timeout)
-    if out.returncode != 0 and "terminate called without an active exception" in out.stderr:
-        out = run(args, tmp_path, timeout=timeout)
-    return out
-
-
 def test_fsdp2_with_device_id_and_cuda_graphs_under_torchrun_equals_gloo_on_the_cpu(tmp_path):
     # One eager step, then forward+backward captured in a CUDA graph and replayed (torchtitan's trainer): the
     # replays must issue FSDP's collectives and redo its storage frees and allocations, or the losses go NaN.
-    cpu = _gloo_reference([*TORCHRUN, script("fsdp2_train.py"), "--steps", "4", "--graphs", "--out", "cpu.pt"],
+    cpu = gloo_reference([*TORCHRUN, script("fsdp2_train.py"), "--steps", "4", "--graphs", "--out", "cpu.pt"],
                           tmp_path, timeout=400)
     layer = run([*TORCHRUN, "-m", "interop.run", script("fsdp2_train.py"), "--steps", "4", "--graphs",
                  "--out", "slot.pt"], tmp_path, timeout=400)

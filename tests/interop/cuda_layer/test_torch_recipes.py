@@ -23,8 +23,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.interop.cuda_layer.test_cuda_layer import run, script
-from tests.interop.cuda_layer.test_cuda_workloads import TORCHRUN, _gloo_reference
+from tests.interop.cuda_layer.test_cuda_layer import gloo_reference, run, script
+from tests.interop.cuda_layer.test_cuda_workloads import TORCHRUN
 
 RECIPES = ["ddp", "fsdp2_meta_init", "fsdp2_mixed_precision", "fsdp2_cpu_offload", "fsdp2_state_dicts",
            "tensor_sequence_parallel", "pipelining", "compiled_fsdp", "activation_checkpointing", "data_parallel"]
@@ -41,7 +41,7 @@ def results(tmp_path_factory):
     """Each side's per-rank results: {"rack": [rank0, rank1], "cpu": [...]}."""
     tmp = tmp_path_factory.mktemp("recipes")
     rack = run([*TORCHRUN, "-m", "interop.run", script("torch_recipes.py"), "--out", "rack"], tmp, timeout=600)
-    cpu = _gloo_reference([*TORCHRUN, script("torch_recipes.py"), "--device", "cpu", "--out", "cpu"], tmp,
+    cpu = gloo_reference([*TORCHRUN, script("torch_recipes.py"), "--device", "cpu", "--out", "cpu"], tmp,
                           timeout=600)
     assert cpu.returncode == 0, cpu.stderr[-3000:]
     assert rack.returncode == 0, rack.stderr[-3000:]
