@@ -14,10 +14,15 @@ host the peer's process state is read too (exited, or stopped).  The result
 names each such peer by rank and slot.
 
 Clock-independent: beats are counted, never compared as timestamps.
+
+The heartbeat threads are stopped and joined when the interpreter exits (``atexit``, before CPython ends its
+daemon threads): a daemon thread ended while inside the store's C++ call unwinds through a ``noexcept`` frame,
+and the process aborts with "terminate called without an active exception" after the script has finished.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import socket
 import threading
@@ -61,6 +66,8 @@ class PeerMonitor:
         thread = threading.Thread(target=_beat, args=(weakref.ref(self), self._stop),
                                   name=f"hybrid-heartbeat-{rank}", daemon=True)
         thread.start()
+        _BEATING[:] = [(stop, t) for stop, t in _BEATING if t.is_alive()]
+        _BEATING.append((self._stop, thread))
 
     @property
     def interval(self) -> float:
@@ -152,6 +159,21 @@ class PeerMonitor:
             return f", pid {pid} has exited"
         return {"T": f", pid {pid} is stopped", "t": f", pid {pid} is stopped (traced)",
                 "Z": f", pid {pid} has exited"}.get(state, "")
+
+
+_BEATING: list[tuple[threading.Event, threading.Thread]] = []
+"""Every heartbeat thread of this process, with its stop event."""
+
+JOIN_AT_EXIT_S = 5.0
+"""The longest the interpreter's exit waits for one heartbeat to leave the store (a beat is one small write)."""
+
+
+@atexit.register
+def _stop_beating() -> None:
+    for stop, _ in _BEATING:
+        stop.set()
+    for _, thread in _BEATING:
+        thread.join(JOIN_AT_EXIT_S)
 
 
 def _beat(ref, stop: threading.Event) -> None:

@@ -66,3 +66,21 @@ def test_a_live_peer_behind_is_dated_to_its_last_heartbeat():
         monitor.stop()
     assert "rank 1 (hybrid:1) is alive but has issued 3 operations by its last heartbeat" in message
     assert "not #5: it has not called this one" in message
+
+
+def test_the_heartbeat_is_stopped_and_joined_before_the_interpreter_ends_its_daemon_threads():
+    # A daemon heartbeat ended by CPython inside the store's C++ call aborts the process after the script finished
+    # ("terminate called without an active exception", seen in torchrun ranks): the exit hook waits for it.
+    from collectives.distributed import _peers
+
+    class SlowStore(DictStore):
+        def set(self, key, value):
+            time.sleep(0.2)  # a beat in flight when the interpreter starts to exit
+            super().set(key, value)
+
+    monitor = _monitor(SlowStore())
+    thread = _peers._BEATING[-1][1]
+    time.sleep(0.1)
+    _peers._stop_beating()  # registered with atexit
+    assert not thread.is_alive()
+    assert monitor._stop.is_set()
