@@ -5,6 +5,7 @@
     hybrid whatif --model llama3.1-405b --rack trn3-ultraserver*7282 --search
     hybrid whatif --model llama3.1-405b --compare trn3-ultraserver*7282 gb300-nvl72*14563
     hybrid whatif --model llama2-70b --rack trn1-cluster-32 --neuron --tp 32 --pp 8 --gbs 1024 --seq 4096
+    hybrid whatif --model llama3-8b --rack h100-node --kernels eager     # the ops as written, not a tuned stack
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ DEFAULT_BATCH_TOKENS = 16 * 2**20
 
 def add_arguments(parser) -> None:
     from hybrid_cli.arguments import positive_int
+    from planner.kernels import KERNELS
     from planner.models import model_names
     from planner.optimizers import OPTIMIZERS
     from planner.precision import PRECISIONS
@@ -46,8 +48,12 @@ def add_arguments(parser) -> None:
                              "--gbs is the old name)")
     parser.add_argument("--seq", type=positive_int, default=8192, help="tokens per sample")
     parser.add_argument("--precision", "--dtype", dest="precision", default="bfloat16", choices=list(PRECISIONS),
-                        help="training precision: bfloat16, or fp8 (FP8 matmuls, the rest bfloat16); --dtype is "
-                             "the old name")
+                        help="training precision: bfloat16, fp8 (FP8 matmuls, the rest bfloat16) or float32; "
+                             "--dtype is the old name")
+    parser.add_argument("--kernels", default="fused", choices=list(KERNELS),
+                        help="fused (default): a production stack (fused RMSNorm, flash attention, fitted step "
+                             "efficiencies); eager: the model's ops as written, as a slot runs them, priced op by op "
+                             "(as `hybrid plan` predicts)")
     parser.add_argument("--recompute", default="auto", help="none, selective, full, full:K or auto")
     parser.add_argument("--optimizer", default="adamw", choices=list(OPTIMIZERS))
     parser.add_argument("--neuron", action="store_true",
@@ -118,13 +124,14 @@ def main(args) -> int:
                 parallel = _neuron_parallel(args, rack)
             estimates.append(whatif(args.model, rack, parallel=parallel, global_batch=gbs, seq_len=args.seq,
                                     precision=args.precision, recompute=args.recompute,
-                                    optimizer=args.optimizer, price_basis=args.price_basis))
+                                    optimizer=args.optimizer, price_basis=args.price_basis,
+                                    kernels=args.kernels))
         except ValueError as error:
             if len(racks) == 1:
                 raise
             failures.append(f"{rack}: {error}")
-    print(f"hybrid whatif: {args.model}, global batch {gbs:,} x {args.seq:,} tokens, {args.precision}, prices "
-          f"{args.price_basis} (all figures modelled; projected chips marked)")
+    print(f"hybrid whatif: {args.model}, global batch {gbs:,} x {args.seq:,} tokens, {args.precision}, kernels "
+          f"{args.kernels}, prices {args.price_basis} (all figures modelled; projected chips marked)")
     if len(estimates) == 1:
         print(estimates[0])
     elif estimates:

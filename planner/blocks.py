@@ -31,6 +31,9 @@ class ModelBlocks:
     prologue (embedding) before them and the epilogue (head, loss) after them."""
     hidden_size: int = 0
     """Model width (sizes the activations handed between stages)."""
+    kernels: str = "fused"
+    """The kernels the profiles stand for (:mod:`planner.kernels`): ``fused`` (a production stack, priced with the
+    fitted step efficiencies) or ``eager`` (the ops as written, priced op by op)."""
 
     def __init__(self) -> None:
         self._profiles: dict[tuple[Hashable, Shard], BlockProfile] = {}

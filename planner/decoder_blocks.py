@@ -93,8 +93,14 @@ class DecoderBlocks(ModelBlocks):
     """
 
     def __init__(self, config: Any = None, *, name: str | None = None, model: Any = None, dtype: str = "bfloat16",
-                 source: str = "", arch: dict | None = None, config_class: str | None = None) -> None:
+                 source: str = "", arch: dict | None = None, config_class: str | None = None,
+                 kernels: str = "fused") -> None:
         super().__init__()
+        from planner.kernels import check_kernels
+
+        self.kernels = check_kernels(kernels)
+        """``fused``: the layers traced as a production stack runs them; ``eager``: as written, as a slot runs
+        them (:mod:`planner.kernels`)."""
         if config is None:
             # A preset: its architecture as plain numbers; the transformers config is built only to trace
             # (a what-if whose profiles are cached on disk never imports transformers).
@@ -152,10 +158,13 @@ class DecoderBlocks(ModelBlocks):
         """What the profiles depend on besides the shard (None: not cacheable, e.g. a user's module)."""
         if self._model is not None:
             return None
+        # the fused traces keep the keys they had before kernels= existed
+        extra = {"kernels": self.kernels} if self.kernels != "fused" else {}
         if self.arch is not None:
-            return json.dumps({"class": self.config_class, "arch": self.arch, "dtype": self.dtype}, sort_keys=True)
+            return json.dumps({"class": self.config_class, "arch": self.arch, "dtype": self.dtype, **extra},
+                              sort_keys=True)
         return json.dumps({"class": type(self.config).__name__, "config": self.config.to_json_string(),
-                           "dtype": self.dtype}, sort_keys=True)
+                           "dtype": self.dtype, **extra}, sort_keys=True)
 
     # -- structure -------------------------------------------------------------
 
@@ -262,7 +271,31 @@ class DecoderBlocks(ModelBlocks):
             layer = self.parts(model)["layers"][-1]
         layer = shard_layer(copy.deepcopy(layer), tp, heads=self.heads, kv_heads=self.kv_heads,
                             head_dim=self.head_dim)
-        return fuse_norms(layer)
+        return fuse_norms(layer) if self.kernels == "fused" else layer
+
+    @property
+    def _eager(self) -> bool:
+        return self.kernels == "eager"
+
+    def _trace_options(self, params) -> dict[str, Any]:
+        """How :func:`trace_profile` traces a block under :attr:`kernels`. Eager: composites expanded as a slot
+        expands them, the live peak measured, and gradients accumulated into existing buffers (as DDP's buckets
+        and a plan's runner do: each microbatch's backward adds into every ``.grad``)."""
+        if not self._eager:
+            return {}
+        import torch
+
+        for p in params:
+            p.grad = torch.zeros_like(p)
+        return {"composites_of": "PrivateUse1", "workspace": True}
+
+    def _causal_mask(self, shard: Shard):
+        """Eager: the boolean causal mask a traced (exported) decoder materialises and hands to every layer's
+        attention (a fused stack passes none and runs causal FlashAttention)."""
+        import torch
+
+        tokens = shard.seq_len // shard.cp
+        return torch.empty(shard.microbatch, 1, tokens, tokens, dtype=torch.bool, device="meta")
 
     def _layer_has_type(self, index: int) -> bool:
         return self._layer_signatures()[index - 1] != 0
@@ -302,7 +335,7 @@ class DecoderBlocks(ModelBlocks):
         if "position_ids" in accepts:
             kwargs["position_ids"] = positions
         if "attention_mask" in accepts:
-            kwargs["attention_mask"] = None
+            kwargs["attention_mask"] = self._causal_mask(shard) if self._eager else None
 
         def block(x):
             out = layer(x, **kwargs)
@@ -316,10 +349,11 @@ class DecoderBlocks(ModelBlocks):
         if self.experts:
             notes.append(f"MoE: {self.experts} experts, top-{self.topk}, balanced routing assumed; "
                          f"{groups} experts per chip (ep={shard.ep})")
+        params = list(layer.parameters())
         profile = trace_profile(
-            self.names[index], block, (hidden,), shard=shard, params=layer.parameters(), expert_params=experts,
+            self.names[index], block, (hidden,), shard=shard, params=params, expert_params=experts,
             hidden_size=self.hidden_size, collectives=self._layer_collectives(shard),
-            model_flops_scale=shard.tp * shard.cp, note="; ".join(notes))
+            model_flops_scale=shard.tp * shard.cp, note="; ".join(notes), **self._trace_options(params))
         from planner import rewrite
 
         profile = rewrite.grouped_gemms(profile, groups, self.experts)
@@ -382,42 +416,79 @@ class DecoderBlocks(ModelBlocks):
         ids = torch.zeros(shard.microbatch, tokens, dtype=torch.long, device="meta")
         params = list(embed.parameters()) + (list(positions_module.parameters()) if positions_module else [])
 
+        eager = self._eager
+
         def block(x):
             h = embed(x)
             if positions_module is not None:
                 h = h + positions_module(torch.zeros(x.shape[-1], dtype=torch.long, device=x.device))
-            if rotary is not None:
+            if eager:  # as the model's forward: positions from an arange, the mask materialised (see below)
+                positions = (torch.arange(x.shape[-1], device=x.device) + 0).unsqueeze(0)
+                if rotary is not None:
+                    rotary(h, positions)
+                _materialise_causal_mask(self.config, h, positions)
+            elif rotary is not None:
                 rotary(h, torch.zeros(x.shape, dtype=torch.long, device=x.device))
             return h
 
         return trace_profile("embedding", block, (ids,), shard=shard, params=params, hidden_size=self.hidden_size,
                              collectives=self._vocab_collectives(shard, head=False), grad_inputs=False,
-                             model_flops_scale=shard.tp * shard.cp, note=f"vocabulary {self.vocab} split over tp")
+                             model_flops_scale=shard.tp * shard.cp, note=f"vocabulary {self.vocab} split over tp",
+                             **self._trace_options(params))
 
     def _trace_head(self, shard: Shard) -> BlockProfile:
         import torch
         import torch.nn.functional as F
 
         skeleton = self.parts(self._skeleton())
-        norm = fuse_norms(torch.nn.Sequential(copy.deepcopy(skeleton["norm"]))) if skeleton["norm"] is not None \
-            else None
+        norm = torch.nn.Sequential(copy.deepcopy(skeleton["norm"])) if skeleton["norm"] is not None else None
+        if norm is not None and not self._eager:
+            norm = fuse_norms(norm)
         with torch.device("meta"):
             head = torch.nn.Linear(self.hidden_size, self.vocab // shard.tp, bias=False, dtype=self._torch_dtype())
         hidden, _, _ = self._position_inputs(shard)
         labels = torch.zeros(hidden.shape[0] * hidden.shape[1], dtype=torch.long, device="meta")
 
+        eager = self._eager
+
         def block(x, y):
             h = norm(x) if norm is not None else x
-            logits = head(h).float()
+            # fused: the loss in float32 (a production recipe upcasts the logits); eager: cross-entropy on the
+            # logits as the model returns them (a plan's default loss)
+            logits = head(h) if eager else head(h).float()
             return F.cross_entropy(logits.view(-1, logits.shape[-1]), y)
 
         params = ([] if self.tied else list(head.parameters())) + (list(norm.parameters()) if norm else [])
-        return trace_profile("head", block, (hidden, labels), shard=shard, params=params,
+        return trace_profile("head", block, (hidden, labels), shard=shard, params=params, **self._trace_options(params),
                              hidden_size=self.hidden_size, collectives=self._vocab_collectives(shard, head=True),
                              model_flops_scale=shard.tp * shard.cp,
                              note="final norm, LM head (vocabulary split over tp), cross-entropy"
                                   + ("; LM head tied to the embedding (its parameters counted there)"
                                      if self.tied else ""))
+
+
+def _materialise_causal_mask(config, hidden, positions) -> None:
+    """The causal mask as transformers builds it for a traced model (torch.export: the graph a plan cuts and a slot
+    runs), recorded in the trace: not skipped for SDPA's ``is_causal``, and with its check for packed sequences,
+    which a traced model cannot read to the host and so applies (the cumulative sum of position steps, the
+    gathers and comparisons). transformers' own "is this traced?" question is answered yes for the call. One mask
+    per attention type the layers use (``layer_types``; a ``sliding_window`` without them: sliding, as Mistral)."""
+    from transformers import masking_utils
+
+    types = getattr(config, "layer_types", None) or (
+        ["sliding_attention"] if getattr(config, "sliding_window", None) else ["full_attention"])
+    builders = {"full_attention": masking_utils.create_causal_mask,
+                "sliding_attention": masking_utils.create_sliding_window_causal_mask}
+    saved = masking_utils.is_tracing
+    masking_utils.is_tracing = lambda *args: True
+    try:
+        for kind in dict.fromkeys(types):
+            build = builders.get(kind)
+            if build is not None:
+                build(config=config, inputs_embeds=hidden, attention_mask=None, cache=None, position_ids=positions,
+                      allow_is_causal_skip=False)
+    finally:
+        masking_utils.is_tracing = saved
 
 
 __all__ = ["DecoderBlocks"]

@@ -83,6 +83,9 @@ class StepEstimate:
     """Board power of every chip used over the step (None without a power figure for every kind)."""
     economics: Economics | None = None
     """The step's cost and energy with the figures summed and, where unset, why (:meth:`devices.ChipSet.economics`)."""
+    kernels: str = "fused"
+    """The kernels priced (:mod:`planner.kernels`): ``fused`` (a production stack) or ``eager`` (the ops as
+    written, as a slot runs them)."""
 
     def goodput(self, failures=None):
         """Expected goodput under a failure model (see :mod:`planner.goodput`)."""
@@ -101,7 +104,7 @@ class StepEstimate:
 
 
 def estimate_from_result(result: StepResult, spec, parallel: dict[str, Any], *, precision: str,
-                         model: str, price_basis: str = DEFAULT_BASIS) -> StepEstimate:
+                         model: str, price_basis: str = DEFAULT_BASIS, kernels: str = "fused") -> StepEstimate:
     """A :class:`StepEstimate` from a step-model result on ``spec`` (cost on ``price_basis``)."""
     chips = result.chips
     tokens_s = result.tokens / result.seconds
@@ -120,7 +123,7 @@ def estimate_from_result(result: StepResult, spec, parallel: dict[str, Any], *, 
         joules_per_token=money.joules_per_token, usd_per_million_tokens=money.usd_per_million_tokens,
         breakdown=result.breakdown, parallel=parallel, projected=result.projected, result=result, model=model,
         rack=spec.name, rack_counts=spec.counts(), precision=precision, price_basis=price_basis,
-        usd_per_step=money.usd, joules_per_step=money.joules, economics=money)
+        usd_per_step=money.usd, joules_per_step=money.joules, economics=money, kernels=kernels)
 
 
 def reprice(est: StepEstimate, price_basis: str) -> StepEstimate:
@@ -171,7 +174,7 @@ def run_config(blocks: ModelBlocks, spec, par: Parallel, *, global_batch: int, s
     microbatches = global_batch // per_step
     config = StepConfig(global_batch=global_batch, seq_len=seq_len, microbatches=microbatches,
                         schedule=par.schedule, precision=precision, recompute=recompute, optimizer=optimizer,
-                        zero=par.zero_stage, record=record)
+                        zero=par.zero_stage, record=record, **_recipe(blocks, precision))
     if seq_len % par.cp:
         raise ValueError(f"cp: context parallelism {par.cp} does not divide seq_len {seq_len}")
     result = step_model(blocks, stages, spec, config, pricer=pricer)
@@ -195,7 +198,8 @@ def _run_mixed(blocks: ModelBlocks, spec, par: Parallel, *, global_batch: int, s
         raise ValueError(f"global_batch: {global_batch} samples do not split evenly over the stages' data-parallel "
                          f"replicas {dps}")
     config = StepConfig(global_batch=global_batch, seq_len=seq_len, microbatches=microbatches, schedule="1f1b",
-                        precision=precision, recompute=recompute, optimizer=optimizer, zero=par.zero_stage, record=record)
+                        precision=precision, recompute=recompute, optimizer=optimizer, zero=par.zero_stage, record=record,
+                        **_recipe(blocks, precision))
     result = step_model(blocks, stages, spec, config, pricer=pricer)
     used = par.as_dict()
     used.update(pp=len(stages), dp=dps, zero=par.zero_stage, schedule="1f1b", microbatches=microbatches,
@@ -203,6 +207,16 @@ def _run_mixed(blocks: ModelBlocks, spec, par: Parallel, *, global_batch: int, s
                 stages=[f"{s.kind}: blocks {s.chunks[0].start}-{s.chunks[0].stop - 1}" for s in stages],
                 idle_chips=len(spec) - sum(len(s.slots) for s in stages))
     return result, used
+
+
+def _recipe(blocks: ModelBlocks, precision: str) -> dict[str, Any]:
+    """The step settings that follow from the precision and the blocks' kernels: float32 training keeps no master
+    copy (the parameters are their own) and reduces float32 gradients; fused blocks are priced with the fitted
+    step efficiencies, eager ones by the per-op cost model alone (:func:`planner.kernels.calibrated`)."""
+    from planner.kernels import calibrated
+
+    full = precision == "float32"
+    return dict(calibrated=calibrated(blocks), master_weights=not full, grad_dtype="float32" if full else "bfloat16")
 
 
 def _mixed_microbatches(global_batch: int, dps: list[int], microbatch: int) -> int:

@@ -172,33 +172,39 @@ def transformers_config(name: str) -> Any:
 
 
 @lru_cache(maxsize=32)
-def _blocks_for_name(name: str) -> ModelBlocks:
+def _blocks_for_name(name: str, dtype: str = "bfloat16", kernels: str = "fused") -> ModelBlocks:
     from planner.decoder_blocks import DecoderBlocks
 
     entry = lookup(name)
     if entry is not None and entry.whatif:
         _offline()
-        return DecoderBlocks(name=entry.name, source=entry.source, arch=entry.arch, config_class=entry.config_class)
+        return DecoderBlocks(name=entry.name, source=entry.source, arch=entry.arch, config_class=entry.config_class,
+                             dtype=dtype, kernels=kernels)
     if entry is not None:
         raise ValueError(f"model: {entry.name!r} ({entry.module}) is one of the models `hybrid plan` runs for real; a "
                          f"what-if cuts a transformers decoder LM: {', '.join(model_names(whatif=True))}, or a "
                          f"transformers causal-LM model type")
     config = transformers_config(name)
     key = name.strip().lower()
-    return DecoderBlocks(config, name=key, source=f"transformers {key} default config ({type(config).__name__})")
+    return DecoderBlocks(config, name=key, source=f"transformers {key} default config ({type(config).__name__})",
+                         dtype=dtype, kernels=kernels)
 
 
-def model_blocks(model: Any) -> ModelBlocks:
-    """:class:`ModelBlocks` for a named model, a transformers model type, a config or a meta-device module."""
+def model_blocks(model: Any, *, dtype: str = "bfloat16", kernels: str = "fused") -> ModelBlocks:
+    """:class:`ModelBlocks` for a named model, a transformers model type, a config or a meta-device module, traced
+    in ``dtype`` with ``kernels`` (:mod:`planner.kernels`; ModelBlocks given as they are)."""
+    from planner.kernels import check_kernels
+
+    check_kernels(kernels)
     if isinstance(model, ModelBlocks):
         return model
     if isinstance(model, str):
-        return _blocks_for_name(model)
+        return _blocks_for_name(model, dtype, kernels)
     from planner.decoder_blocks import DecoderBlocks
 
     if hasattr(model, "to_dict") and hasattr(model, "model_type"):
         return DecoderBlocks(model, name=getattr(model, "model_type", None) or type(model).__name__,
-                             source=f"transformers config {type(model).__name__}")
+                             source=f"transformers config {type(model).__name__}", dtype=dtype, kernels=kernels)
     import torch
 
     if isinstance(model, torch.nn.Module):
@@ -213,7 +219,7 @@ def model_blocks(model: Any) -> ModelBlocks:
             raise ValueError(f"model: {type(model).__name__} is not a transformers causal LM; what-ifs cut a "
                              f"decoder LM (embedding, layers, head) -- pass a transformers model built on meta, "
                              f"its config, or a named model ({', '.join(model_names(whatif=True))})")
-        return DecoderBlocks(config, name=type(model).__name__, model=model,
+        return DecoderBlocks(config, name=type(model).__name__, model=model, dtype=dtype, kernels=kernels,
                              source=f"module {type(model).__name__} on the meta device")
     raise ValueError(unknown_model_message(model))
 

@@ -206,6 +206,7 @@ def kind_stages(blocks: ModelBlocks, spec, parallel: Parallel, *, seq_len: int, 
     stage (each kind's fast domains must hold whole TP groups).
     """
     from planner.block_pricing import Execution, block_cost
+    from planner.kernels import calibrated
     from planner.profile import Shard
 
     tp, cp = parallel.tp, parallel.cp
@@ -227,7 +228,7 @@ def kind_stages(blocks: ModelBlocks, spec, parallel: Parallel, *, seq_len: int, 
         if dp < 1:
             raise ValueError(f"tp: tp*cp = {tp * cp} exceeds the {len(slots)} {kind} slots")
         cost = block_cost(blocks.profile(layer, Shard(seq_len=seq_len, tp=tp, cp=cp)), kind,
-                          Execution(precision=precision))
+                          Execution(precision=precision, calibrated=calibrated(blocks)))
         rates.append(dp / (cost.forward + cost.backward))
     count = len(blocks.layers)
     if count < len(kinds):

@@ -36,6 +36,8 @@ PRECISIONS: dict[str, Precision] = {p.name: p for p in (
     Precision("bfloat16", PEAKS["bfloat16"], None, "BF16 everywhere"),
     Precision("fp8", PEAKS["fp8"], "float8_e4m3fn",
               "FP8 matmuls (an amax pass and a cast of each input), attention and the rest in BF16"),
+    Precision("float32", PEAKS["float32"], None,
+              "FP32 everywhere: parameters, gradients and optimizer state, no master copy (a float32 model)"),
 )}
 """Accepted training precisions, by name."""
 

@@ -68,10 +68,19 @@ def _money_rows(est) -> list[tuple[str, str]]:
     return [("energy (modelled)", energy), ("cost (modelled)", cost)]
 
 
+def kernels_label(kernels: str) -> str:
+    """``eager: the ops the slot runs as written ...``: the kernel choice an estimate priced and what it means."""
+    from planner.kernels import KERNELS
+
+    return f"{kernels}: {KERNELS[kernels]}"
+
+
 def step_efficiency_label(est) -> str:
     """How the step efficiencies of each kind used were obtained (fitted, or inherited from the family's fit)."""
     from planner.fitted_efficiency import step_efficiency
 
+    if getattr(est, "kernels", "fused") != "fused":
+        return f"none applied (kernels={est.kernels}: the per-op cost model alone)"
     kinds = dict.fromkeys(st.kind for st in est.result.stages)
     parts = []
     for kind in kinds:
@@ -88,6 +97,7 @@ def estimate_rows(est) -> list[tuple[str, str]]:
         ("model", est.model),
         ("rack", f"{est.rack}: {chips_label(est)}" + ("  [PROJECTED chip figures]" if est.projected else "")),
         ("configuration", configuration(est.parallel)),
+        ("kernels", kernels_label(est.kernels)),
         ("step time (modelled)", f"{est.seconds:,.3f} s"),
         ("tokens/s (modelled)", f"{est.tokens_per_second:,.0f}"),
         ("tokens/s per chip (modelled)", f"{est.tokens_per_second_per_chip:,.1f}"),
@@ -138,4 +148,4 @@ def compare_table(estimates: Sequence, width: int = COLUMN_WIDTH) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["chips_label", "compare_table", "configuration", "estimate_rows", "step_efficiency_label"]
+__all__ = ["chips_label", "compare_table", "configuration", "estimate_rows", "kernels_label", "step_efficiency_label"]

@@ -102,9 +102,10 @@ def _shard(par: Parallel, seq_len: int) -> Shard:
 def block_times(blocks: ModelBlocks, shard: Shard, kind: str, precision: str) -> tuple[list[float], list[float]]:
     """Prefix sums of every block's forward and backward compute seconds on ``kind`` (modelled), per shard."""
     from planner.block_pricing import Execution, block_cost
+    from planner.kernels import calibrated
 
     def make():
-        execution = Execution(precision=precision)
+        execution = Execution(precision=precision, calibrated=calibrated(blocks))
         f, b = [0.0], [0.0]
         for i in range(len(blocks)):
             c = block_cost(blocks.profile(i, shard), kind, execution)
@@ -170,6 +171,7 @@ def search(blocks: ModelBlocks, spec, *, global_batch: int, seq_len: int, precis
     the fastest fitting step found are not run (``pruned``): the result is the one an exhaustive run
     through the step model would give."""
     from planner.estimate import estimate_from_result, run_config
+    from planner.kernels import kernels_of
 
     pricer = pricer or pricer_for(spec)
     cands = candidates(blocks, spec, global_batch=global_batch, seq_len=seq_len)
@@ -194,7 +196,8 @@ def search(blocks: ModelBlocks, spec, *, global_batch: int, seq_len: int, precis
         result, used = run_config(blocks, spec, par, global_batch=global_batch, seq_len=seq_len, precision=precision,
                                   recompute=recompute, optimizer=optimizer, pricer=pricer)
         fits = all(s.memory.fits for s in result.stages)
-        est = estimate_from_result(result, spec, used, precision=precision, model=blocks.name) if fits else None
+        est = (estimate_from_result(result, spec, used, precision=precision, model=blocks.name,
+                                    kernels=kernels_of(blocks)) if fits else None)
         yield Outcome(result.seconds, fits, max(s.memory.total for s in result.stages), est, used)
 
     branch_and_bound(pool, evaluate, found, progress=reporter(progress, f"searching {blocks.name} on {spec.name}",

@@ -151,6 +151,46 @@ class Plan:
         return Plan(self.blocks, layout, Prediction.of(result), self.rack, self.objective, self.optimizer,
                     self.problem, SearchStats(candidates=1, evaluated=1, exact=False), self.live, self.rack_object)
 
+    def whatif_config(self) -> dict[str, Any]:
+        """This plan's step as :func:`interop.whatif` keyword arguments: ``whatif(config, **plan.whatif_config())``
+        prices the same step (rack, layout, batch, precision, optimizer) with ``kernels="eager"``, the ops the slots
+        run, as :attr:`predicted` does: ``parallel`` (tp, pp, dp, rows per microbatch, ZeRO 0: the plan's replicas
+        all-reduce their gradients), ``global_batch``, ``seq_len``, ``precision`` (the parameters' dtype),
+        ``optimizer``, ``recompute="none"``, ``price_basis``. ``rack`` is the planned rack, or ``"<kind>:<n>"`` for
+        the slots used when the plan uses part of it. ValueError naming what the what-if cannot express: stages
+        of several kinds or of differing degrees, an uneven split of the layers, a GPipe schedule over stages."""
+        from planner.parallel import split_layers
+
+        stages = self.layout.stages
+        first = stages[0]
+        kinds = sorted({st.kind for st in stages})
+        if len(kinds) > 1:
+            raise ValueError(f"plan: stages on {', '.join(kinds)}; a what-if's configuration is one kind's (run "
+                             f"interop.whatif on the rack for per-kind stages of its own)")
+        differ = [name for name in ("tp", "cp", "ep", "dp") if len({getattr(st, name) for st in stages}) > 1]
+        if differ:
+            raise ValueError(f"plan: stages differ in {', '.join(differ)}; a what-if's configuration gives every "
+                             f"stage the same degrees")
+        pp, vp = len(stages), len(first.chunks)
+        if pp > 1:
+            even = split_layers(self.blocks, pp * vp)
+            planned = [st.chunks[c] for c in range(vp) for st in stages]
+            if planned != even:
+                raise ValueError(f"plan: blocks split {[(r.start, r.stop) for r in planned]}; a what-if splits them "
+                                 f"evenly, {[(r.start, r.stop) for r in even]}")
+            if self.schedule != ("interleaved" if vp > 1 else "1f1b"):
+                raise ValueError(f"plan: schedule {self.schedule!r}; a what-if runs 1f1b (interleaved with vp > 1)")
+        used = sum(len(st.slots) for st in stages)
+        rack = self.rack if used == len(self.rack) else f"{first.kind}:{used}"
+        rows = self.layout.microbatch_rows
+        if rows % first.dp:
+            raise ValueError(f"plan: {rows} rows a microbatch do not split over {first.dp} replicas")
+        parallel = dict(tp=first.tp, pp=pp, cp=first.cp, ep=first.ep, vp=vp, dp=first.dp, zero=0,
+                        microbatch=rows // first.dp)
+        return dict(rack=rack, parallel=parallel, global_batch=self.global_batch, seq_len=self.problem.seq_len,
+                    precision=self.problem.grad_dtype, optimizer=self.optimizer, recompute="none",
+                    price_basis=self.problem.price_basis, kernels="eager")
+
     # -- running ---------------------------------------------------------------------------------
 
     def apply(self, model, optimizer: Callable | None = None):

@@ -37,7 +37,8 @@ def test_each_precision_names_a_catalogue_peak():
         for kind in ("h100", "b200", "trn2", "trn3"):
             assert devices.chip(kind).peak_for(precision.peak).value > 0
     assert PRECISIONS["fp8"].matmul_dtype == "float8_e4m3fn" and PRECISIONS["bfloat16"].matmul_dtype is None
-    with pytest.raises(ValueError, match="precision: unknown training precision 'float8'; accepted: bfloat16, fp8"):
+    with pytest.raises(ValueError,
+                       match="precision: unknown training precision .float8.; accepted: bfloat16, fp8, float32"):
         check_precision("float8")
 
 

@@ -20,7 +20,7 @@ from tests.support import ROOT
 FIELDS = ["seconds", "tokens_per_second", "tokens_per_second_per_chip", "model_tflops_per_chip", "mfu",
           "memory_per_chip", "fits", "joules_per_token", "usd_per_million_tokens", "breakdown", "parallel",
           "projected", "result", "model", "rack", "rack_counts", "precision", "advice", "price_basis",
-          "usd_per_step", "joules_per_step", "economics"]
+          "usd_per_step", "joules_per_step", "economics", "kernels"]
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +52,7 @@ def test_estimate_fields_and_figures(small):
     assert est.joules_per_step == pytest.approx(16 * chip.power.value * est.seconds)
     assert est.price_basis == "on-demand"
     assert not est.projected
-    assert "step time (modelled)" in str(est) and all("modelled" in label for label, _ in est.rows()[3:9])
+    assert "step time (modelled)" in str(est) and all("modelled" in label for label, _ in est.rows()[4:10])
     rows = dict(est.rows())
     assert rows["cost (modelled)"].endswith("(on-demand; secondary)") and "per M tokens" in rows["cost (modelled)"]
     assert "J per token" in rows["energy (modelled)"] and "(board power; published)" in rows["energy (modelled)"]
