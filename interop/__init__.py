@@ -11,8 +11,8 @@ Public names: :class:`Rack`, :func:`set_rack`, :func:`current_rack`,
 :func:`report`, :func:`export_trace`, :func:`gantt`, :func:`set_recording`, :func:`set_timeline_window`; numerics:
 :mod:`interop.numerics` (formats, :func:`set_numerics`); planning: :func:`plan` (partition a model
 across the rack, run it) and :func:`whatif`; serving: :func:`serving_whatif` (a workload served on a
-rack, modelled) and :func:`serve` (prefill on one slot, decode on another, for real); the op ledger
-:func:`ledger`; device fidelity :func:`set_strict`,
+rack, modelled; :class:`Engine`, its engine) and :func:`serve` (prefill on one slot, decode on another, for
+real); the op ledger :func:`ledger`; device fidelity :func:`set_strict`,
 :func:`divergences`. CUDA code: ``import interop.cuda`` (or ``hybrid run SCRIPT``) maps ``cuda:N`` onto slots.
 """
 
@@ -41,6 +41,7 @@ _LAZY = {
     "Plan": ("interop.live.plan", "Plan"),
     "serving_whatif": ("planner.serving", "serving_whatif"),
     "Workload": ("planner.serving", "Workload"),
+    "Engine": ("planner.serving", "Engine"),
     "ServingEstimate": ("planner.serving", "ServingEstimate"),
     "serve": ("interop.live.serve", "serve"),
     "ServeResult": ("interop.live.serve", "ServeResult"),
@@ -69,7 +70,7 @@ if register():
         set_rack(Rack.preset("fusion-default"))
 
 __all__ = [
-    "DEVICE_TYPE", "Divergence", "FidelityWarning", "Ledger", "Plan", "Rack", "RackDevice", "RunReport",
+    "DEVICE_TYPE", "Divergence", "Engine", "FidelityWarning", "Ledger", "Plan", "Rack", "RackDevice", "RunReport",
     "ServeResult", "ServingEstimate", "StepEstimate", "TimelineRecord", "TimelineWindow", "Workload", "__version__",
     "current_rack", "divergences", "export_trace", "gantt", "ledger", "numerics", "plan", "presets", "report",
     "reset_ledger", "reset_timeline", "serve", "serving_whatif", "set_numerics", "set_rack", "set_recording",

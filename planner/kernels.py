@@ -23,6 +23,12 @@ KERNELS: dict[str, str] = {
 
 DEFAULT_KERNELS = "fused"
 
+SERVING_ENGINES: dict[str, str] = {
+    "fused": "the fitted production engine (fused kernels, per-iteration overheads fitted to published serving rows)",
+    "eager": "interop.serve's engine (transformers' forward op by op, one prompt per prefill, no fitted factor)",
+}
+"""The serving what-if's engine per ``kernels=`` value (:class:`planner.serving.Engine`), named in every estimate."""
+
 
 def check_kernels(value: object, name: str = "kernels") -> str:
     """``value`` if it names a kernel choice of :data:`KERNELS`; ValueError naming the argument otherwise."""
@@ -43,4 +49,4 @@ def calibrated(blocks) -> bool:
     return kernels_of(blocks) == "fused"
 
 
-__all__ = ["DEFAULT_KERNELS", "KERNELS", "calibrated", "check_kernels", "kernels_of"]
+__all__ = ["DEFAULT_KERNELS", "KERNELS", "SERVING_ENGINES", "calibrated", "check_kernels", "kernels_of"]

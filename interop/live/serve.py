@@ -40,15 +40,34 @@ class ServeResult:
     prefill_slots: tuple[int, ...]
     decode_slot: int
     max_batch: int | None
+    """The decode slot's batch limit (None: every request that has arrived)."""
     prompt_lengths: tuple[int, ...] = field(repr=False)
     finish: list[float] = field(default_factory=list, repr=False)
     """Per request, seconds from the start to its last token (modelled)."""
+    precision: str = "float32"
+    """The model's parameters' dtype, the serving precision it ran in (``float32``, ``bfloat16``)."""
+    rack: object = field(default=None, repr=False)
+    """The :class:`devices.RackSpec` it was served on."""
 
     @property
     def workload(self) -> Workload:
         """The served requests as a :class:`Workload` (offline: every request queued at the start)."""
         out = len(self.tokens[0]) if self.tokens else 1
         return Workload([(n, out) for n in self.prompt_lengths])
+
+    @property
+    def engine(self):
+        """The engine that ran: :meth:`planner.serving.Engine.eager` with this run's batch limit."""
+        from planner.serving import Engine
+
+        return Engine.eager(self.max_batch)
+
+    def whatif_config(self) -> dict:
+        """This run as :func:`interop.serving_whatif` keyword arguments: ``serving_whatif(model.config,
+        **result.whatif_config())`` models the same run (rack, workload, prefill and decode slots, precision,
+        the eager engine with its batch limit), whose TTFT and TPOT are the timeline's."""
+        return dict(rack=self.rack, workload=self.workload, prefill=dict(slots=list(self.prefill_slots)),
+                    decode=dict(slots=[self.decode_slot]), precision=self.precision, engine=self.engine)
 
 
 def _slot(device, name: str, count: int) -> int:
@@ -112,9 +131,8 @@ def serve(model, prompts, *, prefill="hybrid:0", decode="hybrid:4", max_new_toke
     slots), KV caches copied across the fabric, continuous-batching greedy decode on ``decode``
     (see the module doc). ``model``: a transformers causal LM (weights on the CPU; copied to the slots).
     ``prompts``: token id lists. Every prompt gets ``max_new_tokens`` tokens (no stop at EOS). Returns a
-    :class:`ServeResult`; compare it with ``interop.serving_whatif(model.config, rack,
-    workload=result.workload, prefill=dict(slots=...), decode=dict(slots=[...]), precision=...,
-    engine=Engine.eager(max_batch))``.
+    :class:`ServeResult`; the same run modelled: ``interop.serving_whatif(model.config, **result.whatif_config())``
+    (the eager engine with this batch limit, the same slots, precision and workload).
     """
     from interop import current_rack, hybrid
 
@@ -142,6 +160,12 @@ def serve(model, prompts, *, prefill="hybrid:0", decode="hybrid:4", max_new_toke
         if max(p) >= vocab:
             raise ValueError(f"prompts[{i}]: token id {max(p)} is outside the model's vocabulary of {vocab}")
 
+    import devices
+
+    dtypes = {p.dtype for p in model.parameters()}
+    if len(dtypes) != 1:
+        raise ValueError(f"model: its parameters mix dtypes {sorted(map(str, dtypes))}; serve one dtype")
+    precision = devices.dtype_name(dtypes.pop())
     model = model.eval()
     models = {s: copy.deepcopy(model).to(f"hybrid:{s}") for s in pre + [dec]}
     on_slot = {s: [torch.tensor([p]).to(f"hybrid:{s}") for p in ids] for s in pre}
@@ -185,7 +209,7 @@ def serve(model, prompts, *, prefill="hybrid:0", decode="hybrid:4", max_new_toke
     tpot = [(finish[r] - first[r]) / (max_new_tokens - 1) if max_new_tokens > 1 else 0.0 for r in range(n)]
     return ServeResult(tokens=tokens, ttft=first, tpot=tpot, kv_bytes_moved=moved, prefill_slots=tuple(pre),
                        decode_slot=dec, max_batch=max_batch, prompt_lengths=tuple(len(p) for p in ids),
-                       finish=finish)
+                       finish=finish, precision=precision, rack=rack.spec)
 
 
 def _decode(model, slot: int, clock: _Clock, pending: list, max_new_tokens: int, max_batch: int,

@@ -16,9 +16,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-KERNELS = ("fused", "eager")
+from planner.kernels import KERNELS as _KERNELS, check_kernels
+
+KERNELS = tuple(_KERNELS)
 """``fused``: a serving engine's kernels (fused projections, attention over the paged cache, one
-launch per kernel); ``eager``: transformers' forward as it runs on the rack, every aten op."""
+launch per kernel); ``eager``: transformers' forward as it runs on the rack, every aten op (the one vocabulary of
+:mod:`planner.kernels`)."""
 
 DEFAULT_MAX_BATCH = 2048
 """TensorRT-LLM's default maximum batch size (and MLPerf's Blackwell setting); the KV cache usually
@@ -58,8 +61,7 @@ class Engine:
     """Tokens per KV cache block (a sequence reserves whole blocks)."""
 
     def __post_init__(self) -> None:
-        if self.kernels not in KERNELS:
-            raise ValueError(f"kernels: unknown {self.kernels!r}; accepted: {', '.join(KERNELS)}")
+        check_kernels(self.kernels)
         for name in ("max_batch", "prefill_requests"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
@@ -75,6 +77,17 @@ class Engine:
     def batch_limit(self) -> int:
         """The configured most sequences in flight."""
         return self.max_batch or DEFAULT_MAX_BATCH
+
+    @classmethod
+    def of(cls, kernels: str, max_batch: int | None = None) -> "Engine":
+        """The engine of a ``kernels=`` choice: :meth:`fitted` for ``fused``, :meth:`eager` for ``eager``."""
+        return cls.eager(max_batch) if check_kernels(kernels) == "eager" else cls.fitted(max_batch)
+
+    @classmethod
+    def fitted(cls, max_batch: int | None = None) -> "Engine":
+        """The production engine (the default): fused kernels, the limits of the published rows' engines, and
+        the serving efficiencies fitted to their rows (:mod:`planner.serving.fitted`)."""
+        return cls(max_batch=max_batch)
 
     @classmethod
     def eager(cls, max_batch: int | None = None) -> "Engine":

@@ -22,7 +22,10 @@ def configuration_rows(parallel: dict) -> list[tuple[str, str]]:
     for role in ("colocated", "prefill", "decode"):
         if role in parallel:
             rows.append((f"{'replicas' if role == 'colocated' else role + ' pool'}", _pool_text(parallel[role])))
-    rows.append(("engine", f"{parallel['kernels']} kernels, batch up to {parallel['max_batch']:,}, "
+    from planner.kernels import SERVING_ENGINES
+
+    kernels = parallel["kernels"]
+    rows.append(("engine", f"{kernels}: {SERVING_ENGINES[kernels]}, batch up to {parallel['max_batch']:,}, "
                            f"{parallel['max_num_tokens']:,} tokens per iteration"))
     return rows
 

@@ -10,6 +10,7 @@ so a fleet of a million chips costs what one replica does.
 
 from __future__ import annotations
 
+from planner.kernels import DEFAULT_KERNELS, check_kernels
 from planner.serving.config import configure, spec_of
 from planner.serving.engine import Engine
 from planner.serving.estimate import ServingEstimate
@@ -20,7 +21,8 @@ from planner.serving.workload import Workload
 
 def serving_whatif(model, rack, *, workload: Workload, parallel: dict | None = None, precision: str = "bfloat16",
                    prefill: dict | None = None, decode: dict | None = None, slo: dict | None = None,
-                   search: bool = False, objective: str = "time", engine: Engine | None = None) -> ServingEstimate:
+                   search: bool = False, objective: str = "time", engine: Engine | None = None,
+                   kernels: str | None = None) -> ServingEstimate:
     """Model serving ``workload`` with ``model`` on ``rack`` (shape-only: nothing runs, nothing is allocated).
 
     ``model``: a preset name, a transformers model type, a transformers config or a module built on the
@@ -34,16 +36,25 @@ def serving_whatif(model, rack, *, workload: Workload, parallel: dict | None = N
     ``dict(ttft=s, tpot=s, attainment=0.9)``: goodput reported; with ``search=True`` the pools, their
     parallelism and the batch limit that give the most output tokens/s per chip (``objective="time"``)
     or per dollar (``objective="cost"``) within it. ``engine``: the engine's limits and kernels
-    (:class:`planner.serving.engine.Engine`).
+    (:class:`planner.serving.engine.Engine`). ``kernels``: ``"fused"`` (the fitted production engine, the default)
+    or ``"eager"`` (``interop.serve``'s engine), the vocabulary of ``interop.whatif`` (:mod:`planner.kernels`);
+    with ``engine`` it must agree with the engine's. Every estimate names its engine (``parallel["kernels"]``).
+    ``interop.serve``'s run: ``serving_whatif(model.config, **result.whatif_config())``.
     """
     shape = model_shape(model)
     spec = spec_of(rack)
     if not isinstance(workload, Workload):
         raise ValueError(f"workload: expected an interop.Workload(input_tokens, output_tokens, ...), "
                          f"got {workload!r}")
-    engine = engine or Engine()
+    if kernels is not None:
+        check_kernels(kernels)
+    if engine is None:
+        engine = Engine.of(kernels or DEFAULT_KERNELS)
     if not isinstance(engine, Engine):
         raise ValueError(f"engine: expected a planner.serving.Engine, got {engine!r}")
+    if kernels is not None and engine.kernels != kernels:
+        raise ValueError(f"kernels: {kernels!r}, but the engine given runs {engine.kernels!r} kernels; give one of "
+                         f"them (Engine.of(kernels, max_batch) builds the engine of a kernel choice)")
     slo = check_slo(slo)
     if objective not in ("time", "cost"):
         raise ValueError(f"objective: expected 'time' or 'cost', got {objective!r}")

@@ -228,7 +228,7 @@ def test_a_paper_command_imports_no_torch():
 
 
 def test_engine_checks_its_fields():
-    with pytest.raises(ValueError, match="kernels: unknown 'jit'"):
+    with pytest.raises(ValueError, match="kernels: expected one of 'fused', 'eager', got 'jit'"):
         Engine(kernels="jit")
     with pytest.raises(ValueError, match="kv_fraction: expected a share in"):
         Engine(kv_fraction=1.5)
