@@ -1,6 +1,6 @@
 """``hybrid claims``: AWS's re:Invent 2025 Trn3 claims beside what the catalogue and the models give.
 
-    hybrid claims                      # the catalogue's answer to each claim (no model, no torch)
+    hybrid claims                      # the catalogue's answer, and the serving claim modelled (no torch)
     hybrid claims --model llama3-8b    # plus the step model's energy, throughput and break-even price (modelled)
 """
 
@@ -22,7 +22,7 @@ def add_arguments(parser) -> None:
 
 def main(args) -> int:
     from devices.chip_set import DEFAULT_BASIS, check_basis
-    from planner.claims import TRN2, TRN3, claims, table
+    from planner.claims import GPU, TRN2, TRN3, claims, table
 
     basis = check_basis(args.price_basis or DEFAULT_BASIS)
     extra = {"price_basis": basis} if args.model else {}
@@ -30,4 +30,7 @@ def main(args) -> int:
     print(f"hybrid claims: AWS re:Invent 2025, Trn3 ({TRN3}) against Trn2 ({TRN2}); catalogue figures with their "
           f"status in `hybrid racks`, model figures labelled modelled")
     print(table(rows))
+    if not args.model:
+        print(f"the training cost claim's break-even (the Trn3 price per chip-hour at which it holds against "
+              f"{GPU}, modelled): hybrid claims --model llama3-8b (any named model; traces it once)")
     return 0

@@ -99,6 +99,7 @@ def _arguments(args) -> dict:
 
 
 def main(args) -> int:
+    from devices.text_table import paragraph
     from planner.serving import serving_whatif
     from planner.serving.report import compare_table
 
@@ -122,8 +123,8 @@ def main(args) -> int:
             if len(racks) == 1:
                 raise
             failures.append(f"{rack}: {error}")
-    print(f"hybrid serving: {model}, {kw['workload'].describe()}, {kw['precision']} "
-          f"(all figures modelled; projected chips marked)")
+    print(paragraph(f"hybrid serving: {model}, {kw['workload'].describe()}, {kw['precision']} "
+                    f"(all figures modelled; projected chips marked)"))
     if len(estimates) == 1:
         print(estimates[0].table())
     elif estimates:

@@ -100,6 +100,7 @@ def _neuron_parallel(args, rack: str) -> dict:
 
 
 def main(args) -> int:
+    from devices.text_table import paragraph
     from planner import whatif
     from planner.report import compare_table
 
@@ -130,15 +131,16 @@ def main(args) -> int:
             if len(racks) == 1:
                 raise
             failures.append(f"{rack}: {error}")
-    print(f"hybrid whatif: {args.model}, global batch {gbs:,} x {args.seq:,} tokens, {args.precision}, kernels "
-          f"{args.kernels}, prices {args.price_basis} (all figures modelled; projected chips marked)")
+    print(paragraph(f"hybrid whatif: {args.model}, global batch {gbs:,} x {args.seq:,} tokens, {args.precision}, "
+                    f"kernels {args.kernels}, prices {args.price_basis} (all figures modelled; projected chips "
+                    f"marked)"))
     if len(estimates) == 1:
         print(estimates[0])
     elif estimates:
         print(compare_table(estimates))
     if parallel is None and estimates:
-        print("configuration: the default (of the plain ones, as fast as any by its compute bound, on the fewest "
-              "chips); --search runs the step model over every configuration")
+        print(paragraph("configuration: the default (of the plain ones, as fast as any by its compute bound, on the "
+                        "fewest chips); --search runs the step model over every configuration"))
     for line in failures:
         print(f"error: {line}", file=sys.stderr)
     if args.goodput:

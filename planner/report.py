@@ -120,14 +120,11 @@ def estimate_rows(est) -> list[tuple[str, str]]:
     return rows
 
 
-COLUMN_WIDTH = 48
-"""A compare table's column is at most this wide unless one word is wider; longer cells wrap between words."""
-
-
-def compare_table(estimates: Sequence, width: int = COLUMN_WIDTH) -> str:
-    """Several estimates side by side (one column per rack). No cell is cut: a cell longer than ``width``
-    wraps onto the next lines of its row, between words."""
-    import textwrap
+def compare_table(estimates: Sequence, width: int | None = None) -> str:
+    """Several estimates side by side, one column per rack under its name, within ``width`` columns of text
+    (default :data:`devices.text_table.MAX_WIDTH`): long cells wrap between words, and racks that do not fit side
+    by side follow in another block (:func:`devices.text_table.table`). No cell is cut."""
+    from devices.text_table import MAX_WIDTH, table
 
     columns = [dict(e.rows()) for e in estimates]
     labels: list[str] = []
@@ -135,17 +132,8 @@ def compare_table(estimates: Sequence, width: int = COLUMN_WIDTH) -> str:
         for label, _ in e.rows():
             if label not in labels:
                 labels.append(label)
-    label_w = max(len(x) for x in labels)
-    cells = [[c.get(label, "") for c in columns] for label in labels]
-    wrapped = [[textwrap.wrap(v, width, break_long_words=False, break_on_hyphens=False) or [""] for v in row]
-               for row in cells]
-    colw = [max(len(line) for row in wrapped for line in row[k]) for k in range(len(columns))]
-    lines = []
-    for label, row in zip(labels, wrapped):
-        for i in range(max(len(part) for part in row)):
-            text = "  ".join(f"{part[i] if i < len(part) else '':<{w}}" for part, w in zip(row, colw))
-            lines.append(f"{label if i == 0 else '':<{label_w}}  {text}".rstrip())
-    return "\n".join(lines)
+    return table([""] + [e.rack for e in estimates], [[label] + [c.get(label, "") for c in columns] for label in labels],
+                 align="l" * (len(estimates) + 1), rule=False, width=width or MAX_WIDTH)
 
 
 __all__ = ["chips_label", "compare_table", "configuration", "estimate_rows", "kernels_label", "step_efficiency_label"]

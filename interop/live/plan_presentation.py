@@ -39,7 +39,8 @@ def plan_table(plan) -> str:
             f"{len(plan.stages)} stage(s), {plan.schedule}, {plan.microbatches} microbatch(es) of "
             f"{plan.global_batch // plan.microbatches} rows, objective {plan.objective}")
     body = table(["stage", "blocks", "kind", "slots", "tp", "dp", "rows/replica", "fwd us/mb", "bwd us/mb",
-                  "busy ms", "idle ms", "peak mem", "of HBM"], rows, align="rlllrrrrrrrrr")
+                  "busy ms", "idle ms", "peak mem", "of HBM"], rows, align="rlllrrrrrrrrr",
+                 width=None)  # unlimited until README.md's sample of `hybrid plan` shows it within 120 columns
     bd = ", ".join(f"{k} {v * 1e3:.3f}" for k, v in p.breakdown.items() if v)
     foot = (f"predicted step (modelled): {p.seconds * 1e3:.3f} ms  [{bd} ms on the critical stage]\n"
             f"search: {plan.stats.candidates} layouts bounded, {plan.stats.evaluated} evaluated with the step "

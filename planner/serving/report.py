@@ -64,8 +64,14 @@ def estimate_rows(est) -> list[tuple[str, str]]:
     return rows
 
 
-def compare_table(estimates: Sequence, labels: Sequence[str] | None = None) -> str:
-    """Several estimates side by side (one column each); rows equal in every column are printed once above."""
+def compare_table(estimates: Sequence, labels: Sequence[str] | None = None, width: int | None = None) -> str:
+    """Several estimates side by side (one column each, under ``labels`` or the racks' names); rows equal in every
+    column are printed once above. Within ``width`` columns of text (default :data:`devices.text_table.MAX_WIDTH`):
+    long cells wrap between words, columns that do not fit side by side follow in another block
+    (:func:`devices.text_table.table`). No cell is cut."""
+    from devices.text_table import MAX_WIDTH, table
+
+    width = width or MAX_WIDTH
     cols = [dict(e.rows()) for e in estimates]
     keys: list[str] = []
     for e in estimates:
@@ -75,13 +81,13 @@ def compare_table(estimates: Sequence, labels: Sequence[str] | None = None) -> s
     shared = [k for k in keys if len({c.get(k) for c in cols}) == 1]
     keys = [k for k in keys if k not in shared]
     head = list(labels) if labels else [e.rack for e in estimates]
-    width = max(len(k) for k in keys + shared) if keys or shared else 10
-    lines = [f"{k:<{width}}  {cols[0][k]}" for k in shared]
-    colw = [min(60, max([len(h)] + [len(c.get(k, "")) for k in keys])) for h, c in zip(head, cols)]
-    lines.append(f"{'':<{width}}  " + "  ".join(f"{h[:60]:<{w}}" for h, w in zip(head, colw)))
-    for k in keys:
-        lines.append(f"{k:<{width}}  " + "  ".join(f"{c.get(k, '')[:60]:<{w}}" for c, w in zip(cols, colw)).rstrip())
-    return "\n".join(lines)
+    parts = []
+    if shared:
+        parts.append(table(None, [[k, cols[0][k]] for k in shared], align="ll", rule=False, width=width))
+    if keys:
+        parts.append(table([""] + head, [[k] + [c.get(k, "") for c in cols] for k in keys],
+                           align="l" * (len(cols) + 1), rule=False, width=width))
+    return "\n".join(parts)
 
 
 def curve(est, concurrencies=None) -> list[tuple[int, object]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -41,10 +42,33 @@ def test_compare_alone_is_the_demo(capsys):
     assert code == 0
     assert any("trn3:16" in line and "h100:16" in line and "trn4:8+gb300:8" in line for line in out.splitlines())
     assert "prefill pool" in out and "KV transfer per request" in out
-    cost = next(line for line in out.splitlines() if line.startswith("$ per million output tokens"))
-    joules = next(line for line in out.splitlines() if line.startswith("J per output token"))
-    assert cost.count("$") >= 2 and "no price for trn3" in cost  # H100 has a price; Trn3 and Trn4 have none
-    assert "J (board power)" in joules and "no board power for trn4" in joules
+    lines = out.splitlines()
+
+    def row(label: str) -> str:  # a row with the lines its cells wrap onto (those under a blank label)
+        at = next(i for i, line in enumerate(lines) if line.startswith(label))
+        end = next(i for i in range(at + 1, len(lines)) if not lines[i].startswith(" "))
+        return " ".join(lines[at:end])
+
+    cost, joules = row("$ per million output tokens"), row("J per output token")
+    # H100 has a price; Trn3 and Trn4 have none (the words of a wrapped cell: one space or a line's end apart)
+    assert cost.count("$") >= 2 and re.search(r"no\s+price\s+for\s+trn3", cost)
+    assert "J (board power)" in joules and re.search(r"no\s+board\s+power\s+for\s+trn4", joules)
+
+
+def test_compare_fits_120_columns_and_keeps_every_figure(capsys):
+    """The demo's table was 224 columns wide and cut its cells at 60 characters ("weights 72.7 GB + KV cache 72")."""
+    from collections import Counter
+
+    from planner.serving import Workload, serving_whatif
+    from hybrid_cli.cmd_serving import DEMO, DEMO_RACKS
+
+    code, out, _ = run(capsys, "--compare")
+    assert code == 0 and max(len(line) for line in out.splitlines()) <= 120
+    words = Counter(out.split())
+    workload = Workload(DEMO["isl"], DEMO["osl"], requests=DEMO["requests"])
+    for rack in DEMO_RACKS:
+        est = serving_whatif(DEMO["model"], rack, workload=workload, precision=DEMO["precision"])
+        assert not Counter(w for _, value in est.rows() for w in value.split()) - words, rack
 
 
 @pytest.mark.parametrize("argv, message", [

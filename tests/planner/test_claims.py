@@ -49,7 +49,32 @@ def test_modelled_claims():
     assert all(c.modelled for c in rows) and [c.verdict for c in rows][2] == "not checkable"
     energy, through, cost = rows
     assert energy.found > 0 and through.found > 0
-    assert "H200 $" in cost.working and "per chip-hour" in cost.working and "(capacity-block)" in cost.working
+    assert "H200 (h200-node*18) $" in cost.working and "(the break-even)" in cost.working
+    assert "(capacity-block)" in cost.working
+    # the break-even: Trn3 at that price per chip-hour costs half the H200 rack's dollars per token (from the
+    # figures as printed: rounded to 3 decimals and whole tokens/s, hence 1 %)
+    gpu_per_token = float(cost.working.split("$", 1)[1].split()[0].replace(",", "")) / 1e6
+    trn3_tokens = float(cost.working.split("Trn3 at ", 1)[1].split()[0].replace(",", ""))
+    assert cost.break_even == pytest.approx(0.5 * gpu_per_token * trn3_tokens * 3600, rel=0.01)
+    assert f"${cost.break_even:,.2f} per Trn3 chip-hour (break-even, modelled)" in table(rows)
+
+
+def test_the_serving_claim_is_the_serving_whatif_of_gpt_oss_on_both_ultraservers():
+    from planner.serving import Workload, serving_whatif
+
+    (row,) = claims_module.serving_claims()
+    assert row.claim == "3x throughput per chip (serving)" and row.modelled and row.claimed == 3.0
+    isl, osl = claims_module.SERVING_LENGTHS
+    per_chip = {}
+    for rack, chips in ((claims_module.TRN3, 144), (claims_module.TRN2, 64)):
+        est = serving_whatif(claims_module.gpt_oss_120b(), rack, precision="fp8",
+                             workload=Workload(isl, osl, requests=claims_module.SERVING_REQUESTS_PER_CHIP * chips))
+        per_chip[rack] = est.output_tokens_per_second_per_chip
+        assert est.parallel["kernels"] == "fused"  # the production engine, named
+    assert row.found == pytest.approx(per_chip[claims_module.TRN3] / per_chip[claims_module.TRN2])
+    # decode is memory-bound: the modelled ratio sits near the HBM bandwidth ratio, below the FP8 peak ratio
+    assert 1.3 < row.found < 2_517 / 1_299 and row.verdict == "differs"
+    assert "gpt-oss-120b, 1,024 in / 1,024 out tokens" in row.working and "assumed" in row.why
 
 
 def test_claims_command_prints_the_table_without_torch():
