@@ -19,6 +19,7 @@ import copy
 import inspect
 import json
 import numbers
+from contextlib import contextmanager
 from typing import Any, Hashable
 
 from planner.blocks import ModelBlocks
@@ -109,7 +110,7 @@ class DecoderBlocks(ModelBlocks):
             self._config = None
             config = _Arch(arch)
         else:
-            self._config = self._prepared(config)
+            self._config = self._prepared(config, self.kernels)
             config = self._config
         self.arch = dict(arch) if arch is not None else None
         self.config_class = config_class
@@ -129,6 +130,9 @@ class DecoderBlocks(ModelBlocks):
         self.experts = int(_first_attr(config, _EXPERT_COUNTS, 0) or 0)
         self.topk = int(_first_attr(config, _TOPK, 0) or 0) if self.experts else 0
         self.tied = bool(getattr(config, "tie_word_embeddings", False))
+        if self.experts and dtype == "float32" and self.kernels == "fused":
+            raise ValueError(f"precision: {self.name}'s experts in float32 are priced as written (kernels='eager'); "
+                             f"the fused stack's grouped GEMMs run in bfloat16 only")
         self.names = ("embedding",) + tuple(f"layers.{i}" for i in range(self.num_layers)) + ("head",)
         self.layers = range(1, self.num_layers + 1)
         self._model = model
@@ -137,11 +141,12 @@ class DecoderBlocks(ModelBlocks):
         self._summary = config
 
     @staticmethod
-    def _prepared(config):
+    def _prepared(config, kernels: str = "fused"):
         config = copy.deepcopy(config)
         config._attn_implementation = "sdpa"
-        if _first_attr(config, _EXPERT_COUNTS):
-            # The grouped-GEMM expert path traces on meta (the loop path needs data).
+        if _first_attr(config, _EXPERT_COUNTS) and kernels == "fused":
+            # The grouped-GEMM expert path traces on meta. Eager keeps the library's own choice, as a slot runs
+            # it: its loop over the experts is traced with balanced offsets (devices.cost.trace_ops).
             config._experts_implementation = "grouped_mm"
         return config
 
@@ -151,7 +156,7 @@ class DecoderBlocks(ModelBlocks):
         if self._config is None:
             import transformers
 
-            self._config = self._prepared(getattr(transformers, self.config_class)(**self.arch))
+            self._config = self._prepared(getattr(transformers, self.config_class)(**self.arch), self.kernels)
         return self._config
 
     def cache_identity(self) -> str | None:
@@ -316,6 +321,12 @@ class DecoderBlocks(ModelBlocks):
         return hidden, positions, cos_sin
 
     def _trace(self, index: int, shard: Shard) -> BlockProfile:
+        if self._eager:
+            with _as_exported():
+                return self._trace_block(index, shard)
+        return self._trace_block(index, shard)
+
+    def _trace_block(self, index: int, shard: Shard) -> BlockProfile:
         if index == 0:
             return self._trace_embedding(shard)
         if index == len(self.names) - 1:
@@ -467,28 +478,40 @@ class DecoderBlocks(ModelBlocks):
                                      if self.tied else ""))
 
 
+@contextmanager
+def _as_exported():
+    """transformers' questions "is this model traced?" answered yes, as they are for the graph torch.export
+    records (the graph a plan cuts and a slot runs): the causal mask is materialised, not skipped for SDPA's
+    ``is_causal``, with its check for packed sequences applied (a traced model cannot read positions to the host);
+    experts in float32 run the library's loop, not ``grouped_mm`` (which compiles for bfloat16 only)."""
+    from transformers import masking_utils
+    from transformers.integrations import moe
+
+    answers = ((masking_utils, "is_tracing"), (moe, "is_torchdynamo_compiling"))
+    saved = [getattr(module, name) for module, name in answers]
+    try:
+        for module, name in answers:
+            setattr(module, name, lambda *args: True)
+        yield
+    finally:
+        for (module, name), value in zip(answers, saved):
+            setattr(module, name, value)
+
+
 def _materialise_causal_mask(config, hidden, positions) -> None:
-    """The causal mask as transformers builds it for a traced model (torch.export: the graph a plan cuts and a slot
-    runs), recorded in the trace: not skipped for SDPA's ``is_causal``, and with its check for packed sequences,
-    which a traced model cannot read to the host and so applies (the cumulative sum of position steps, the
-    gathers and comparisons). transformers' own "is this traced?" question is answered yes for the call. One mask
-    per attention type the layers use (``layer_types``; a ``sliding_window`` without them: sliding, as Mistral)."""
+    """The causal masks a traced model builds (see :func:`_as_exported`), recorded in the trace: one per attention
+    type the layers use (``layer_types``; a ``sliding_window`` without them: sliding, as Mistral)."""
     from transformers import masking_utils
 
     types = getattr(config, "layer_types", None) or (
         ["sliding_attention"] if getattr(config, "sliding_window", None) else ["full_attention"])
     builders = {"full_attention": masking_utils.create_causal_mask,
                 "sliding_attention": masking_utils.create_sliding_window_causal_mask}
-    saved = masking_utils.is_tracing
-    masking_utils.is_tracing = lambda *args: True
-    try:
-        for kind in dict.fromkeys(types):
-            build = builders.get(kind)
-            if build is not None:
-                build(config=config, inputs_embeds=hidden, attention_mask=None, cache=None, position_ids=positions,
-                      allow_is_causal_skip=False)
-    finally:
-        masking_utils.is_tracing = saved
+    for kind in dict.fromkeys(types):
+        build = builders.get(kind)
+        if build is not None:
+            build(config=config, inputs_embeds=hidden, attention_mask=None, cache=None, position_ids=positions,
+                  allow_is_causal_skip=False)
 
 
 __all__ = ["DecoderBlocks"]

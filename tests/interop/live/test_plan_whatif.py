@@ -67,6 +67,9 @@ def test_kernels_are_printed_with_every_estimate_and_checked_by_name(qwen2_plan)
     assert fused["kernels"].startswith("fused: fused production kernels")
     with pytest.raises(ValueError, match=r"kernels: expected one of 'fused', 'eager', got 'flash'"):
         interop.whatif(model.config, **{**config, "kernels": "flash"})
+    # a production stack's grouped GEMMs have no float32: such experts are priced as written, or refused by name
+    with pytest.raises(ValueError, match="precision: mixtral's experts in float32 are priced as written"):
+        interop.whatif(model_families.hf_config("mixtral"), "h100:1", global_batch=8, seq_len=16, precision="float32")
 
 
 def test_a_plan_the_whatif_cannot_express_is_refused_by_what_differs(qwen2_plan):
