@@ -28,6 +28,8 @@ def _refused(capsys, argv, *fragments) -> str:
      ["argument --seq: expected a positive integer, got '0'"]),
     (["whatif", "--model", "llama3-8b", "--rack", "h100:8", "--tp", "-2"],
      ["argument --tp: expected a positive integer, got '-2'"]),
+    (["whatif", "--model", "llama3-8b", "--rack", "h100:8", "--kernels", "flash"],
+     ["argument --kernels: invalid choice: 'flash' (choose from 'fused', 'eager')"]),
     (["plan", "--batch", "0"], ["argument --global-batch/--batch: expected a positive integer, got '0'"]),
     (["plan", "--microbatches", "0"], ["argument --microbatches: expected a positive integer, got '0'"]),
     (["plan", "--slots", "a,b"], ["argument --slots: expected comma-separated slot indices such as 0,1,4, got 'a,b'"]),
