@@ -100,7 +100,9 @@ class StepEstimate:
         return estimate_rows(self)
 
     def __str__(self) -> str:
-        return "\n".join(f"{k:<34} {v}" for k, v in self.rows())
+        from devices.text_table import table
+
+        return table(None, [list(row) for row in self.rows()], align="ll", rule=False)
 
 
 def estimate_from_result(result: StepResult, spec, parallel: dict[str, Any], *, precision: str,

@@ -102,8 +102,10 @@ class ServingEstimate:
         return estimate_rows(self)
 
     def table(self) -> str:
-        """The estimate as aligned text."""
-        return "\n".join(f"{k:<40} {v}" for k, v in self.rows())
+        """The estimate as aligned text, within 120 columns (:func:`devices.text_table.table`)."""
+        from devices.text_table import table
+
+        return table(None, [list(row) for row in self.rows()], align="ll", rule=False)
 
     def __str__(self) -> str:
         return self.table()

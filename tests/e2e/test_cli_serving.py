@@ -55,6 +55,19 @@ def test_compare_alone_is_the_demo(capsys):
     assert "J (board power)" in joules and re.search(r"no\s+board\s+power\s+for\s+trn4", joules)
 
 
+def test_one_estimate_fits_120_columns_and_keeps_every_figure(capsys):
+    from collections import Counter
+
+    from planner.serving import Workload, serving_whatif
+
+    code, out, _ = run(capsys, "--model", "llama3-70b", "--rack", "h100:2", "--tp", "2", "--precision", "fp8",
+                       "--isl", "1000", "--osl", "1000", "--requests", "64")
+    assert code == 0 and max(len(line) for line in out.splitlines()) <= 120
+    est = serving_whatif("llama3-70b", "h100:2", workload=Workload(1000, 1000, requests=64), parallel={"tp": 2},
+                         precision="fp8")
+    assert not Counter(w for _, value in est.rows() for w in value.split()) - Counter(out.split())
+
+
 def test_compare_fits_120_columns_and_keeps_every_figure(capsys):
     """The demo's table was 224 columns wide and cut its cells at 60 characters ("weights 72.7 GB + KV cache 72")."""
     from collections import Counter

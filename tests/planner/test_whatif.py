@@ -299,3 +299,7 @@ def test_compare_table_fits_120_columns_and_never_cuts_a_cell(small):
         words = Counter(text.split())
         for est in (a, b):  # every word of every figure, as often as the rows hold it
             assert not Counter(w for _, value in est.rows() for w in value.split()) - words
+    for est in (a, b):  # one estimate alone, as `hybrid whatif --rack` prints it
+        text = str(est)
+        assert max(len(line) for line in text.splitlines()) <= 120
+        assert Counter(text.split()) == Counter(w for row in est.rows() for part in row for w in part.split())
