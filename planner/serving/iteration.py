@@ -63,7 +63,9 @@ class FusedCost:
         self.efficiency = (efficiency or serving_efficiency(kind)) if calibrated else None
         self.stage_layers = ceil_div(shape.layers, self.pp)
         self._factor = {name: (self._fig(name).value if self._fig(name) is not None else 1.0)
-                        for name in ("gemm", "memory", "attention")}
+                        for name in ("memory", "attention")}
+        gemm = self.efficiency.gemm_factor(precision.name) if self.efficiency is not None else None
+        self._factor["gemm"] = gemm.value if gemm is not None else 1.0
         self._iteration = self._fig("iteration").value if self._fig("iteration") is not None else 0.0
         self.projected = devices.chip(kind).projected
         self._layer = Grid(lambda t: sum(self._layer_parts(t).values()))
@@ -77,7 +79,11 @@ class FusedCost:
 
     def figures(self) -> tuple:
         """The fitted serving figures this cost applies."""
-        return tuple(self.efficiency.figures().values()) if self.efficiency is not None else ()
+        if self.efficiency is None:
+            return ()
+        gemm = self.efficiency.gemm_factor(self.precision.name)
+        return tuple(f for name, f in self.efficiency.figures().items()
+                     if not name.startswith("gemm") or f is gemm)
 
     # -- priced pieces, each as {part: seconds} ------------------------------------------
 
