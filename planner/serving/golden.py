@@ -67,6 +67,8 @@ TRTLLM_FP4 = ("NVIDIA TensorRT-LLM docs/source/developer-guide/perf-overview.md 
               "B200 and GB200 NVL72, TP1; every request queued at once; "
               "https://github.com/NVIDIA/TensorRT-LLM/blob/03e27c7d5ff0c6e89f8328838c0a8e64f1b34f9d/docs/source/"
               "developer-guide/perf-overview.md)")
+NIM_COPY = ("points other than 1 and 25 read from a public copy of the page's table: zivbeker42/llm-guesstimator "
+            "tested_benchmarks/nim_llama33_70b_v1.8.0_2xH100_fp8TP2.csv (https://github.com/zivbeker42/llm-guesstimator)")
 NXDI = ("AWS Neuron docs, NxD Inference tutorials on trn2.48xlarge (aws-neuron/aws-neuron-sdk @ 81ce03ae, "
         "libraries/nxd-inference/tutorials/trn2-llama3.3-70b-tutorial.rst and "
         "trn2-llama3.1-405b-speculative-tutorial.rst, scenario 1 without speculation; "
@@ -171,6 +173,13 @@ FOUND_ROWS: tuple[GoldenRow, ...] = (
     _trtllm("h200", 2, "fp8", 1024, 1024, 2582),
     _trtllm("h200", 2, "fp8", 1024, 8192, 2009),
     _trtllm("h200", 2, "fp8", 32768, 1024, 120),
+    # H. NIM's curve at its other concurrencies (the page of the given rows C; read through a public copy of its table:
+    # zivbeker42/llm-guesstimator tested_benchmarks/nim_llama33_70b_v1.8.0_2xH100_fp8TP2.csv).
+    *(GoldenRow(f"NIM 2xH100 TP2 c{c}", "llama3.3-70b", "h100:2", {"tp": 2}, "fp8",
+                Workload(5000, 500, concurrency=c, requests=10 * c),
+                {"ttft_p50": ttft, "tpot_p50": itl, "tokens_per_s": tps}, NIM + "; " + NIM_COPY)
+      for c, ttft, itl, tps in ((5, 0.5467, 0.02183, 218.48), (50, 0.83451, 0.05973, 814.37),
+                                (100, 7.99625, 0.09291, 917.26))),
     # G. AWS's Trn2 tutorials (LLMPerf inter-token latency p50 as TPOT: the Neuron guide's patch excludes the TTFT).
     GoldenRow("NxDI trn2 TP64 b1 10000/1500", "llama3.3-70b", "trn2:16", {"tp": 16}, "bfloat16",
               Workload(10000, 1500, concurrency=1, requests=50), {"ttft_p50": 0.81428, "tpot_p50": 0.01966},
@@ -181,8 +190,10 @@ FOUND_ROWS: tuple[GoldenRow, ...] = (
               NXDI + "; Llama-3.1-405B-Instruct, context-encoding buckets 2048/4096/10240/12288, p50 output 1,785 "
                      "tokens", engine=STATIC(1), prompt_bucket=10240),
 )
-"""Published rows found since the given ones (sections E-G of reference/inference.md's kind), each with its
-configuration and source; :data:`FIT_ROWS` says which fit an entry, the others test."""
+"""Published rows found since the given ones, each with its configuration and source: E TensorRT-LLM's
+Blackwell NVFP4 columns, F its other H200 points, H NIM's other concurrencies (requests per point: ten times the
+concurrency, as the given rows), G AWS's Trn2 tutorials. :data:`FIT_ROWS` says which fit an entry, the others
+test."""
 
 ALL_ROWS: tuple[GoldenRow, ...] = ROWS + FOUND_ROWS
 """Every published row the serving model is checked against."""
