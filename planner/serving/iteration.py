@@ -98,7 +98,10 @@ class FusedCost:
         parts["compute" if compute >= memory else "memory"] += max(compute, memory)
         parts["overhead"] += e.overhead_seconds
 
-    def _gemm(self, parts: dict, m: int, k: int, n: int, times: int = 1, quantized: bool = True) -> None:
+    def _gemm(self, parts: dict, m: int, k: int, n: int, times: int = 1, quantized: bool = True,
+              grouped: bool = False) -> None:
+        """``times`` (m, k) x (k, n) GEMMs; ``grouped``: one grouped-GEMM kernel runs them all (the routed experts,
+        as serving engines run them), so the launch is paid once, not per expert."""
         if m <= 0 or times <= 0:
             return
         p = self.precision
@@ -110,7 +113,7 @@ class FusedCost:
         sub: dict = dict.fromkeys(PARTS, 0.0)
         self._op(sub, "aten::mm", [(m, k), (k, n)], dtype, self._factor["gemm"], true_bytes=true)
         for key in PARTS:
-            parts[key] += sub[key] * times
+            parts[key] += sub[key] * (1 if grouped and key == "overhead" else times)
 
     def _pointwise(self, parts: dict, op: str, shapes) -> None:
         self._op(parts, op, shapes, self._act_dtype())
@@ -156,7 +159,7 @@ class FusedCost:
         for g in s.gemms:
             if g.experts:
                 k, n = g.local(tp)
-                self._gemm(parts, per_expert, k, n, times=local)
+                self._gemm(parts, per_expert, k, n, times=local, grouped=True)
         if ep > 1:
             routed = tokens * s.topk * s.hidden * self.precision.activation_bytes
             parts["communication"] += 2 * self.pricer.seconds("all_to_all", routed * ep, self.placement.ep_group())
