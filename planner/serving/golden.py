@@ -52,6 +52,14 @@ MODELS = {
                   rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
                                    "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                                    "original_max_position_embeddings": 8192}, tie_word_embeddings=False)),
+    "qwen3-30b-a3b": DecoderBlocks(
+        name="qwen3-30b-a3b", config_class="Qwen3MoeConfig",
+        source="Qwen/Qwen3-30B-A3B config.json (48 layers, d 2048, 32 heads of 128, 4 kv heads, 128 experts of FFN "
+               "768, top-8)",
+        arch=dict(vocab_size=151936, hidden_size=2048, intermediate_size=6144, moe_intermediate_size=768,
+                  num_hidden_layers=48, num_attention_heads=32, num_key_value_heads=4, head_dim=128, num_experts=128,
+                  num_experts_per_tok=8, norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[],
+                  max_position_embeddings=40960, rms_norm_eps=1e-6, rope_theta=1000000.0, tie_word_embeddings=False)),
 }
 """The rows' models, as their transformers configs' numbers."""
 
@@ -154,14 +162,18 @@ ROWS: tuple[GoldenRow, ...] = (
 """The given rows of reference/inference.md (A: TensorRT-LLM, B: MLPerf, C: NIM, D: Neuron)."""
 
 
-def _trtllm(kind: str, tp: int, precision: str, isl: int, osl: int, value: float) -> GoldenRow:
+def _trtllm(kind: str, tp: int, precision: str, isl: int, osl: int, value: float,
+            model: str = "llama3.3-70b") -> GoldenRow:
     # perf-overview's requests per length pair ("Preparing a Dataset"): 3000 at 1k/1k, 1500 at 8k/1k and 1k/8k,
     # 1000 at 32k/1k (1000/1000 is not listed: 1024/1024's 3000, as the given rows).
     requests = {(1000, 1000): 3000, (1024, 1024): 3000, (8192, 1024): 1500, (1024, 8192): 1500,
                 (32768, 1024): 1000}[isl, osl]
-    return GoldenRow(f"TRT-LLM {kind.upper()} TP{tp} {isl}/{osl}", "llama3.3-70b", f"{kind}:{tp}", {"tp": tp}, precision,
-                     Workload(isl, osl, requests=requests), {"tokens_per_s_per_chip": value},
-                     TRTLLM if precision == "fp8" else TRTLLM_FP4)
+    name = "" if model == "llama3.3-70b" else f"{model} "
+    source = TRTLLM if precision == "fp8" else TRTLLM_FP4
+    if model != "llama3.3-70b":
+        source = source.replace("nvidia/Llama-3.3-70B-Instruct-FP4", "nvidia/Qwen3-30B-A3B-FP4")
+    return GoldenRow(f"TRT-LLM {name}{kind.upper()} TP{tp} {isl}/{osl}", model, f"{kind}:{tp}", {"tp": tp}, precision,
+                     Workload(isl, osl, requests=requests), {"tokens_per_s_per_chip": value}, source)
 
 
 FOUND_ROWS: tuple[GoldenRow, ...] = (
@@ -169,6 +181,11 @@ FOUND_ROWS: tuple[GoldenRow, ...] = (
     *(_trtllm(kind, 1, "fp4", isl, osl, v) for kind, values in (("b200", (6920, 6842, 3242, 1362, 274)),
                                                                  ("gb200", (7769, 7751, 3805, 1491, 302)))
       for (isl, osl), v in zip(((1000, 1000), (1024, 1024), (1024, 8192), (8192, 1024), (32768, 1024)), values)),
+    # I. The same table's Qwen3 30B A3B (a mixture of experts: 128 experts, top-8) NVFP4 columns, TP1: a model family
+    # no factor was fitted on.
+    *(_trtllm(kind, 1, "fp4", isl, osl, v, "qwen3-30b-a3b")
+      for kind, values in (("b200", (26971, 13497, 5735, 1265)), ("gb200", (22856, 14272, 6201, 1380)))
+      for (isl, osl), v in zip(((1000, 1000), (1024, 8192), (8192, 1024), (32768, 1024)), values)),
     # F. The same table's other H200 TP2 FP8 points.
     _trtllm("h200", 2, "fp8", 1024, 1024, 2582),
     _trtllm("h200", 2, "fp8", 1024, 8192, 2009),
@@ -181,17 +198,18 @@ FOUND_ROWS: tuple[GoldenRow, ...] = (
       for c, ttft, itl, tps in ((5, 0.5467, 0.02183, 218.48), (50, 0.83451, 0.05973, 814.37),
                                 (100, 7.99625, 0.09291, 917.26))),
     # G. AWS's Trn2 tutorials (LLMPerf inter-token latency p50 as TPOT: the Neuron guide's patch excludes the TTFT).
+    # LLMPerf sent 50 identical requests one at a time; five model the same p50 (each runs alone) at a tenth the cost.
     GoldenRow("NxDI trn2 TP64 b1 10000/1500", "llama3.3-70b", "trn2:16", {"tp": 16}, "bfloat16",
-              Workload(10000, 1500, concurrency=1, requests=50), {"ttft_p50": 0.81428, "tpot_p50": 0.01966},
+              Workload(10000, 1500, concurrency=1, requests=5), {"ttft_p50": 0.81428, "tpot_p50": 0.01966},
               NXDI + "; Llama-3.3-70B-Instruct, context-encoding buckets 2048/4096/8192/12288", engine=STATIC(1),
               prompt_bucket=12288),
     GoldenRow("NxDI trn2 TP64 b1 405B 10000/1785", "llama3.1-405b", "trn2:16", {"tp": 16}, "bfloat16",
-              Workload(10000, 1785, concurrency=1, requests=50), {"ttft_p50": 2.44196, "tpot_p50": 0.03793},
+              Workload(10000, 1785, concurrency=1, requests=5), {"ttft_p50": 2.44196, "tpot_p50": 0.03793},
               NXDI + "; Llama-3.1-405B-Instruct, context-encoding buckets 2048/4096/10240/12288, p50 output 1,785 "
                      "tokens", engine=STATIC(1), prompt_bucket=10240),
 )
 """Published rows found since the given ones, each with its configuration and source: E TensorRT-LLM's
-Blackwell NVFP4 columns, F its other H200 points, H NIM's other concurrencies (requests per point: ten times the
+Blackwell NVFP4 columns, I its Qwen3 30B A3B (MoE) NVFP4 columns, F its other H200 points, H NIM's other concurrencies (requests per point: ten times the
 concurrency, as the given rows), G AWS's Trn2 tutorials. :data:`FIT_ROWS` says which fit an entry, the others
 test."""
 
