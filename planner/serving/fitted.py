@@ -97,7 +97,8 @@ GPU = ServingEfficiency(
     iteration=_fitted(0.0005, "s", _GPU_ROWS, "0.5 ms per engine iteration outside the kernels (scheduling and "
                                               "sampling, mostly hidden by CUDA graphs and overlap)"),
 )
-"""The NVIDIA family's serving efficiencies (Hopper-fitted; applied to every NVIDIA kind)."""
+"""The NVIDIA family's serving efficiencies (Hopper-fitted; every NVIDIA kind without a generation entry, and
+Blackwell's GEMMs outside FP4, its memory and its time per iteration)."""
 
 TRAINIUM = ServingEfficiency(
     family="trainium", fitted_on=("trn1",),
@@ -129,9 +130,10 @@ def _blackwell(value: float, what: str) -> Figure:
 BLACKWELL = replace(
     GPU, family="blackwell", fitted_on=("b200",),
     gemm_fp4=_blackwell(1.7, "NVFP4 GEMMs' compute takes 1.7x the cost model's time, which prices them at the "
-                             "BF16-calibrated share of the FP4 peak: about 42 % of B200's dense FP4 peak, 84 % of "
-                             "its FP8 rate (block-scale handling and the activations' quantization to FP4 before "
-                             "every GEMM, which the model does not price separately)"),
+                             "BF16-calibrated share (81 %) of the FP4 peak: about 48 % of B200's dense FP4 peak "
+                             "where Hopper's FP8 GEMMs reach 60 % of theirs (block-scale handling and the "
+                             "activations' quantization to FP4 before every GEMM, which the model does not price "
+                             "separately)"),
     attention=_blackwell(1.3, "attention over the FP8 paged KV cache takes 1.3x the cost model's time (its curve is "
                               "FlashAttention-2's on Hopper): the long-output rows (1024/8192) read the cache "
                               "more slowly than Hopper's FP8 rows did"),
@@ -154,15 +156,16 @@ def _trn2(value: float, unit: str, what: str) -> Figure:
 TRN2 = ServingEfficiency(
     family="trn2", fitted_on=("trn2",),
     gemm=_trn2(1.8, "", "GEMMs' compute under NxD Inference on Trainium2 takes 1.8x the cost model's time (which "
-                        "assumes 70 % of the dense peak): about 44 % of it on a 10,000-token prefill"),
+                        "assumes 70 % of the dense peak): about 39 % of it on a 10,000-token prefill"),
     memory=TRAINIUM.memory,
     attention=Figure(1.0, "", "assumption (hybrid-interop serving model): NxD Inference runs its NKI flash-attention "
                               "kernel (--attn-kernel-enabled in both Trn2 tutorials)", "projected",
                      "attention as the cost model prices it (FlashAttention-2's curve), not Transformers NeuronX's "
-                     "(Trainium1's 12x, which made a 10,000-token prefill 30-70 % too slow); not fitted: two rows "
+                     "(Trainium1's 12x, which made a 10,000-token prefill 20-66 % too slow); not fitted: two rows "
                      "fit two factors"),
-    iteration=_trn2(0.0105, "s", "10.5 ms per iteration outside the kernels: vLLM's host loop and NxD Inference's "
-                                "on-device sampling and synchronisation per token"),
+    iteration=_trn2(0.0105, "s", "10.5 ms per iteration outside the kernels: the gap between the published "
+                                "inter-token latency and the kernels' time at batch 1 (vLLM's host loop, NxD "
+                                "Inference's on-device sampling and synchronisation)"),
 )
 """Trainium2's serving efficiencies under NxD Inference (vLLM), fitted on the two published Trn2 rows; Trn3 and
 Trn4 (whose tutorials run the same stack) inherit them."""
