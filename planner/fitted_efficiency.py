@@ -143,8 +143,8 @@ _NEURON_221 = ("AWS Neuron documentation, 'Trn1/Trn1n Training Performance', tab
 _TRN1_ROWS = ("llama2-7b 16 nodes (Neuron 2.21.0), llama2-13b 32 nodes (Neuron 2.21.0), "
               "llama2-70b 32 nodes (Neuron 2.21.0)")
 _TRN1_FIT = ("exhaustive search of planner.golden_neuron.FIT_GRID, least squares on log(modelled/published) "
-             "tokens/s per chip over the three Neuron 2.21.0 rows only (planner.golden_neuron.fit); the two "
-             "Neuron 2.24.0 rows test it")
+             "tokens/s per chip over the three Neuron 2.21.0 rows only (planner.golden_neuron.fit); the table's "
+             "other rows (releases 2.16.0-2.24.0) test it")
 
 
 def _trn1(value: float, what: str, unit: str = "") -> Figure:
