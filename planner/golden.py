@@ -158,18 +158,23 @@ class Outcome:
 
 
 def evaluate(rows: Iterable[GoldenRow] = ALL_ROWS) -> list[Outcome]:
-    """Model every row (FP8, the row's parallel settings and recompute)."""
-    out = []
+    """Model every row (FP8, the row's parallel settings and recompute); rows of several containers that share a
+    recipe are modelled once (within this call: a fit changes the factors between calls)."""
+    out, modelled = [], {}
     for row in rows:
-        blocks = model_blocks(row.model)
-        spec = devices.parse_rack(row.rack)
-        nodes = len(spec)
-        par = Parallel(tp=row.tp, pp=row.pp, cp=row.cp, vp=row.vp, fsdp=row.fsdp, microbatch=row.microbatch,
-                       dp=row.gpus // (row.tp * row.pp * row.cp))
-        assert row.gpus <= nodes
-        result, used = run_config(blocks, spec, par, global_batch=row.global_batch, seq_len=8192, precision="fp8",
-                                  recompute=row.recompute, optimizer="adamw")
-        out.append(Outcome(row, estimate_from_result(result, spec, used, precision="fp8", model=blocks.name)))
+        key = (row.model, row.gpus, row.rack, row.global_batch, row.microbatch, row.tp, row.pp, row.cp, row.vp,
+               row.fsdp, row.recompute)
+        if key not in modelled:
+            blocks = model_blocks(row.model)
+            spec = devices.parse_rack(row.rack)
+            nodes = len(spec)
+            par = Parallel(tp=row.tp, pp=row.pp, cp=row.cp, vp=row.vp, fsdp=row.fsdp, microbatch=row.microbatch,
+                           dp=row.gpus // (row.tp * row.pp * row.cp))
+            assert row.gpus <= nodes
+            result, used = run_config(blocks, spec, par, global_batch=row.global_batch, seq_len=8192,
+                                      precision="fp8", recompute=row.recompute, optimizer="adamw")
+            modelled[key] = estimate_from_result(result, spec, used, precision="fp8", model=blocks.name)
+        out.append(Outcome(row, modelled[key]))
     return out
 
 
