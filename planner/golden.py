@@ -35,9 +35,11 @@ SOURCES = {
     "25.11.1": f"{_SUMMARY} @5776a6d90 (2025-12-10), 25.11 NeMo container after its corrections",
     "25.09": f"{_SUMMARY} @5776a6d90 (2025-12-10), section '25.09 NeMo Container'",
     "26.02": f"{_SUMMARY} @c0b9a0003 (2026-02-26), 26.02 NeMo container",
+    "24.07": "NVIDIA/NeMo docs/source/performance/performance_summary.md @070a0bb1, NeMo 24.07 container, DGX-H100, FP8",
 }
 """Each container's table: the repository, file and commit read (https://github.com/NVIDIA-NeMo/Megatron-Bridge);
-every row is FP8 current scaling (FP8-CS), sequence length 8192, pre-training."""
+every row is FP8 (current scaling), pre-training, sequence length 8192 unless the row says (NeMo 24.07: Llama 2 at
+4096)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +68,7 @@ class GoldenRow:
     note: str = ""
     container: str = "25.11"
     """The NeMo container whose table the row is in (a key of :data:`SOURCES`)."""
+    seq_len: int = 8192
 
     @property
     def label(self) -> str:
@@ -117,9 +120,19 @@ FOUND_ROWS: tuple[GoldenRow, ...] = (
     GoldenRow("llama3-70b", 64, "DGX-H100", "h100-node*8", 256, 1, 4, 8, 1, 5, False, 1621, 728, container="26.02"),
     GoldenRow("llama3.1-405b", 1024, "DGX-H100", "h100-node*128", 1536, 1, 8, 8, 2, 8, False, 311, 784,
               container="26.02"),
+    # 24.07 (NeMo, before Megatron-Bridge): the DGX-H100 Llama rows, Llama 2 at sequence 4,096.
+    GoldenRow("llama2-7b", 8, "DGX-H100", "h100-node", 128, 1, 1, 1, 1, 1, False, 16847, 776, container="24.07",
+              seq_len=4096),
+    GoldenRow("llama2-13b", 16, "DGX-H100", "h100-node*2", 128, 1, 1, 4, 1, 10, False, 8646, 754, container="24.07",
+              seq_len=4096),
+    GoldenRow("llama2-70b", 64, "DGX-H100", "h100-node*8", 128, 1, 4, 4, 1, 20, False, 1707, 759, container="24.07",
+              seq_len=4096),
+    GoldenRow("llama3-8b", 8, "DGX-H100", "h100-node", 128, 1, 1, 1, 2, 1, False, 12036, 697, container="24.07"),
+    GoldenRow("llama3-70b", 64, "DGX-H100", "h100-node*8", 128, 1, 4, 4, 2, 5, False, 1533, 738, container="24.07"),
 )
 """Rows found since issue 11 in the same summary's history (each container's commit: :data:`SOURCES`): every
-dense Llama FP8-CS row of DGX-H100, DGX-B200, DGX-GB200 and DGX-GB300."""
+dense Llama FP8-CS row of DGX-H100, DGX-B200, DGX-GB200 and DGX-GB300; and NeMo 24.07's DGX-H100 Llama rows
+(FP8, the summary before Megatron-Bridge)."""
 
 ALL_ROWS: tuple[GoldenRow, ...] = ROWS + FOUND_ROWS
 """Every published row the step model is checked against."""
@@ -163,7 +176,7 @@ def evaluate(rows: Iterable[GoldenRow] = ALL_ROWS) -> list[Outcome]:
     out, modelled = [], {}
     for row in rows:
         key = (row.model, row.gpus, row.rack, row.global_batch, row.microbatch, row.tp, row.pp, row.cp, row.vp,
-               row.fsdp, row.recompute)
+               row.fsdp, row.recompute, row.seq_len)
         if key not in modelled:
             blocks = model_blocks(row.model)
             spec = devices.parse_rack(row.rack)
@@ -171,7 +184,7 @@ def evaluate(rows: Iterable[GoldenRow] = ALL_ROWS) -> list[Outcome]:
             par = Parallel(tp=row.tp, pp=row.pp, cp=row.cp, vp=row.vp, fsdp=row.fsdp, microbatch=row.microbatch,
                            dp=row.gpus // (row.tp * row.pp * row.cp))
             assert row.gpus <= nodes
-            result, used = run_config(blocks, spec, par, global_batch=row.global_batch, seq_len=8192,
+            result, used = run_config(blocks, spec, par, global_batch=row.global_batch, seq_len=row.seq_len,
                                       precision="fp8", recompute=row.recompute, optimizer="adamw")
             modelled[key] = estimate_from_result(result, spec, used, precision="fp8", model=blocks.name)
         out.append(Outcome(row, modelled[key]))
@@ -202,7 +215,8 @@ def table(outcomes: Sequence[Outcome]) -> str:
     lines.append("")
     lines.append(f"fit rows: median {_median(fit)}, largest {_largest(fit)} over {len(fit)}; test rows (out of sample): "
                  f"median {_median(test)}, largest {_largest(test)} over {len(test)} (all figures modelled; "
-                 f"published: {_SUMMARY}, containers {', '.join(sorted({o.row.container for o in outcomes}))})")
+                 f"published: {_SUMMARY} and, for 24.07, NVIDIA/NeMo's performance summary; containers "
+                 f"{', '.join(sorted({o.row.container for o in outcomes}))})")
     return "\n".join(lines)
 
 
