@@ -10,12 +10,12 @@ ORDER = 25
 
 
 def add_arguments(parser) -> None:
-    from interop.cuda_layer.run import add_arguments as shared
+    from interop.run import add_arguments as shared
 
     shared(parser)
 
 
 def main(args) -> int:
-    from interop.cuda_layer.run import run
+    from interop.run import run
 
     return run(args)

@@ -58,7 +58,8 @@ def register() -> bool:
     _C._set_elapsed_hook(session.elapsed_hook)
     _C._set_drain_hook(session.drain, session.DRAIN_BATCH)
     _print_from_host_copies()
-    from interop import cuda_only_ops, data_parallel, fidelity, flex_attention, profiling
+    from interop import cuda_only_ops, data_parallel, fidelity, profiling
+    from interop.compile import flex_attention
 
     cuda_only_ops.install()
     data_parallel.install()

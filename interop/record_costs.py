@@ -3,6 +3,12 @@ through the one point-to-point transfer model (collectives.transfer: the route
 the rack's topology gives, the host's PCIe link being one of its links).
 
 Every duration is modelled; the estimate carries the catalogue figures it used.
+
+The runtime keeps a cost table (csrc/model/HybridPlacer.h) so that a record whose cost is known is placed
+where it is recorded, with no Python on the way. This module fills it: the first record of each key is
+priced here, once, and its estimate is kept under the table's id (:data:`templates`) for the records a
+reader asks for. The table caches what the cost model said; it never decides a figure, and it is emptied
+whenever the cost model's own caches are (:func:`devices.cost.cache_clear`).
 """
 
 from __future__ import annotations
@@ -13,6 +19,54 @@ from dataclasses import dataclass
 import collectives
 import devices
 import devices.cost
+
+PS = 10**12  # picoseconds per second: clocks count integer picoseconds
+
+templates: dict[int, tuple] = {}
+"""Per cost-table id, what a record of it shows beyond its placement: ``("op", estimate)``,
+``("kernel", launch, estimate)``, ``("copy", CopyCost, projected)`` or ``("collective", name, bytes,
+projected, sources, link, participants)``."""
+
+_kernel_ids: dict[tuple, int] = {}  # (chip kind, KernelLaunch) -> cost id: a compiled graph's launches repeat
+_collective_ids: dict[tuple, int] = {}
+
+
+def _add(template: tuple, duration_ps: int, flops: float, nbytes: float, *, name: str = "", dtype: str = "",
+         link: str | None = None, participants: tuple = (), by_default: bool = False, projected: bool = False) -> int:
+    from interop import _C  # the runtime's cost table
+
+    ident = _C._timeline_add_cost(duration_ps, flops, nbytes, name, dtype, link or "", list(participants),
+                                  by_default, projected)
+    templates[ident] = template
+    return ident
+
+
+def _forget() -> None:
+    from interop import _C
+
+    _C._timeline_clear_costs()
+    _kernel_ids.clear()
+
+
+devices.cost.on_cache_clear(_forget)
+
+
+def collective_cost(name: str, seconds: float, nbytes: float, projected: bool, sources, link: str | None,
+                    participants: tuple) -> int:
+    """The cost-table id of a collective or transfer placed by the collective layer."""
+    sources = tuple(sources)
+    key = (name, seconds, float(nbytes), projected, sources, link, participants)
+    try:
+        return _collective_ids[key]
+    except KeyError:
+        pass
+    except TypeError:  # a source that does not hash: priced afresh each time
+        key = None
+    ident = _add(("collective", name, float(nbytes), projected, sources, link, participants), round(seconds * PS),
+                 0.0, float(nbytes), name=name, link=link, participants=participants, projected=projected)
+    if key is not None:
+        _collective_ids[key] = ident
+    return ident
 
 @dataclass(frozen=True, slots=True)
 class CopyCost:
@@ -32,6 +86,44 @@ class RecordCoster:
     def __init__(self, rack):
         self.rack = rack
         self.kinds = [d.kind for d in rack.devices]
+
+    def price(self, kind: int, slot: int, peer: int, name: str, value: int, dtype: str, flags: int, ins: tuple,
+              outs: tuple, launches: dict) -> int:
+        """The cost-table id of a record the table holds no cost for (the runtime's resolver: kind and flags
+        are the runtime's record kinds and flags, ``launches`` the queued kernel descriptions by id)."""
+        from interop import _C
+
+        kinds, record_flags = _C.RECORD_KINDS, _C.RECORD_FLAGS
+        if kind == kinds["op"]:
+            est = (self.sparse_op(slot, name, ins, outs, dtype) if flags & record_flags["sparse"]
+                   else self.op(slot, name, ins, outs, dtype, bool(flags & record_flags["causal"]), value))
+            return _add(("op", est), round(est.seconds * PS), est.flops, est.bytes, dtype=est.dtype,
+                        by_default=est.estimated_by_default, projected=est.projected)
+        if kind == kinds["copy"]:
+            cost = self.copy(slot, peer, value)
+            projected = any(self.rack.devices[s].spec.projected for s in (slot, peer) if s >= 0)
+            return _add(("copy", cost, projected), round(cost.seconds * PS), 0.0, float(value), name="copy",
+                        link=cost.link, projected=projected)
+        if kind == kinds["kernel"]:
+            launch = launches.pop(value)
+            key = (self.kinds[slot], launch)
+            try:
+                ident = _kernel_ids.get(key)
+            except TypeError:  # an argument that does not hash: priced afresh
+                key, ident = None, None
+            if ident is None:
+                if launch.aten:
+                    est = self.op(slot, launch.aten, launch.in_shapes, launch.out_shapes, launch.dtype, launch.causal,
+                                  args=launch.args)
+                else:
+                    est = self.kernel(slot, launch)
+                ident = _add(("kernel", launch, est), round(est.seconds * PS), est.flops, est.bytes,
+                             name=launch.name, dtype=est.dtype, by_default=est.estimated_by_default,
+                             projected=est.projected)
+                if key is not None:
+                    _kernel_ids[key] = ident
+            return ident
+        raise ValueError(f"a record of kind {kind} has no cost")
 
     def op(self, slot: int, name: str, in_shapes, out_shapes, dtype: str, causal: bool,
            list_length: int = 0, args: tuple = ()) -> devices.cost.Estimate:

@@ -19,7 +19,7 @@ import threading
 import weakref
 from typing import Callable
 
-from interop.timelines import DEFAULT_WINDOW, KernelLaunch, Timeline, TimelineRecord, TimelineWindow
+from interop.timelines import DEFAULT_WINDOW, KernelLaunch, Timeline, TimelineRecord, TimelineWindow, price
 
 _current = None
 """The installed rack (an interop.Rack), or None before the first install."""
@@ -145,40 +145,20 @@ def record_kernel(slot: int, launch: KernelLaunch) -> None:
         del _launches[ident]
 
 
-def _take_launches(cols: dict) -> dict[int, KernelLaunch]:
-    """The descriptions of the kernel records in a drained batch, taken out of the queue."""
-    from interop import _C
-
-    values, kernel = cols["value"], _C.RECORD_KINDS["kernel"]
-    return {values[i]: _launches.pop(values[i]) for i, kind in enumerate(cols["kind"]) if kind == kernel}
+def _price(kind: int, rack: int, slot: int, peer: int, name: str, value: int, dtype: str, flags: int, ins: tuple,
+           outs: tuple) -> int:
+    return price(kind, rack, slot, peer, name, value, dtype, flags, ins, outs, _launches)
 
 
 def drain() -> None:
-    """Cost and place everything recorded so far, each record on its own rack's timeline."""
+    """Place everything recorded so far, each record on its own rack's timeline: the runtime places what its
+    cost table knows, and asks the rack's timeline to price the rest (:func:`interop.timelines.price`)."""
     from interop import _C
 
     with _placing:
-        _place(*_C._drain_timeline())
-
-
-def _place(cols: dict, arena) -> None:
-    racks = cols["rack"]
-    if not racks:
-        return
-    launches = _take_launches(cols) if _launches else {}
-    current = _current
-    if current is not None and racks.count(current._table.generation) == len(racks):
-        current.timeline.place(cols, arena, range(len(racks)), launches)
-        return
-    # Records of a retired rack (its tensors copied to the host): to its own
-    # timeline; a rack nobody holds any more has no timeline to read.
-    by_rack: dict[int, list[int]] = {}
-    for i, generation in enumerate(racks):
-        by_rack.setdefault(generation, []).append(i)
-    for generation, indices in by_rack.items():
-        rack = rack_of(generation)
-        if rack is not None:
-            rack.timeline.place(cols, arena, indices, launches)
+        _C._timeline_place_pending(_price)
+        if _current is not None:
+            _current.timeline.fold_spilled()
 
 
 def current_timeline() -> Timeline:

@@ -120,6 +120,19 @@ class TimelineTotals:
         if end > stats.last_end_ps:
             stats.last_end_ps = end
 
+    @classmethod
+    def from_runtime(cls, d: dict) -> TimelineTotals:
+        """The totals the runtime added up (``_C._TimelinePlacer.totals``, csrc/model/HybridTotals.h): the
+        same additions in the same order as :meth:`add`."""
+        out = cls()
+        out.records, out.makespan_ps = d["records"], d["makespan_ps"]
+        for name in ("busy_ps", "flops", "flops_by_dtype", "ops", "kernels", "kernel_ps", "by_default", "own"):
+            setattr(out, name, d[name])
+        out.links = {k: list(v) for k, v in d["links"].items()}
+        out.link_groups = {k: list(v) for k, v in d["link_groups"].items()}
+        out.per_op = {k: OpStats(*v) for k, v in d["per_op"].items()}
+        return out
+
     def plus(self, records) -> TimelineTotals:
         """A copy of these totals with ``records`` added after them (self is unchanged)."""
         out = copy.deepcopy(self)

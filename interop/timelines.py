@@ -11,17 +11,15 @@ picoseconds so that an interval is exactly the sum of the durations in it.
 
 from __future__ import annotations
 
-import gc
+import functools
 import os
 import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from interop.record_costs import RecordCoster
-from interop.timeline_totals import TimelineTotals, involved_slots
-
-PS = 10**12  # picoseconds per second
+from interop.record_costs import PS, RecordCoster, collective_cost, templates
+from interop.timeline_totals import TimelineTotals
 
 DEFAULT_WINDOW = 10_000
 """Records a timeline keeps in full by default (about 6 MiB): the newest ones; the older ones are added
@@ -156,45 +154,72 @@ class KernelLaunch:
     ``block_fraction``)."""
 
 
-def _decode_shapes(arena, pos: int, count: int) -> tuple[tuple, int]:
-    shapes = []
-    for _ in range(count):
-        ndim = arena[pos]
-        shapes.append(tuple(arena[pos + 1: pos + 1 + ndim]))
-        pos += 1 + ndim
-    return tuple(shapes), pos
+_by_rack: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+"""Each rack's timeline, by the rack's generation: the runtime's records name the rack they ran on."""
+
+MEASURED_SOURCE = "measured: CUDA events around the op"
+
+
+def price(kind: int, rack: int, slot: int, peer: int, name: str, value: int, dtype: str, flags: int, ins: tuple,
+          outs: tuple, launches: dict) -> int:
+    """The cost-table id of a drained record the runtime's table holds no cost for (its resolver)."""
+    return _by_rack[rack].coster.price(kind, slot, peer, name, value, dtype, flags, ins, outs, launches)
+
+
+def _record(row: tuple) -> TimelineRecord:
+    """A TimelineRecord of one placed record as the runtime holds it, and the cost-table entry it names."""
+    kind, slot, stream, peer, name, ins, outs, dtype, start, duration, cost, measured, flags = row
+    template = templates[cost]
+    if kind == "op":
+        est = template[1]
+        sources = est.sources if measured is None else (MEASURED_SOURCE,) + est.sources
+        return TimelineRecord(slot, stream, "op", name, ins, outs, est.dtype, start, duration, est.flops, est.bytes,
+                              est.bound, est.estimated_by_default, est.projected, sources, measured_s=measured)
+    if kind == "copy":
+        _, copy_cost, projected = template
+        nbytes = ins[0][0]
+        host_end = slot < 0 or peer < 0
+        asynchronous = bool(flags & _record_flag("async")) if host_end else None
+        return TimelineRecord(slot, stream, "copy", "copy", ((nbytes,),), ((nbytes,),), dtype, start, duration, 0.0,
+                              float(nbytes), "link" if copy_cost.link else "memory", False, projected,
+                              copy_cost.sources, peer=peer, link=copy_cost.link, asynchronous=asynchronous)
+    if kind == "kernel":
+        _, launch, est = template
+        sources = est.sources + ((launch.method,) if launch.method else ())
+        return TimelineRecord(slot, stream, "kernel", launch.name, launch.in_shapes, launch.out_shapes, est.dtype,
+                              start, duration, est.flops, est.bytes, est.bound, est.estimated_by_default,
+                              est.projected, sources, grid=launch.grid)
+    _, name, nbytes, projected, sources, link, participants = template
+    return TimelineRecord(slot, stream, "collective", name, (), (), "", start, duration, 0.0, nbytes, "link", False,
+                          projected, sources, link=link, participants=participants)
 
 
 class Timeline:
     """The placed records and clocks of one rack (``rack.timeline``); it lives as
-    long as its rack, and continues when the rack is made current again."""
+    long as its rack, and continues when the rack is made current again.
+
+    The runtime places the records (``_C._TimelinePlacer``: clocks, markers, host floors, the window and its
+    totals); this object prices what the runtime's cost table does not know yet, and makes
+    :class:`TimelineRecord` objects only when someone reads them."""
 
     def __init__(self, rack, drain: Callable[[], None], window: TimelineWindow = TimelineWindow()):
+        from interop import _C
+
         # The rack owns its timeline; references back are weak, so that a rack
         # nobody holds is freed at once, and with it its slot table.
         self._rack = weakref.ref(rack)
         self.coster = RecordCoster(weakref.proxy(rack))
-        self.records: list[TimelineRecord] = []
-        """The newest records, in placement order: the window's, and up to :func:`fold_slack` more that leave
-        together (one slice deletion per batch rather than one per record)."""
-        self.folded = TimelineTotals()
-        """Every record that left the window, added up (:mod:`interop.timeline_totals`)."""
-        self.placed = 0
-        """Records placed since the timeline began (the window's and the folded ones)."""
-        self.busy_by_slot: dict[int, int] = {}
-        """Per slot, modelled picoseconds of every record it took part in so far."""
+        generation = rack._table.generation
+        self._placer = _C._TimelinePlacer(generation, [_kind_id(d.kind) for d in rack.devices],
+                                          [bool(d.spec.projected) for d in rack.devices])
+        _by_rack[generation] = self
+        self._held: list[TimelineRecord] = []  # the window's records made so far, oldest first
+        self._held_first = 0  # the placed index of _held[0]
         self.window = TimelineWindow(records=None)
         self._spill = None  # the open spill file, while records leave the window into it
         self.set_window(window)
-        self.clocks: dict[tuple[int, int], int] = {}
-        self.markers: dict[int, tuple[int, int, int]] = {}
-        self.host_floor_ps = 0
-        """Nothing issued after a synchronous host copy starts before it ends (the host waited for it)."""
-        self.host_floors: dict[int, int] | None = None
-        """Per slot, while each slot has a host of its own (:meth:`hosts_per_slot`); None: one host for all."""
         self.channels: dict[tuple[int, int], int] = {}
         """Per (source, destination) slot pair: when the last transfer placed across processes on it ended."""
-        self._names: dict[int, str] = {}
         self._drain = drain  # the session's: places what every rack recorded so far
 
     @property
@@ -207,31 +232,69 @@ class Timeline:
 
     # -- the window ---------------------------------------------------------------
 
-    def _keep(self, record: TimelineRecord) -> None:
-        self.records.append(record)
-        self.placed += 1
-        busy = self.busy_by_slot
-        for s in involved_slots(record):
-            busy[s] = busy.get(s, 0) + record.duration_ps
-        limit = self.window.records
-        if limit is not None and len(self.records) > limit + fold_slack(limit):
-            self._fold(len(self.records) - limit)
+    @property
+    def records(self) -> list[TimelineRecord]:
+        """The records held, in placement order: the window's, and up to :func:`fold_slack` more that leave
+        together (placed so far; :meth:`ingest` places what is pending)."""
+        first = self._placer.first
+        if first > self._held_first:
+            del self._held[:first - self._held_first]
+            self._held_first = first
+        self._held.extend(map(_record, self._placer.records(self._held_first + len(self._held))))
+        return self._held
+
+    @property
+    def placed(self) -> int:
+        """Records placed since the timeline began (the window's and the folded ones)."""
+        return self._placer.placed
+
+    @property
+    def folded(self) -> TimelineTotals:
+        """Every record that left the window, added up (:mod:`interop.timeline_totals`)."""
+        return TimelineTotals.from_runtime(self._placer.totals(False))
+
+    @property
+    def busy_by_slot(self) -> dict[int, int]:
+        """Per slot, modelled picoseconds of every record it took part in so far."""
+        return self._placer.busy_by_slot()
+
+    @property
+    def clocks(self) -> dict[tuple[int, int], int]:
+        """Per (slot, stream): its modelled clock, picoseconds (a copy)."""
+        return self._placer.clocks()
+
+    @property
+    def markers(self) -> dict[int, tuple[int, int, int]]:
+        """Per live event marker: (slot, stream, clock when recorded) (a copy)."""
+        return self._placer.markers()
+
+    @property
+    def host_floor_ps(self) -> int:
+        """Nothing issued after a synchronous host copy starts before it ends (the host waited for it)."""
+        return self._placer.host_floor_ps
 
     def _fold(self, n: int) -> None:
         """Move the ``n`` oldest records out of the window: into the totals (and the spill file)."""
-        records, folded, spill = self.records, self.folded, self._spill
-        for r in records[:n]:
-            folded.add(r)
-            if spill is not None:
-                spill.write(r)
-        del records[:n]
+        if self._spill is not None:
+            for r in self.records[:n]:
+                self._spill.write(r)
+        self._placer.fold(n)
+
+    def fold_spilled(self) -> None:
+        """With a spill file, fold what passed the window since (the runtime leaves that to Python then)."""
+        limit = self.window.records
+        if self._spill is not None and limit is not None:
+            held = self._placer.placed - self._placer.first
+            if held > limit + fold_slack(limit):
+                self._fold(held - limit)
 
     def newest(self) -> list[TimelineRecord]:
         """The records in the window: the newest ``window.records`` (every one with no window)."""
+        records = self.records
         limit = self.window.records
-        if limit is None or len(self.records) <= limit:
-            return list(self.records)
-        return self.records[len(self.records) - limit:]
+        if limit is None or len(records) <= limit:
+            return list(records)
+        return records[len(records) - limit:]
 
     def set_window(self, window: TimelineWindow) -> None:
         """Keep ``window.records`` records from now on (fewer: the oldest are folded at once); with
@@ -243,8 +306,11 @@ class Timeline:
 
                 self._spill = SpillWriter(window.spill)  # a path that cannot be written fails here
         self.window = window
-        if window.records is not None and len(self.records) > window.records:
+        # A spill file wants each record written as it leaves: then every record goes through Python.
+        spilling = self._spill is not None
+        if spilling and window.records is not None and len(self.records) > window.records:
             self._fold(len(self.records) - window.records)
+        self._placer.set_window(window.records, not spilling, not spilling)
 
     def close(self) -> None:
         """Flush and close the spill file (the timeline is being discarded)."""
@@ -255,7 +321,7 @@ class Timeline:
     def totals(self) -> TimelineTotals:
         """Everything placed so far, added up: the folded records, then the window's, in placement order."""
         self.ingest()
-        return self.folded.plus(self.records)
+        return TimelineTotals.from_runtime(self._placer.totals(True))
 
     def spilled(self) -> Iterator[TimelineRecord]:
         """The records written to the spill file, oldest first (none without one)."""
@@ -271,70 +337,16 @@ class Timeline:
         newer = self.placed - placed
         if newer <= 0:
             return []
-        if newer >= len(self.records):
-            return list(self.records)
-        return self.records[len(self.records) - newer:]
+        records = self.records
+        if newer >= len(records):
+            return list(records)
+        return records[len(records) - newer:]
 
     # -- ingest -----------------------------------------------------------------
-
-    def _name(self, ident: int) -> str:
-        name = self._names.get(ident)
-        if name is None:
-            from interop import _C
-
-            name = self._names[ident] = _C._op_name(ident)
-        return name
 
     def ingest(self) -> None:
         """Cost and place everything recorded so far (on this rack and every other live one)."""
         self._drain()
-
-    def place(self, cols: dict, arena, indices, launches: dict[int, KernelLaunch] | None = None) -> None:
-        """Cost and place the records ``indices`` of a drained batch (``_C._drain_timeline()``);
-        ``launches`` maps the id a kernel record carries to its :class:`KernelLaunch`."""
-        # Placing allocates a few objects per record; with a training graph
-        # alive, letting the cyclic collector scan it every few hundred records
-        # would cost more than the placing itself.
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
-            self._place(cols, arena, indices, launches)
-        finally:
-            if collecting:
-                gc.enable()
-
-    def _place(self, cols, arena, indices, launches) -> None:
-        from interop import _C  # the runtime numbers its record kinds and flags (csrc/model/HybridTimeline.h)
-
-        OP, COPY, MARKER, WAIT, KERNEL, RELEASE = (_C.RECORD_KINDS[k] for k in ("op", "copy", "marker", "wait",
-                                                                                  "kernel", "release"))
-        CAUSAL, MEASURED, ASYNC, SPARSE = (_C.RECORD_FLAGS[f] for f in ("causal", "measured", "async", "sparse"))
-        kinds = cols["kind"]
-        for i in indices:
-            kind = kinds[i]
-            slot, stream = cols["slot"][i], cols["stream"][i]
-            if kind == OP:
-                pos = cols["shapes_begin"][i]
-                ins, pos = _decode_shapes(arena, pos, cols["n_inputs"][i])
-                outs, _ = _decode_shapes(arena, pos, cols["n_outputs"][i])
-                flags = cols["flags"][i]
-                self._place_op(slot, stream, self._name(cols["name"][i]), ins, outs, cols["dtype"][i],
-                               bool(flags & CAUSAL), cols["measured_s"][i] if flags & MEASURED else None,
-                               cols["value"][i], sparse=bool(flags & SPARSE))
-            elif kind == COPY:
-                self._place_copy(slot, stream, cols["peer"][i], cols["peer_stream"][i], cols["value"][i],
-                                 cols["dtype"][i], bool(cols["flags"][i] & ASYNC))
-            elif kind == KERNEL:
-                self._place_kernel(slot, stream, launches[cols["value"][i]])
-            elif kind == MARKER:
-                self.markers[cols["value"][i]] = (slot, stream, self.clocks.get((slot, stream), 0))
-            elif kind == WAIT:
-                marker = self.markers.get(cols["value"][i])
-                if marker is not None:
-                    key = (slot, stream)
-                    self.clocks[key] = max(self.clocks.get(key, 0), marker[2])
-            elif kind == RELEASE:
-                self.markers.pop(cols["value"][i], None)
 
     @contextmanager
     def hosts_per_slot(self) -> Iterator[None]:
@@ -342,75 +354,12 @@ class Timeline:
         so a synchronous copy to the host holds back later work on its own slot only. The one process that
         emulates them waited for every such copy: afterwards, nothing starts before the last of them ends."""
         self.ingest()  # records issued before are placed under one host
-        outer, self.host_floors = self.host_floors, {}
+        self._placer.push_hosts()
         try:
             yield
         finally:
             self.ingest()
-            floors, self.host_floors = self.host_floors, outer
-            if outer is None:
-                self.host_floor_ps = max([self.host_floor_ps, *floors.values()])
-            else:
-                for s, t in floors.items():
-                    outer[s] = max(outer.get(s, 0), t)
-
-    def _advance(self, keys: list[tuple[int, int]], duration_ps: int, hosts: list[int] | None = None) -> int:
-        """Start the work on ``keys`` (slot, stream) when all are free and the hosts that issue it (``hosts``:
-        slots whose host floors apply, by default every slot of ``keys``) are past their floors."""
-        floor = self.host_floor_ps
-        if self.host_floors is not None:
-            floor = max(floor, max(self.host_floors.get(s, 0) for s in (hosts or [s for s, _ in keys])))
-        start = max(max(self.clocks.get(k, 0) for k in keys), floor)
-        for k in keys:
-            self.clocks[k] = start + duration_ps
-        return start
-
-    def _place_op(self, slot, stream, name, ins, outs, dtype, causal, measured_s=None, list_length=0,
-                  sparse=False) -> None:
-        est = (self.coster.sparse_op(slot, name, ins, outs, dtype) if sparse
-               else self.coster.op(slot, name, ins, outs, dtype, causal, list_length))
-        # A real GPU's slot follows measured time; an emulated one, modelled time.
-        duration = round((est.seconds if measured_s is None else measured_s) * PS)
-        start = self._advance([(slot, stream)], duration)
-        sources = est.sources if measured_s is None else ("measured: CUDA events around the op",) + est.sources
-        self._keep(TimelineRecord(
-            slot, stream, "op", name, ins, outs, est.dtype, start, duration, est.flops, est.bytes, est.bound,
-            est.estimated_by_default, est.projected, sources, measured_s=measured_s))
-
-    def _place_kernel(self, slot: int, stream: int, launch: KernelLaunch) -> None:
-        if launch.aten:
-            est = self.coster.op(slot, launch.aten, launch.in_shapes, launch.out_shapes, launch.dtype, launch.causal,
-                                 args=launch.args)
-        else:
-            est = self.coster.kernel(slot, launch)
-        duration = round(est.seconds * PS)
-        start = self._advance([(slot, stream)], duration)
-        sources = est.sources + ((launch.method,) if launch.method else ())
-        self._keep(TimelineRecord(
-            slot, stream, "kernel", launch.name, launch.in_shapes, launch.out_shapes, est.dtype, start, duration,
-            est.flops, est.bytes, est.bound, est.estimated_by_default, est.projected, sources, grid=launch.grid))
-
-    def _place_copy(self, src, src_stream, dst, dst_stream, nbytes, dtype, asynchronous=False) -> None:
-        cost = self.coster.copy(src, dst, nbytes)
-        host_end = src < 0 or dst < 0
-        duration = round(cost.seconds * PS)
-        keys = [(s, st) for s, st in ((src, src_stream), (dst, dst_stream)) if s >= 0]
-        # Between slots with hosts of their own, the receiver's host is the one that waits (the sender posted
-        # its send when its data was ready, which the send stream already waits for).
-        hosts = [dst] if self.host_floors is not None and not host_end and src != dst else None
-        start = self._advance(list(dict.fromkeys(keys)), duration, hosts)
-        projected = any(self.rack.devices[s].spec.projected for s, _ in keys)
-        self._keep(TimelineRecord(
-            src, src_stream if src >= 0 else dst_stream, "copy", "copy", ((nbytes,),), ((nbytes,),), dtype, start,
-            duration, 0.0, float(nbytes), "link" if cost.link else "memory", False, projected, cost.sources,
-            peer=dst, link=cost.link, asynchronous=asynchronous if host_end else None))
-        if host_end and not asynchronous:
-            # A synchronous copy returns to the host only when done: later work starts after it.
-            if self.host_floors is None:
-                self.host_floor_ps = max(self.host_floor_ps, start + duration)
-            else:
-                for s, _ in keys:
-                    self.host_floors[s] = max(self.host_floors.get(s, 0), start + duration)
+            self._placer.pop_hosts()
 
     def place_collective(self, name: str, slots: list[int], seconds: float, nbytes: float, algorithm: str,
                          sources, link: str | None = None, *, ready_ps: int = 0) -> TimelineRecord:
@@ -421,17 +370,12 @@ class Timeline:
         from interop import _C
 
         self.ingest()  # order: ops recorded before the collective come first
-        keys = [(s, _C._current_stream_id(s)) for s in slots]
-        duration = round(seconds * PS)
-        start = max(max(self.clocks.get(k, 0) for k in keys), int(ready_ps))
-        for k in keys:
-            self.clocks[k] = start + duration
+        streams = [_C._current_stream_id(s) for s in slots]
         projected = any(self.rack.devices[s].spec.projected for s in slots)
-        record = TimelineRecord(
-            slots[0], keys[0][1], "collective", f"{name} ({algorithm})", (), (), "", start, duration, 0.0,
-            float(nbytes), "link", False, projected, tuple(sources), link=link, participants=tuple(slots))
-        self._keep(record)
-        return record
+        cost = collective_cost(f"{name} ({algorithm})", seconds, nbytes, projected, sources, link, tuple(slots))
+        duration = round(seconds * PS)
+        start = self._placer.place_collective(list(slots), streams, duration, int(ready_ps), cost)
+        return _record(("collective", slots[0], streams[0], None, "", (), (), "", start, duration, cost, None, 0))
 
     def place_transfer(self, name: str, src: int, dst: int, start_ps: int, seconds: float, nbytes: float,
                        algorithm: str, sources, link: str | None = None, *,
@@ -450,21 +394,18 @@ class Timeline:
         home = wait if wait is not None else src
         stream = _C._current_stream_id(home)
         if wait is not None:
-            key = (wait, stream)
-            self.clocks[key] = max(self.clocks.get(key, 0), start + duration)
+            self._placer.raise_clock(wait, stream, start + duration)
         projected = any(self.rack.devices[s].spec.projected for s in (src, dst))
-        record = TimelineRecord(
-            home, stream, "collective", f"{name} ({algorithm})", (), (), "", start, duration, 0.0, float(nbytes),
-            "link", False, projected, tuple(sources), link=link, participants=(src, dst))
-        self._keep(record)
-        return record
+        cost = collective_cost(f"{name} ({algorithm})", seconds, nbytes, projected, sources, link, (src, dst))
+        self._placer.append_at(home, stream, start, duration, cost)
+        return _record(("collective", home, stream, None, "", (), (), "", start, duration, cost, None, 0))
 
     def stream_clock(self, slot: int) -> int:
         """The modelled clock of ``slot``'s current stream (everything recorded so far placed)."""
         from interop import _C
 
         self.ingest()
-        return self.clocks.get((slot, _C._current_stream_id(slot)), 0)
+        return self._placer.clock(slot, _C._current_stream_id(slot))
 
     def advance_to(self, slot: int, ps: int) -> None:
         """Make every stream of ``slot`` this process knows wait until ``ps`` (a step boundary shared with
@@ -472,16 +413,17 @@ class Timeline:
         from interop import _C
 
         self.ingest()
-        keys = [k for k in self.clocks if k[0] == slot] or [(slot, _C._current_stream_id(slot))]
-        for k in keys:
-            self.clocks[k] = max(self.clocks.get(k, 0), int(ps))
+        keys = [k for k in self._placer.clocks() if k[0] == slot] or [(slot, _C._current_stream_id(slot))]
+        for s, stream in keys:
+            self._placer.raise_clock(s, stream, int(ps))
 
     # -- queries ----------------------------------------------------------------
 
     def elapsed_ms(self, start_marker: int, end_marker: int) -> float:
         self.ingest()
+        markers = self._placer.markers()
         try:
-            a, b = self.markers[start_marker], self.markers[end_marker]
+            a, b = markers[start_marker], markers[end_marker]
         except KeyError:
             raise RuntimeError("elapsed_time: an event was recorded before the current timeline began "
                                "(reset_timeline since) or on another rack") from None
@@ -490,5 +432,19 @@ class Timeline:
     def now_ps(self, slot: int | None = None) -> int:
         """The latest modelled clock of a slot (all streams), or of the whole rack."""
         self.ingest()
-        values = [t for (s, _), t in self.clocks.items() if slot is None or s == slot]
-        return max(values, default=0)
+        return self._placer.now_ps(-1 if slot is None else slot)
+
+
+_kind_ids: dict[str, int] = {}
+
+
+def _kind_id(kind: str) -> int:
+    """The number a chip kind has in the runtime cost table's keys."""
+    return _kind_ids.setdefault(kind, len(_kind_ids))
+
+
+@functools.cache
+def _record_flag(name: str) -> int:
+    from interop import _C  # the runtime numbers its record flags (csrc/model/HybridTimeline.h)
+
+    return _C.RECORD_FLAGS[name]

@@ -12,7 +12,7 @@ configuration, fitted once (see :mod:`planner.golden`), each a
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from functools import lru_cache
 
 import devices
@@ -118,14 +118,33 @@ GB200 = StepEfficiency(
     attention=GPU.attention, overlap=GPU.overlap)
 """GB200's own FP8 GEMM factor; its other factors are the GPU family's."""
 
+_FOUND = ("NVIDIA Megatron-Bridge, docs/performance-summary.md @97ad8cc6f, 25.11 container, FP8 current scaling, "
+          "sequence length 8192 (https://github.com/NVIDIA-NeMo/Megatron-Bridge)")
+
+B200 = replace(
+    GB200, family="b200", fitted_on=("b200",),
+    matmul_fp8=Figure(1.45, "", f"fitted to Megatron-Bridge tokens/s/GPU (Llama3 8B on 8 DGX-B200); {_FOUND}",
+                      "calibrated", "B200 FP8 GEMMs take 1.45x the cost model's time (about 55 % of B200's FP8 peak, "
+                                    "between Hopper's 70 % and GB200's 50 %); fitted by planner.golden.fit_kind to that "
+                                    "row alone; the 405B DGX-B200 rows (25.11, 25.09) and the 25.09 8B row test it"))
+"""B200's own FP8 GEMM factor (its 8-GPU row); its other factors are the GPU family's."""
+
+GB300 = replace(
+    GB200, family="gb300", fitted_on=("gb300",),
+    matmul_fp8=Figure(1.15, "", f"fitted to Megatron-Bridge tokens/s/GPU (Llama3 8B on 8 DGX-GB300); {_FOUND}",
+                      "calibrated", "GB300 FP8 GEMMs take 1.15x the cost model's time, as Hopper's (Blackwell Ultra "
+                                    "at 1,400 W holds its clocks where GB200 at 1,200 W reaches 1.6x); fitted by "
+                                    "planner.golden.fit_kind to that row alone; the 70B and 405B DGX-GB300 rows test it"))
+"""GB300's own FP8 GEMM factor (its 8-GPU row); its other factors are the GPU family's."""
+
 _NEURON_221 = ("AWS Neuron documentation, 'Trn1/Trn1n Training Performance', table training_data_decoder.csv "
                "(aws-neuron/aws-neuron-sdk general/benchmarks/trn1/) @752349fd3de5aaa6eb69690955eeaa7d43fcd082, "
                "Neuron SDK Release 2.21.0, December 20th 2024")
 _TRN1_ROWS = ("llama2-7b 16 nodes (Neuron 2.21.0), llama2-13b 32 nodes (Neuron 2.21.0), "
               "llama2-70b 32 nodes (Neuron 2.21.0)")
 _TRN1_FIT = ("exhaustive search of planner.golden_neuron.FIT_GRID, least squares on log(modelled/published) "
-             "tokens/s per chip over the three Neuron 2.21.0 rows only (planner.golden_neuron.fit); the two "
-             "Neuron 2.24.0 rows test it")
+             "tokens/s per chip over the three Neuron 2.21.0 rows only (planner.golden_neuron.fit); the table's "
+             "other rows (releases 2.16.0-2.24.0) test it")
 
 
 def _trn1(value: float, what: str, unit: str = "") -> Figure:
@@ -153,7 +172,8 @@ TRAINIUM = StepEfficiency(
 them, labelled inherited wherever they show (:meth:`StepEfficiency.label`). Attention and pointwise work keep
 the cost model's figures (no factor: the rows do not separate them)."""
 
-FITTED: dict[str, StepEfficiency] = {"gpu": GPU, "gb200": GB200, "trainium": TRAINIUM}
+FITTED: dict[str, StepEfficiency] = {"gpu": GPU, "gb200": GB200, "b200": B200, "gb300": GB300,
+                                     "trainium": TRAINIUM}
 """Fitted efficiencies by chip kind or family (a kind's entry wins over its family's); each figure's note
 says what it was fitted to."""
 
@@ -177,4 +197,4 @@ def collective_factors(kinds) -> dict[str, tuple[float, float]]:
     return out
 
 
-__all__ = ["FITTED", "GB200", "GPU", "TRAINIUM", "StepEfficiency", "collective_factors", "step_efficiency"]
+__all__ = ["B200", "FITTED", "GB200", "GB300", "GPU", "TRAINIUM", "StepEfficiency", "collective_factors", "step_efficiency"]

@@ -2,10 +2,12 @@
 
 :data:`ROWS` are NVIDIA Megatron-Bridge's performance summary (25.11 container,
 FP8 current scaling, sequence length 8192) with the parallel settings of the
-published recipes. :func:`evaluate` models each row with :func:`interop.whatif`'s
-machinery; :func:`fit` solves the step efficiencies of a chip family
-(:mod:`planner.fitted_efficiency`) from chosen rows only, the same factors
-for every row and model. The H100 rows are the fit; the GB200 rows are the test.
+published recipes; :data:`FOUND_ROWS` the same tables' other Llama FP8 rows (DGX-B200,
+DGX-GB300, the 25.09 and 26.02 containers). :func:`evaluate` models each row with
+:func:`interop.whatif`'s machinery; :func:`fit` solves the step efficiencies of a chip family
+(:mod:`planner.fitted_efficiency`) from chosen rows only, the same factors for every row and
+model, and :func:`fit_kind` one kind's FP8 GEMM factor from its 8-GPU row (the row least
+confounded by communication). :data:`FIT_ROWS` names every fit row; all others test.
 """
 
 from __future__ import annotations
@@ -26,6 +28,18 @@ from planner.estimate import StepEstimate, estimate_from_result, run_config
 SOURCE = ("NVIDIA Megatron-Bridge, docs/performance-summary.md, 25.11 container, pre-training, FP8 current "
           "scaling, sequence length 8192 (https://github.com/NVIDIA-NeMo/Megatron-Bridge); parallel settings "
           "and recompute from scripts/performance/configs/llama/llama3*_workload_base_configs.py")
+
+_SUMMARY = "NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md"
+SOURCES = {
+    "25.11": f"{_SUMMARY} @97ad8cc6f (2025-12-04), 25.11 NeMo container",
+    "25.11.1": f"{_SUMMARY} @5776a6d90 (2025-12-10), 25.11 NeMo container after its corrections",
+    "25.09": f"{_SUMMARY} @5776a6d90 (2025-12-10), section '25.09 NeMo Container'",
+    "26.02": f"{_SUMMARY} @c0b9a0003 (2026-02-26), 26.02 NeMo container",
+    "24.07": "NVIDIA/NeMo docs/source/performance/performance_summary.md @070a0bb1, NeMo 24.07 container, DGX-H100, FP8",
+}
+"""Each container's table: the repository, file and commit read (https://github.com/NVIDIA-NeMo/Megatron-Bridge);
+every row is FP8 (current scaling), pre-training, sequence length 8192 unless the row says (NeMo 24.07: Llama 2 at
+4096)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,10 +66,14 @@ class GoldenRow:
     recompute: str = "none"
     """As the recipe: ``full:5`` is Megatron's recompute_num_layers=5."""
     note: str = ""
+    container: str = "25.11"
+    """The NeMo container whose table the row is in (a key of :data:`SOURCES`)."""
+    seq_len: int = 8192
 
     @property
     def label(self) -> str:
-        return f"{self.model} {self.gpus} {self.system}"
+        tail = "" if self.container == "25.11" else f" ({self.container})"
+        return f"{self.model} {self.gpus} {self.system}{tail}"
 
 
 ROWS: tuple[GoldenRow, ...] = (
@@ -71,12 +89,70 @@ ROWS: tuple[GoldenRow, ...] = (
 )
 """The six rows of issue 11 (reference/planning.md)."""
 
+FOUND_ROWS: tuple[GoldenRow, ...] = (
+    # 25.11: the other systems' Llama rows of the same table.
+    GoldenRow("llama3-8b", 8, "DGX-B200", "b200-node", 128, 2, 1, 1, 1, 1, False, 30624, 1576),
+    GoldenRow("llama3.1-405b", 128, "DGX-B200", "b200-node*16", 64, 1, 4, 8, 2, 8, False, 661, 1667),
+    GoldenRow("llama3-8b", 8, "DGX-GB300", "gb300-nvl72", 128, 2, 1, 1, 1, 1, False, 37556, 1933),
+    GoldenRow("llama3-70b", 64, "DGX-GB300", "gb300-nvl72", 128, 2, 1, 1, 1, 1, True, 4440, 1995, "none",
+              "recipe: activations offloaded to host memory (not modelled)"),
+    GoldenRow("llama3.1-405b", 128, "DGX-GB300", "gb300:64*2", 64, 1, 2, 1, 1, 1, True, 850, 2145, "none",
+              "recipe: activations offloaded to host memory (not modelled)"),
+    # 25.11 after its corrections (GBS 1,536 recipes on 256 GPUs).
+    GoldenRow("llama3.1-405b", 256, "DGX-GB200", "gb200:64*4", 1536, 1, 4, 16, 1, 4, False, 813, 2053,
+              container="25.11.1"),
+    GoldenRow("llama3.1-405b", 256, "DGX-GB300", "gb300:64*4", 1536, 1, 2, 8, 2, 4, False, 999, 2522,
+              container="25.11.1"),
+    # 25.09: the same recipes one container earlier.
+    GoldenRow("llama3-8b", 8, "DGX-H100", "h100-node", 128, 1, 1, 1, 1, 1, True, 14079, 725, "full:5",
+              container="25.09"),
+    GoldenRow("llama3-70b", 64, "DGX-H100", "h100-node*8", 128, 1, 4, 8, 1, 5, False, 1619, 727, container="25.09"),
+    GoldenRow("llama3.1-405b", 1024, "DGX-H100", "h100-node*128", 512, 1, 8, 8, 2, 8, False, 302, 763,
+              container="25.09"),
+    GoldenRow("llama3-8b", 8, "DGX-GB200", "gb200-nvl72", 128, 2, 1, 1, 1, 1, False, 31357, 1614, container="25.09"),
+    GoldenRow("llama3-70b", 64, "DGX-GB200", "gb200-nvl72", 128, 2, 1, 1, 1, 1, True, 3986, 1791, container="25.09"),
+    GoldenRow("llama3.1-405b", 128, "DGX-GB200", "gb200:64*2", 64, 1, 2, 1, 1, 1, True, 729, 1840,
+              container="25.09"),
+    GoldenRow("llama3-8b", 8, "DGX-B200", "b200-node", 128, 2, 1, 1, 1, 1, False, 29994, 1544, container="25.09"),
+    GoldenRow("llama3.1-405b", 128, "DGX-B200", "b200-node*16", 64, 1, 4, 8, 2, 8, False, 664, 1676,
+              container="25.09"),
+    # 26.02: the H100 recipes at GBS 256 / 1,536.
+    GoldenRow("llama3-70b", 64, "DGX-H100", "h100-node*8", 256, 1, 4, 8, 1, 5, False, 1621, 728, container="26.02"),
+    GoldenRow("llama3.1-405b", 1024, "DGX-H100", "h100-node*128", 1536, 1, 8, 8, 2, 8, False, 311, 784,
+              container="26.02"),
+    # 24.07 (NeMo, before Megatron-Bridge): the DGX-H100 Llama rows, Llama 2 at sequence 4,096.
+    GoldenRow("llama2-7b", 8, "DGX-H100", "h100-node", 128, 1, 1, 1, 1, 1, False, 16847, 776, container="24.07",
+              seq_len=4096),
+    GoldenRow("llama2-13b", 16, "DGX-H100", "h100-node*2", 128, 1, 1, 4, 1, 10, False, 8646, 754, container="24.07",
+              seq_len=4096),
+    GoldenRow("llama2-70b", 64, "DGX-H100", "h100-node*8", 128, 1, 4, 4, 1, 20, False, 1707, 759, container="24.07",
+              seq_len=4096),
+    GoldenRow("llama3-8b", 8, "DGX-H100", "h100-node", 128, 1, 1, 1, 2, 1, False, 12036, 697, container="24.07"),
+    GoldenRow("llama3-70b", 64, "DGX-H100", "h100-node*8", 128, 1, 4, 4, 2, 5, False, 1533, 738, container="24.07"),
+)
+"""Rows found since issue 11 in the same summary's history (each container's commit: :data:`SOURCES`): every
+dense Llama FP8-CS row of DGX-H100, DGX-B200, DGX-GB200 and DGX-GB300; and NeMo 24.07's DGX-H100 Llama rows
+(FP8, the summary before Megatron-Bridge)."""
+
+ALL_ROWS: tuple[GoldenRow, ...] = ROWS + FOUND_ROWS
+"""Every published row the step model is checked against."""
+
 FIT_SYSTEM = "DGX-H100"
-"""The rows the GPU family's step efficiencies are fitted to."""
+"""The rows the GPU family's step efficiencies are fitted to (those of :data:`ROWS`)."""
 
 KIND_FIT_ROW = 3
 """Index in :data:`ROWS` of the row GB200's own FP8 GEMM factor is fitted to (Llama3 8B on 8 GB200: the
-row least confounded by communication); the other two GB200 rows test it."""
+row least confounded by communication); the other GB200 rows test it."""
+
+FIT_ROWS: dict[str, tuple[GoldenRow, ...]] = {
+    "gpu": tuple(r for r in ROWS if r.system == FIT_SYSTEM),
+    "gb200": (ROWS[KIND_FIT_ROW],),
+    "b200": (FOUND_ROWS[0],),
+    "gb300": (FOUND_ROWS[2],),
+}
+"""The rows each entry of :data:`planner.fitted_efficiency.FITTED` (GPU side) is fitted to: the GPU family on the
+three 25.11 DGX-H100 rows; each Blackwell kind's FP8 GEMM factor on its 25.11 Llama3 8B row. Every other row
+tests them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,46 +170,62 @@ class Outcome:
         return self.tokens_per_gpu / self.row.tokens_per_gpu - 1
 
 
-def evaluate(rows: Iterable[GoldenRow] = ROWS) -> list[Outcome]:
-    """Model every row (FP8, the row's parallel settings and recompute)."""
-    out = []
+def evaluate(rows: Iterable[GoldenRow] = ALL_ROWS) -> list[Outcome]:
+    """Model every row (FP8, the row's parallel settings and recompute); rows of several containers that share a
+    recipe are modelled once (within this call: a fit changes the factors between calls)."""
+    out, modelled = [], {}
     for row in rows:
-        blocks = model_blocks(row.model)
-        spec = devices.parse_rack(row.rack)
-        nodes = len(spec)
-        par = Parallel(tp=row.tp, pp=row.pp, cp=row.cp, vp=row.vp, fsdp=row.fsdp, microbatch=row.microbatch,
-                       dp=row.gpus // (row.tp * row.pp * row.cp))
-        assert row.gpus <= nodes
-        result, used = run_config(blocks, spec, par, global_batch=row.global_batch, seq_len=8192, precision="fp8",
-                                  recompute=row.recompute, optimizer="adamw")
-        out.append(Outcome(row, estimate_from_result(result, spec, used, precision="fp8", model=blocks.name)))
+        key = (row.model, row.gpus, row.rack, row.global_batch, row.microbatch, row.tp, row.pp, row.cp, row.vp,
+               row.fsdp, row.recompute, row.seq_len)
+        if key not in modelled:
+            blocks = model_blocks(row.model)
+            spec = devices.parse_rack(row.rack)
+            nodes = len(spec)
+            par = Parallel(tp=row.tp, pp=row.pp, cp=row.cp, vp=row.vp, fsdp=row.fsdp, microbatch=row.microbatch,
+                           dp=row.gpus // (row.tp * row.pp * row.cp))
+            assert row.gpus <= nodes
+            result, used = run_config(blocks, spec, par, global_batch=row.global_batch, seq_len=row.seq_len,
+                                      precision="fp8", recompute=row.recompute, optimizer="adamw")
+            modelled[key] = estimate_from_result(result, spec, used, precision="fp8", model=blocks.name)
+        out.append(Outcome(row, modelled[key]))
     return out
 
 
-def _role(row: GoldenRow) -> str:
-    if row.system == FIT_SYSTEM:
-        return "fit (GPU family)"
-    if row == ROWS[KIND_FIT_ROW]:
-        return "fit (gb200 FP8 GEMMs)"
+def role(row: GoldenRow) -> str:
+    """``fit (GPU family)``, ``fit (KIND FP8 GEMMs)`` for a fit row (:data:`FIT_ROWS`), else ``test``."""
+    for entry, rows in FIT_ROWS.items():
+        if row in rows:
+            return "fit (GPU family)" if entry == "gpu" else f"fit ({entry} FP8 GEMMs)"
     return "test"
 
 
 def table(outcomes: Sequence[Outcome]) -> str:
     """Published vs modelled, error per row (Markdown)."""
-    lines = ["| model | GPUs | system | TP | PP | CP | VP | FSDP | published tok/s/GPU | modelled tok/s/GPU | error "
-             "| published TFLOP/s/GPU | modelled TFLOP/s/GPU | role |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| model | GPUs | system | container | TP | PP | CP | VP | FSDP | published tok/s/GPU | modelled tok/s/GPU "
+             "| error | published TFLOP/s/GPU | modelled TFLOP/s/GPU | role |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for o in outcomes:
         r = o.row
-        lines.append(f"| {r.model} | {r.gpus:,} | {r.system} | {r.tp} | {r.pp} | {r.cp} | {r.vp if r.vp > 1 else '-'} "
-                     f"| {int(r.fsdp)} | {r.tokens_per_gpu:,.0f} | {o.tokens_per_gpu:,.0f} | {o.error:+.1%} | "
-                     f"{r.tflops_per_gpu:,.0f} | {o.estimate.model_tflops_per_chip:,.0f} | "
-                     f"{_role(r)} |")
-    errors = [abs(o.error) for o in outcomes]
+        lines.append(f"| {r.model} | {r.gpus:,} | {r.system} | {r.container} | {r.tp} | {r.pp} | {r.cp} | "
+                     f"{r.vp if r.vp > 1 else '-'} | {int(r.fsdp)} | {r.tokens_per_gpu:,.0f} | {o.tokens_per_gpu:,.0f} | "
+                     f"{o.error:+.1%} | {r.tflops_per_gpu:,.0f} | {o.estimate.model_tflops_per_chip:,.0f} | "
+                     f"{role(r)} |")
+    fit = [abs(o.error) for o in outcomes if role(o.row) != "test"]
+    test = [abs(o.error) for o in outcomes if role(o.row) == "test"]
     lines.append("")
-    lines.append(f"median absolute error {statistics.median(errors):.1%}, largest {max(errors):.1%} "
-                 f"(all figures modelled; published: {SOURCE})")
+    lines.append(f"fit rows: median {_median(fit)}, largest {_largest(fit)} over {len(fit)}; test rows (out of sample): "
+                 f"median {_median(test)}, largest {_largest(test)} over {len(test)} (all figures modelled; "
+                 f"published: {_SUMMARY} and, for 24.07, NVIDIA/NeMo's performance summary; containers "
+                 f"{', '.join(sorted({o.row.container for o in outcomes}))})")
     return "\n".join(lines)
+
+
+def _median(errors: Sequence[float]) -> str:
+    return f"{statistics.median(errors):.1%}" if errors else "-"
+
+
+def _largest(errors: Sequence[float]) -> str:
+    return f"{max(errors):.1%}" if errors else "-"
 
 
 def _efficiency(values: dict[str, float], rows: Sequence[GoldenRow], family: str = "gpu",
@@ -184,8 +276,8 @@ KIND_GRID = {"matmul_fp8": [round(1.0 + 0.05 * i, 2) for i in range(0, 21)]}
 
 def fit_kind(family: StepEfficiency, kind: str = "gb200", rows: Sequence[GoldenRow] | None = None,
              grid: dict[str, list[float]] | None = None) -> tuple[StepEfficiency, float]:
-    """One kind's own factors over its family's, fitted to ``rows`` (default: :data:`KIND_FIT_ROW`)."""
-    rows = [ROWS[KIND_FIT_ROW]] if rows is None else list(rows)
+    """One kind's own factors over its family's, fitted to ``rows`` (default: the kind's :data:`FIT_ROWS`)."""
+    rows = list(FIT_ROWS[kind]) if rows is None else list(rows)
     grid = grid or KIND_GRID
     import itertools
 

@@ -17,7 +17,7 @@ from functools import lru_cache
 from typing import Any, Mapping
 
 from planner.blocks import ModelBlocks
-from planner.stage import SlotGrid, Stage
+from planner.stage import SlotGrid, Stage, kind_slots
 
 ORDERS = ("tp-cp-dp-pp", "tp-cp-pp-dp")
 """Accepted rank orders (fastest-varying dimension first)."""
@@ -175,7 +175,8 @@ def uniform_stages(blocks: ModelBlocks, spec, parallel: Parallel) -> tuple[list[
         raise ValueError(f"parallel: a homogeneous configuration needs one chip kind, but the rack mixes "
                          f"{', '.join(sorted(counts))}; give stages per kind (planner.step_model) or "
                          f"parallel='search'")
-    for domain in spec.domains:
+    for run in spec.domains.runs:  # a run's domains are copies of its first: one check per run
+        domain = run.domain
         if domain.count % tp:
             raise ValueError(f"tp: tensor parallelism {tp} does not divide the {domain.count}-slot "
                              f"{domain.fabric} domain {domain.name!r}: TP groups would cross the network")
@@ -210,12 +211,9 @@ def kind_stages(blocks: ModelBlocks, spec, parallel: Parallel, *, seq_len: int, 
     from planner.profile import Shard
 
     tp, cp = parallel.tp, parallel.cp
-    runs: dict[str, list[int]] = {}
-    for replica in range(spec.replicas):
-        base = replica * spec.slots_per_replica
-        for group in spec.groups:
-            runs.setdefault(group.kind, []).extend(range(base + group.first, base + group.stop))
-    for domain in spec.domains:
+    runs = kind_slots(spec, range(len(spec)))  # ranges or runs: nothing per slot
+    for run in spec.domains.runs:  # a run's domains are copies of its first: one check per run
+        domain = run.domain
         if domain.count % tp:
             raise ValueError(f"tp: tensor parallelism {tp} does not divide the {domain.count}-slot {domain.fabric} "
                              f"domain {domain.name!r}")
@@ -243,7 +241,8 @@ def kind_stages(blocks: ModelBlocks, spec, parallel: Parallel, *, seq_len: int, 
         stop = len(blocks) if k == len(kinds) - 1 else blocks.layers.start + sum(share[:k + 1])
         slots = runs[kind]
         used = (len(slots) // (tp * cp)) * tp * cp
-        stages.append(Stage(chunks=(range(start, stop),), kind=kind, slots=tuple(slots[:used]), tp=tp, cp=cp))
+        stages.append(Stage(chunks=(range(start, stop),), kind=kind, slots=slots if used == len(slots) else slots[:used],
+                            tp=tp, cp=cp))
         start = stop
     return stages
 

@@ -7,16 +7,24 @@ retraces. Entries are plain data (no code is unpickled from them: records are
 rebuilt from tuples). The directory is ``$HYBRID_INTEROP_CACHE`` if set
 (``off`` disables the cache), else ``~/.cache/hybrid-interop``; it is read
 when a profile is asked for, never at import.
+
+Behind the directory, the package ships the profiles of its documented
+what-ifs (:mod:`planner.shipped_profiles`: one file, the same keys and
+entries), so a first what-if on a named model neither imports transformers
+nor traces; a key it lacks (another torch, another shard) is traced as before.
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import pickle
 import sys
 import tempfile
+import zlib
+from contextlib import contextmanager
 from dataclasses import fields
 from functools import lru_cache
 from types import MappingProxyType
@@ -27,7 +35,15 @@ from planner.profile import BlockProfile, Collective, SavedTensor, Shard
 FORMAT = 1
 """Version of the stored layout."""
 
-_TRACING_MODULES = ("profile.py", "decoder_blocks.py", "rewrite.py", "profile_cache.py")
+_TRACING_MODULES = ("planner/profile.py", "planner/decoder_blocks.py", "planner/rewrite.py",
+                    "planner/megatron_shard.py", "planner/profile_cache.py", "devices/cost/meta_trace.py",
+                    "devices/dtypes.py")
+"""The code a traced profile depends on (paths from the repository root), hashed into every key."""
+
+SHIPPED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "shipped_profiles.bin")
+"""The profiles that ship with the package (:mod:`planner.shipped_profiles` builds and checks the file)."""
+
+_use_shipped = True
 
 
 def directory() -> str | None:
@@ -43,9 +59,9 @@ def directory() -> str | None:
 @lru_cache(maxsize=1)
 def _code_version() -> str:
     digest = hashlib.sha256()
-    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     for name in _TRACING_MODULES:
-        with open(os.path.join(here, name), "rb") as f:
+        with open(os.path.join(root, name), "rb") as f:
             digest.update(f.read())
     for dist in ("torch", "transformers"):
         digest.update(f"{dist}={_installed_version(dist)}".encode())
@@ -68,6 +84,11 @@ def _installed_version(dist: str) -> str:
                 if project.lower().replace("-", "_").replace(".", "_") == wanted:
                     return version
     return "absent"
+
+
+def code_version() -> str:
+    """The hash of the tracing code and of the torch and transformers versions (part of every key)."""
+    return _code_version()
 
 
 def key(identity: str, signature: object, shard: Shard) -> str:
@@ -119,16 +140,65 @@ class _PlainUnpickler(pickle.Unpickler):
 
 
 def load(name: str) -> BlockProfile | None:
-    """The stored profile, or None (absent, unreadable, or from another layout)."""
+    """The stored profile (the cache directory's, else the package's shipped one), or None (absent,
+    unreadable, or from another layout)."""
     where = directory()
-    if where is None:
+    if where is not None:
+        path = os.path.join(where, name[:2], name)
+        try:
+            with open(path, "rb") as f:
+                return _rebuild(_PlainUnpickler(f).load())
+        except (OSError, pickle.UnpicklingError, EOFError, TypeError, ValueError, KeyError):
+            pass
+    packed = _shipped().get(name) if _use_shipped else None
+    if packed is None:
         return None
-    path = os.path.join(where, name[:2], name)
+    try:
+        return _rebuild(unpack_entry(packed))
+    except (pickle.UnpicklingError, EOFError, TypeError, ValueError, KeyError, zlib.error):
+        return None
+
+
+def read_pack(path: str = SHIPPED) -> dict | None:
+    """The shipped file's contents (``format``, ``code``: :func:`code_version` of its build, ``entries``: key ->
+    compressed entry), or None when it is absent or unreadable."""
     try:
         with open(path, "rb") as f:
-            return _rebuild(_PlainUnpickler(f).load())
-    except (OSError, pickle.UnpicklingError, EOFError, TypeError, ValueError, KeyError):
+            pack = _PlainUnpickler(f).load()
+    except (OSError, pickle.UnpicklingError, EOFError, TypeError, ValueError):
         return None
+    return pack if isinstance(pack, dict) else None
+
+
+def unpack_entry(packed: bytes) -> dict:
+    """A shipped entry as the plain data a cache file holds."""
+    return _PlainUnpickler(io.BytesIO(zlib.decompress(packed))).load()
+
+
+@lru_cache(maxsize=1)
+def _shipped() -> dict[str, bytes]:
+    # Read once, on the first profile asked for; each entry is inflated only when its key is asked for.
+    pack = read_pack()
+    return pack.get("entries", {}) if pack is not None and pack.get("format") == FORMAT else {}
+
+
+@contextmanager
+def without_shipped():
+    """Profiles come from the cache directory or a trace only (building the shipped file)."""
+    global _use_shipped
+    before, _use_shipped = _use_shipped, False
+    try:
+        yield
+    finally:
+        _use_shipped = before
+
+
+def read_entry(path: str) -> bytes:
+    """The stored bytes of a cache file, as the shipped file keeps them (compressed plain data)."""
+    with open(path, "rb") as f:
+        _PlainUnpickler(io.BytesIO(f.read())).load()  # plain data only, checked before it ships
+    with open(path, "rb") as f:
+        return zlib.compress(f.read(), 9)
 
 
 def store(name: str, profile: BlockProfile) -> None:
@@ -147,4 +217,4 @@ def store(name: str, profile: BlockProfile) -> None:
         return
 
 
-__all__ = ["FORMAT", "directory", "key", "load", "store"]
+__all__ = ["FORMAT", "SHIPPED", "code_version", "directory", "key", "load", "read_entry", "read_pack", "store", "unpack_entry", "without_shipped"]

@@ -1,5 +1,7 @@
 #include "model/HybridTimeline.h"
 
+#include "model/HybridPlacer.h"
+
 #include "runtime/HybridGuard.h"
 
 #include <ATen/SparseTensorImpl.h>
@@ -7,6 +9,7 @@
 #include <c10/util/Exception.h>
 
 #include <atomic>
+#include <cmath>
 #include <mutex>
 #include <unordered_map>
 
@@ -20,16 +23,30 @@ struct Log {
   std::mutex mutex;
   std::vector<Record> records;
   std::vector<int64_t> shapes;
-  // Interned op names: schemas live as long as their registration, so the
-  // pointer is a stable key and the lookup stays a hash probe per op.
-  std::unordered_map<const void*, uint32_t> ids;
-  std::vector<std::string> names{""};
   // (record index, events) of ops measured on real GPUs, resolved at drain.
   std::vector<std::pair<size_t, std::unique_ptr<Measurement>>> measurements;
   std::function<double(int64_t, int64_t)> elapsed_hook;
   std::function<void()> drain_hook;
   size_t drain_threshold = 0;  // 0: never drained from the recording thread
+  // While a drain places a batch, new records wait in the log behind it (placing them at once would put
+  // them ahead of records still being priced).
+  bool draining = false;
 };
+
+// Interned strings: op names (schemas live as long as their registration, so the pointer is a stable
+// key and the lookup stays a hash probe per op), and the names, dtypes and link labels Python prices.
+// A leaf lock: nothing is taken while it is held.
+struct Names {
+  std::mutex mutex;
+  std::unordered_map<const void*, uint32_t> ids;
+  std::unordered_map<std::string, uint32_t> strings;
+  std::vector<std::string> names{""};
+};
+
+Names& names() {
+  static Names* instance = new Names();  // outlives static destructors of other TUs
+  return *instance;
+}
 
 thread_local bool t_draining = false;
 
@@ -38,16 +55,26 @@ Log& log() {
   return *instance;
 }
 
-uint32_t intern(Log& l, const c10::OperatorHandle& op) {
+uint32_t intern_locked(Names& n, std::string s) {
+  auto it = n.strings.find(s);
+  if (it != n.strings.end()) return it->second;
+  const auto id = static_cast<uint32_t>(n.names.size());
+  n.names.push_back(s);
+  n.strings.emplace(std::move(s), id);
+  return id;
+}
+
+uint32_t intern(const c10::OperatorHandle& op) {
+  Names& n = names();
+  std::lock_guard<std::mutex> lock(n.mutex);
   const void* key = &op.schema();
-  auto it = l.ids.find(key);
-  if (it != l.ids.end()) return it->second;
+  auto it = n.ids.find(key);
+  if (it != n.ids.end()) return it->second;
   const auto& name = op.operator_name();
   std::string full = name.name;
   if (!name.overload_name.empty()) full += "." + name.overload_name;
-  const auto id = static_cast<uint32_t>(l.names.size());
-  l.names.push_back(std::move(full));
-  l.ids.emplace(key, id);
+  const uint32_t id = intern_locked(n, std::move(full));
+  n.ids.emplace(key, id);
   return id;
 }
 
@@ -131,6 +158,18 @@ void drain_if_full() {
 bool enabled() noexcept { return g_enabled.load(std::memory_order_relaxed); }
 void set_enabled(bool on) noexcept { g_enabled.store(on, std::memory_order_relaxed); }
 
+namespace {
+
+// The rack's placer when a record may be placed now: nothing waits in the log ahead of it (the caller
+// holds the log's lock and placer_mutex()).
+Placer* placing_now(const Log& l, uint64_t rack) {
+  if (!l.records.empty() || l.draining) return nullptr;
+  Placer* p = placer_for(rack);
+  return p != nullptr && p->immediate() ? p : nullptr;
+}
+
+} // namespace
+
 void record_op(const c10::OperatorHandle& op, uint64_t rack, c10::DeviceIndex slot,
                const c10::IValue* inputs, size_t n_inputs,
                const c10::IValue* outputs, size_t n_outputs,
@@ -138,15 +177,32 @@ void record_op(const c10::OperatorHandle& op, uint64_t rack, c10::DeviceIndex sl
   Record r = blank(RecordKind::Op, rack, slot);
   r.dtype = dtype;
   r.flags = flags;
+  r.name = intern(op);
+  thread_local std::vector<int64_t> shapes;
+  thread_local OpCostKey key;
+  shapes.clear();
+  int64_t first_list = -1;
+  r.n_inputs = push_shapes(shapes, inputs, n_inputs, first_list);
+  r.n_outputs = push_shapes(shapes, outputs, n_outputs, first_list);
+  r.value = first_list < 0 ? 0 : first_list;
   {
     Log& l = log();
     std::lock_guard<std::mutex> lock(l.mutex);
-    r.name = intern(l, op);
+    if (!measured) {
+      std::lock_guard<std::recursive_mutex> placing(placer_mutex());
+      if (Placer* p = placing_now(l, rack)) {
+        key.build(p->kind_of(slot), r.name, dtype, flags, r.value, r.n_inputs, r.n_outputs, shapes.data(),
+                  shapes.size());
+        const int32_t cost = op_cost(key);
+        if (cost >= 0) {
+          p->place_op(slot, r.stream, r.name, shapes.data(), shapes.size(), static_cast<uint16_t>(r.n_inputs),
+                      static_cast<uint16_t>(r.n_outputs), dtype, flags, cost, NAN);
+          return;
+        }
+      }
+    }
     r.shapes_begin = static_cast<uint32_t>(l.shapes.size());
-    int64_t first_list = -1;
-    r.n_inputs = push_shapes(l.shapes, inputs, n_inputs, first_list);
-    r.n_outputs = push_shapes(l.shapes, outputs, n_outputs, first_list);
-    r.value = first_list < 0 ? 0 : first_list;
+    l.shapes.insert(l.shapes.end(), shapes.begin(), shapes.end());
     if (measured) l.measurements.emplace_back(l.records.size(), std::move(measured));
     l.records.push_back(r);
   }
@@ -161,15 +217,47 @@ void record_copy(uint64_t rack, c10::DeviceIndex src, c10::DeviceIndex dst, int6
   r.value = nbytes;
   r.dtype = dtype;
   r.flags = asynchronous ? kAsync : 0;
-  append(r);
+  {
+    Log& l = log();
+    std::lock_guard<std::mutex> lock(l.mutex);
+    std::lock_guard<std::recursive_mutex> placing(placer_mutex());
+    if (Placer* p = placing_now(l, rack)) {
+      const int32_t cost = p->copy_cost(src, dst, nbytes);
+      if (cost >= 0) {
+        p->place_copy(src, r.stream, dst, r.peer_stream, nbytes, dtype, asynchronous, cost);
+        return;
+      }
+    }
+    r.shapes_begin = static_cast<uint32_t>(l.shapes.size());
+    l.records.push_back(r);
+  }
   drain_if_full();
 }
+
+namespace {
+
+// Markers, waits and releases need no cost: placed at once unless records wait ahead of them.
+void place_or_append(Record r, const std::function<void(Placer&)>& place) {
+  Log& l = log();
+  std::lock_guard<std::mutex> lock(l.mutex);
+  {
+    std::lock_guard<std::recursive_mutex> placing(placer_mutex());
+    if (Placer* p = placing_now(l, r.rack)) {
+      place(*p);
+      return;
+    }
+  }
+  r.shapes_begin = static_cast<uint32_t>(l.shapes.size());
+  l.records.push_back(r);
+}
+
+} // namespace
 
 int64_t record_marker(uint64_t rack, c10::DeviceIndex slot, c10::StreamId stream) {
   Record r = blank(RecordKind::Marker, rack, slot);
   r.stream = stream;
   r.value = g_next_marker.fetch_add(1);
-  append(r);
+  place_or_append(r, [&](Placer& p) { p.marker(slot, stream, r.value); });
   return r.value;
 }
 
@@ -177,7 +265,7 @@ void record_wait(uint64_t rack, c10::DeviceIndex slot, c10::StreamId stream, int
   Record r = blank(RecordKind::Wait, rack, slot);
   r.stream = stream;
   r.value = marker;
-  append(r);
+  place_or_append(r, [&](Placer& p) { p.wait(slot, stream, marker); });
 }
 
 void record_release(uint64_t rack, int64_t marker) noexcept {
@@ -185,7 +273,7 @@ void record_release(uint64_t rack, int64_t marker) noexcept {
   Record r = blank(RecordKind::Release, rack, -1);
   r.value = marker;
   try {
-    append(r);
+    place_or_append(r, [&](Placer& p) { p.release(marker); });
   } catch (...) {
     // Out of memory while growing the log: the marker is only kept longer.
   }
@@ -193,6 +281,7 @@ void record_release(uint64_t rack, int64_t marker) noexcept {
 
 bool record_kernel(uint64_t rack, c10::DeviceIndex slot, int64_t launch) {
   if (!enabled()) return false;
+  // A launch's description is Python's: its record always goes through the log.
   Record r = blank(RecordKind::Kernel, rack, slot);
   r.value = launch;
   append(r);
@@ -217,12 +306,107 @@ Batch drain() {
   return out;
 }
 
+namespace {
+
+void place_batch(const Batch& batch, const Resolver& resolve) {
+  OpCostKey key;
+  for (const Record& r : batch.records) {
+    std::unique_lock<std::recursive_mutex> placing(placer_mutex());
+    Placer* p = placer_for(r.rack);
+    if (p == nullptr) continue;  // a rack nobody holds any more has no timeline to place on
+    const int64_t* shapes = batch.shapes.data() + r.shapes_begin;
+    switch (r.kind) {
+      case RecordKind::Op: {
+        size_t n_values = 0;
+        for (uint32_t t = 0; t < r.n_inputs + r.n_outputs; ++t) n_values += 1 + shapes[n_values];
+        key.build(p->kind_of(r.slot), r.name, r.dtype, r.flags, r.value, r.n_inputs, r.n_outputs, shapes,
+                  n_values);
+        int32_t cost = op_cost(key);
+        if (cost < 0) {
+          placing.unlock();  // Python prices it: never hold the placer's lock across the GIL
+          cost = resolve(r, shapes);
+          placing.lock();
+          set_op_cost(key, cost);
+          p = placer_for(r.rack);
+          if (p == nullptr) continue;
+        }
+        const double measured = (r.flags & kMeasured) ? r.measured_s : NAN;
+        p->place_op(r.slot, r.stream, r.name, shapes, n_values, static_cast<uint16_t>(r.n_inputs),
+                    static_cast<uint16_t>(r.n_outputs), r.dtype, r.flags, cost, measured);
+        break;
+      }
+      case RecordKind::Copy: {
+        int32_t cost = p->copy_cost(r.slot, r.peer, r.value);
+        if (cost < 0) {
+          placing.unlock();
+          cost = resolve(r, shapes);
+          placing.lock();
+          p = placer_for(r.rack);
+          if (p == nullptr) continue;
+          p->set_copy_cost(r.slot, r.peer, r.value, cost);
+        }
+        p->place_copy(r.slot, r.stream, r.peer, r.peer_stream, r.value, r.dtype, (r.flags & kAsync) != 0, cost);
+        break;
+      }
+      case RecordKind::Kernel: {
+        placing.unlock();
+        const int32_t cost = resolve(r, shapes);
+        placing.lock();
+        p = placer_for(r.rack);
+        if (p != nullptr) p->place_kernel(r.slot, r.stream, cost);
+        break;
+      }
+      case RecordKind::Marker:
+        p->marker(r.slot, r.stream, r.value);
+        break;
+      case RecordKind::Wait:
+        p->wait(r.slot, r.stream, r.value);
+        break;
+      case RecordKind::Release:
+        p->release(r.value);
+        break;
+    }
+  }
+}
+
+} // namespace
+
+void place_pending(const Resolver& resolve) {
+  Log& l = log();
+  {
+    std::lock_guard<std::mutex> lock(l.mutex);
+    if (l.draining) return;  // this thread is already placing (a re-entered drain): it will see these too
+    l.draining = true;
+  }
+  struct Done {
+    ~Done() {
+      Log& l = log();
+      std::lock_guard<std::mutex> lock(l.mutex);
+      l.draining = false;
+    }
+  } done;
+  while (true) {
+    Batch batch = drain();
+    if (batch.records.empty()) {
+      std::lock_guard<std::mutex> lock(l.mutex);
+      if (l.records.empty()) return;  // checked again under the lock: nothing slipped in
+      continue;
+    }
+    place_batch(batch, resolve);
+  }
+}
+
+uint32_t intern_string(const std::string& s) {
+  Names& n = names();
+  std::lock_guard<std::mutex> lock(n.mutex);
+  return intern_locked(n, s);
+}
 
 std::string name_of(uint32_t id) {
-  Log& l = log();
-  std::lock_guard<std::mutex> lock(l.mutex);
-  TORCH_CHECK(id < l.names.size(), "unknown op name id ", id);
-  return l.names[id];
+  Names& n = names();
+  std::lock_guard<std::mutex> lock(n.mutex);
+  TORCH_CHECK(id < n.names.size(), "unknown name id ", id);
+  return n.names[id];
 }
 
 void set_drain_hook(std::function<void()> hook, size_t threshold) {

@@ -1,7 +1,8 @@
 #pragma once
-// The record side of the modelled timeline. The per-op dispatch only appends a
-// compact record here; costing (devices.cost) happens in Python, in batches,
-// when a clock is read. Nothing here knows a chip's speed.
+// The record side of the modelled timeline. The per-op dispatch hands each
+// record to its rack's placer (model/HybridPlacer.h) when its cost is already
+// known, or appends it to the log, which Python drains and prices
+// (devices.cost) when a clock is read. Nothing here knows a chip's speed.
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/Event.h>
@@ -12,6 +13,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -93,6 +95,14 @@ struct Batch {
 };
 Batch drain();
 std::string name_of(uint32_t id);
+uint32_t intern_string(const std::string& s);
+
+// Prices a record whose cost is not in the table (Python: interop.session), returning its cost id;
+// `shapes` points at its first tensor's [ndim, sizes...] in the drained arena.
+using Resolver = std::function<int32_t(const Record&, const int64_t* shapes)>;
+// Places everything in the log, in order, on each record's rack's placer; the records no table holds
+// a cost for go through `resolve` (called without any timeline lock held).
+void place_pending(const Resolver& resolve);
 
 // Python installs this: it places every pending record (interop.session.drain). The recording
 // thread calls it, outside the log's lock, whenever `threshold` records are pending, so that a

@@ -22,6 +22,7 @@ namespace hybrid {
 void register_hooks();
 int register_cpu_parity();
 void bind_layer(pybind11::module& m);
+void bind_timeline(pybind11::module& m);
 void bind_fused_collectives(pybind11::module& m);
 int register_foreach();
 
@@ -84,55 +85,6 @@ py::dict stats_dict(const SlotTable& table, c10::DeviceIndex slot) {
   return out;
 }
 
-// torch's own dtype names ("float32", "bfloat16", "float8_e4m3fn"), the
-// vocabulary devices.cost takes; "" for a record without a dtype.
-py::str dtype_name(c10::ScalarType dtype) {
-  if (dtype == c10::ScalarType::Undefined) return py::str("");
-  return py::str(torch::getTHPDtype(dtype)->name);
-}
-
-// Records go to Python as parallel lists (one tuple per record would cost a
-// Python object per field); the timeline module turns them into arrays.
-py::tuple drain_timeline() {
-  timeline::Batch batch = timeline::drain();
-  const size_t n = batch.records.size();
-  py::list rack(n), kind(n), flags(n), dtype(n), slot(n), peer(n), name(n), shapes_begin(n),
-      n_inputs(n), n_outputs(n), stream(n), peer_stream(n), value(n), measured(n);
-  for (size_t i = 0; i < n; ++i) {
-    const timeline::Record& r = batch.records[i];
-    rack[i] = r.rack;
-    kind[i] = static_cast<int>(r.kind);
-    flags[i] = static_cast<int>(r.flags);
-    dtype[i] = dtype_name(r.dtype);
-    slot[i] = static_cast<int>(r.slot);
-    peer[i] = static_cast<int>(r.peer);
-    name[i] = r.name;
-    shapes_begin[i] = r.shapes_begin;
-    n_inputs[i] = r.n_inputs;
-    n_outputs[i] = r.n_outputs;
-    stream[i] = r.stream;
-    peer_stream[i] = r.peer_stream;
-    value[i] = r.value;
-    measured[i] = r.measured_s;
-  }
-  py::dict columns;
-  columns["rack"] = rack;
-  columns["kind"] = kind;
-  columns["flags"] = flags;
-  columns["dtype"] = dtype;
-  columns["slot"] = slot;
-  columns["peer"] = peer;
-  columns["name"] = name;
-  columns["shapes_begin"] = shapes_begin;
-  columns["n_inputs"] = n_inputs;
-  columns["n_outputs"] = n_outputs;
-  columns["stream"] = stream;
-  columns["peer_stream"] = peer_stream;
-  columns["value"] = value;
-  columns["measured_s"] = measured;
-  return py::make_tuple(columns, batch.shapes);
-}
-
 // `op` says what the alias is for, in the error for a tensor of a retired rack.
 at::Tensor execution_alias(const at::Tensor& t, const std::string& op) {
   TORCH_CHECK(t.is_privateuseone(), "expected a hybrid tensor, got one on ", t.device());
@@ -156,6 +108,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.attr("_foreach_ops") = register_foreach();
 
   bind_layer(m);
+  bind_timeline(m);
   bind_fused_collectives(m);
 
   m.attr("MAX_SLOTS") = static_cast<int>(kMaxSlots);
@@ -251,7 +204,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
 
   m.def("_timeline_enabled", &timeline::enabled);
   m.def("_set_timeline_enabled", &timeline::set_enabled);
-  m.def("_drain_timeline", &drain_timeline);
   m.def("_op_name", &timeline::name_of);
   m.def("_call_on_slot", [](int slot, const py::function& fn, py::list args, const std::vector<bool>& outputs,
                             const std::string& op) {

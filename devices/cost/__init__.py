@@ -29,11 +29,22 @@ from devices.cost.op_families import classify
 from devices.cost.summary import OpTotal, Summary, estimate_ops
 from devices.cost.meta_trace import HOST_READ, OpObserver, OpRecord, trace_ops
 
-__all__ = ["BOUNDS", "HOST_READ", "Estimate", "OpObserver", "OpRecord", "OpTotal", "Summary", "cache_clear", "classify", "estimate",
+__all__ = ["BOUNDS", "HOST_READ", "Estimate", "OpObserver", "OpRecord", "OpTotal", "Summary", "cache_clear", "classify", "on_cache_clear", "estimate",
            "estimate_kernel", "estimate_ops", "trace_ops"]
+
+
+_clear_hooks: list = []
+
+
+def on_cache_clear(hook) -> None:
+    """Call ``hook()`` whenever :func:`cache_clear` runs: a layer above that keeps the cost model's answers
+    (the live timeline's cost table) forgets them too."""
+    _clear_hooks.append(hook)
 
 
 def cache_clear() -> None:
     """Forget cached estimates (ops and kernels) and parameters (after editing the catalogue in a test)."""
     _model.cache_clear()
     _kernel.cache_clear()
+    for hook in _clear_hooks:
+        hook()

@@ -15,6 +15,8 @@ from functools import lru_cache
 from typing import Mapping, Sequence
 
 from devices.cost import efficiency as eff
+from devices.cost import recurrent
+from devices.cost.op_families import base_name
 from devices.cost.flops import count
 from devices.cost.work import Work
 from devices.dtypes import dtype_label, dtype_name, itemsize
@@ -120,11 +122,29 @@ def _estimate(kind: str, op: str, shapes: tuple[tuple[int, ...], ...], dtype: st
     for shape in shapes + (out_shapes or ()):
         if any(isinstance(d, bool) or not isinstance(d, int) or d < 0 for d in shape):
             raise ValueError(f"{op}: shapes must hold non-negative ints, got {shape!r}")
+    layer = recurrent.parts(base_name(op), shapes) if base_name(op) in recurrent.SEQUENCE_OPS else None
+    if layer is not None:
+        return _sum(chip, op, name, [(_estimate(kind, part, ins, name, outs, ()), n) for part, ins, outs, n in layer])
     work = count(op, shapes, itemsize(name), out_shapes, dict(args))
     if work.category in ("view", "none"):
         return Estimate(0.0, 0.0, 0.0, "none", chip.kind, op, name, _projected(chip), False, (),
                         category=work.category, launches=0)
     return _price(chip, op, name, work)
+
+
+def _sum(chip, op: str, dtype: str, parts: list[tuple[Estimate, int]]) -> Estimate:
+    """One op that runs several kernels (:mod:`devices.cost.recurrent`): each priced by its own rule, times how
+    often it runs, added up; bound by what bounds the part that takes the most time."""
+    slowest = max(parts, key=lambda p: p[0].seconds * p[1])[0]
+    return Estimate(
+        seconds=sum(e.seconds * n for e, n in parts), flops=sum(e.flops * n for e, n in parts),
+        bytes=sum(e.bytes * n for e, n in parts), bound=slowest.bound, kind=chip.kind, op=op, dtype=dtype,
+        projected=any(e.projected for e, _ in parts), estimated_by_default=any(e.estimated_by_default for e, _ in parts),
+        sources=tuple(dict.fromkeys(f for e, _ in parts for f in e.sources)), category="recurrent",
+        compute_seconds=sum(e.compute_seconds * n for e, n in parts),
+        memory_seconds=sum(e.memory_seconds * n for e, n in parts),
+        overhead_seconds=sum(e.overhead_seconds * n for e, n in parts), launches=sum(e.launches * n for e, n in parts),
+        note="; ".join(dict.fromkeys(e.note for e, _ in parts if e.note)))
 
 
 def _price(chip, op: str, dtype: str, work: Work) -> Estimate:

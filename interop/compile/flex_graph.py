@@ -6,7 +6,7 @@ backward lowering emits Triton templates). A graph on an emulated slot, compiled
 (:mod:`.inductor`), would therefore fail to compile wherever it trains. Before Inductor sees such a graph,
 :func:`route_flex_attention` replaces each of the two higher-order ops with ``hybrid_flex::forward`` or
 ``hybrid_flex::backward``, ops Inductor calls as extern kernels, which run the slot's own implementation
-(:func:`interop.flex_attention.run_forward` / :func:`~interop.flex_attention.run_backward`: torch's dense
+(:func:`interop.compile.flex_attention.run_forward` / :func:`~interop.compile.flex_attention.run_backward`: torch's dense
 FlexAttention math on the slot's bytes) and place one record each, ``inductor:flex_attention`` and
 ``inductor:flex_attention_backward``, priced as FlexAttention (the record's sources say so). The rest of the
 graph is compiled as usual.
@@ -135,7 +135,7 @@ def _vmap_allowed():
 
 
 def _forward(tensors, sizes, scale, graphs, slot):
-    from interop.flex_attention import FORWARD, run_forward
+    from interop.compile.flex_attention import FORWARD, run_forward
 
     score_mod, mask_mod = _graphs(graphs)
     score_kinds, mask_kinds, _ = _header(graphs)
@@ -149,7 +149,7 @@ def _forward(tensors, sizes, scale, graphs, slot):
 
 
 def _backward(tensors, sizes, scale, graphs, slot):
-    from interop.flex_attention import BACKWARD, run_backward
+    from interop.compile.flex_attention import BACKWARD, run_backward
 
     fw_graph, mask_mod, joint_graph = _graphs(graphs)
     score_kinds, mask_kinds, buffer_grads = _header(graphs)
@@ -179,7 +179,7 @@ def _forward_fake(tensors, sizes, scale, graphs, slot):
 
 
 def _backward_fake(tensors, sizes, scale, graphs, slot):
-    from interop.flex_attention import backward_layouts
+    from interop.compile.flex_attention import backward_layouts
 
     score_kinds, _, buffer_grads = _header(graphs)
     query, key, value = tensors[:3]
@@ -199,7 +199,7 @@ def check_devices(gm: GraphModule) -> None:
     from torch._higher_order_ops.flex_attention import flex_attention, flex_attention_backward
 
     from interop.compile.slot_graph import graph_modules
-    from interop.flex_attention import slot_of
+    from interop.compile.flex_attention import slot_of
 
     for module in graph_modules(gm):
         for node in module.graph.nodes:
@@ -244,7 +244,7 @@ def route_flex_attention(gm: GraphModule, slot: int) -> bool:
 
 
 def _route_forward(module: GraphModule, node: Node, slot: int) -> None:
-    from interop.flex_attention import refuse_flash
+    from interop.compile.flex_attention import refuse_flash
 
     query, key, value, score_mod, mask, scale, kernel_options, score_buffers, mask_buffers = _args(node, 9)
     refuse_flash(kernel_options)
@@ -263,7 +263,7 @@ def _route_forward(module: GraphModule, node: Node, slot: int) -> None:
 
 
 def _route_backward(module: GraphModule, node: Node, slot: int) -> None:
-    from interop.flex_attention import refuse_flash
+    from interop.compile.flex_attention import refuse_flash
 
     (query, key, value, out, lse, grad_out, grad_lse, fw_graph, joint_graph, mask, scale, kernel_options,
      score_buffers, mask_buffers) = _args(node, 14)

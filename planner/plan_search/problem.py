@@ -3,9 +3,8 @@ step is and what it minimises), the slots of each kind, and the microbatch count
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from dataclasses import dataclass, field
-from typing import Iterator, Sequence
+from typing import Sequence
 
 from devices.chip_set import DEFAULT_BASIS, ChipSet, check_basis
 from planner.block_pricing import Execution, block_cost
@@ -13,6 +12,7 @@ from planner.comm import CommPricer
 from planner.layout import Layout
 from planner.parallel import divisors
 from planner.profile import Shard
+from planner.stage import SlotRuns, kind_slots
 from planner.step import StepConfig, StepResult, step_model
 
 OBJECTIVES = ("time", "cost", "energy")
@@ -37,72 +37,6 @@ def microbatch_counts(global_batch: int) -> tuple[int, ...]:
     """The microbatch counts a search tries for ``global_batch`` rows (see :data:`MICROBATCH_COUNTS`)."""
     counts = divisors(global_batch)
     return tuple(counts[-MICROBATCH_COUNTS:])
-
-
-class SlotRuns(Sequence[int]):
-    """The slots of one kind on a whole rack, in rack order, held as the kind's runs within one replica and the
-    replica count: no list of a million slots. A slice inside one run is a ``range``."""
-
-    __slots__ = ("kind", "runs", "width", "replicas", "_starts", "_per")
-
-    def __init__(self, kind: str, runs: Sequence[range], width: int, replicas: int) -> None:
-        self.kind, self.runs, self.width, self.replicas = kind, tuple(runs), width, replicas
-        starts, total = [], 0
-        for r in self.runs:
-            starts.append(total)
-            total += len(r)
-        self._starts, self._per = tuple(starts), total
-
-    def __len__(self) -> int:
-        return self._per * self.replicas
-
-    def _locate(self, index: int) -> tuple[int, int, int]:
-        """(replica, run, offset in the run) of the ``index``-th slot."""
-        replica, within = divmod(index, self._per)
-        k = bisect_right(self._starts, within) - 1
-        return replica, k, within - self._starts[k]
-
-    def __getitem__(self, index):  # type: ignore[override]
-        if isinstance(index, slice):
-            start, stop, step = index.indices(len(self))
-            if step == 1 and stop > start:
-                replica, k, offset = self._locate(start)
-                if offset + (stop - start) <= len(self.runs[k]):
-                    first = replica * self.width + self.runs[k][offset]
-                    return range(first, first + stop - start)
-            return tuple(self[i] for i in range(start, stop, step))
-        if index < 0:
-            index += len(self)
-        if not 0 <= index < len(self):
-            raise IndexError(f"slot index {index} out of range for {len(self)} slots of a kind")
-        replica, k, offset = self._locate(index)
-        return replica * self.width + self.runs[k][offset]
-
-    def __iter__(self) -> Iterator[int]:
-        for replica in range(self.replicas):
-            for r in self.runs:
-                yield from range(replica * self.width + r.start, replica * self.width + r.stop)
-
-
-def kind_slots(spec, slots: Sequence[int]) -> dict[str, Sequence[int]]:
-    """Kind -> the slots of ``slots`` of that kind, in order. The whole rack (``range(len(spec))``) is read from
-    its slot groups: a ``range`` per kind of one run, else :class:`SlotRuns`; one kind's :class:`SlotRuns`, or a
-    ``range`` on a rack of one kind, is kept as it is; other slot lists are read slot by slot."""
-    if isinstance(slots, range) and slots == range(len(spec)):
-        local: dict[str, list[range]] = {}
-        for g in spec.groups:
-            local.setdefault(g.kind, []).append(range(g.first, g.stop))
-        width, replicas = spec.slots_per_replica, spec.replicas
-        return {kind: runs[0] if len(runs) == 1 and replicas == 1 else SlotRuns(kind, runs, width, replicas)
-                for kind, runs in local.items()}
-    if isinstance(slots, SlotRuns):
-        return {slots.kind: slots}
-    if isinstance(slots, range) and len(spec.counts()) == 1 and len(slots):
-        return {spec.groups[0].kind: slots}
-    kinds: dict[str, list[int]] = {}
-    for s in slots:
-        kinds.setdefault(spec.group_of(s).kind, []).append(s)
-    return kinds
 
 
 @dataclass(slots=True)

@@ -9,11 +9,15 @@ weight-streaming one are not the same share of their roofs. These factors captur
 per chip family (the same for every model, precision and configuration), each a
 :class:`devices.Figure` whose note says which published rows it was fitted to
 (:mod:`planner.serving.golden`); the rows that test them were not used.
+
+A chip generation with published rows of its own has its own entry (Blackwell's NVFP4 rows, Trainium2's
+NeuronX Distributed Inference rows); the kinds without rows take their generation's or family's entry and
+say so (:meth:`ServingEfficiency.label`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from functools import lru_cache
 
 import devices
@@ -25,8 +29,14 @@ class ServingEfficiency:
     """Factors on the fused engine's modelled time for one chip family (None: the cost model as is)."""
 
     family: str
+    """The entry's name: a chip family (``gpu``, ``trainium``), a generation (``blackwell``) or a kind."""
+    fitted_on: tuple[str, ...] = ()
+    """The chip kinds whose published rows the entry was fitted to; other kinds using it inherit it."""
     gemm: Figure | None = None
-    """Factor on GEMMs' compute time (every precision): what a compute-bound prefill reaches."""
+    """Factor on GEMMs' compute time (every precision unless :attr:`gemm_fp4` is set): what a compute-bound
+    prefill reaches."""
+    gemm_fp4: Figure | None = None
+    """Factor on FP4 (NVFP4 / MXFP4) GEMMs' compute time; None: :attr:`gemm`."""
     memory: Figure | None = None
     """Factor on every kernel's memory time but attention's: streaming the weights in decode, pointwise ops."""
     attention: Figure | None = None
@@ -37,7 +47,25 @@ class ServingEfficiency:
     def figures(self) -> dict[str, Figure]:
         """The fitted figures by name."""
         return {f.name: getattr(self, f.name) for f in fields(self)
-                if f.name != "family" and getattr(self, f.name) is not None}
+                if isinstance(getattr(self, f.name), Figure)}
+
+    def gemm_factor(self, precision: str) -> Figure | None:
+        """The factor on GEMM compute time in the serving ``precision``."""
+        if precision == "fp4" and self.gemm_fp4 is not None:
+            return self.gemm_fp4
+        return self.gemm
+
+    def inherited(self, kind: str) -> bool:
+        """True when ``kind`` uses this entry without published rows of its own."""
+        return devices.chip(kind).kind not in self.fitted_on
+
+    def label(self, kind: str) -> str:
+        """How ``kind``'s serving efficiencies were obtained, for reports: ``trn2 entry, fitted on trn2 rows`` or
+        ``inherited from the trn2 entry (fitted on trn2 rows)``."""
+        on = "/".join(self.fitted_on) or "published"
+        if self.inherited(kind):
+            return f"inherited from the {self.family} entry (fitted on {on} rows)"
+        return f"{self.family} entry, fitted on {on} rows"
 
 
 _GPU_ROWS = ("TRT-LLM H100 TP2 1000/1000; TRT-LLM H200 TP2 1000/1000; TRT-LLM H100 TP2 8192/1024; "
@@ -59,7 +87,7 @@ def _fitted(value: float, unit: str, rows: str, what: str) -> Figure:
 
 
 GPU = ServingEfficiency(
-    family="gpu",
+    family="gpu", fitted_on=("h100", "h200"),
     gemm=_fitted(1.35, "", _GPU_ROWS, "GEMMs' compute takes 1.35x the cost model's time (FP8 GEMMs of "
                                      "TensorRT-LLM at about 59 % of the FP8 peak where the model assumes 80 %)"),
     memory=_fitted(1.1, "", _GPU_ROWS, "kernels' memory traffic (weight streaming in decode, pointwise ops) takes "
@@ -69,10 +97,11 @@ GPU = ServingEfficiency(
     iteration=_fitted(0.0005, "s", _GPU_ROWS, "0.5 ms per engine iteration outside the kernels (scheduling and "
                                               "sampling, mostly hidden by CUDA graphs and overlap)"),
 )
-"""The NVIDIA family's serving efficiencies (Hopper-fitted; applied to every NVIDIA kind)."""
+"""The NVIDIA family's serving efficiencies (Hopper-fitted; every NVIDIA kind without a generation entry, and
+Blackwell's GEMMs outside FP4, its memory and its time per iteration)."""
 
 TRAINIUM = ServingEfficiency(
-    family="trainium",
+    family="trainium", fitted_on=("trn1",),
     gemm=_fitted(2.0, "", _TRN_ROWS, "GEMMs' compute under Transformers NeuronX on Trainium1 takes 2x the cost "
                                      "model's time (which assumes 70 % of the dense peak): about 35 % of it"),
     memory=_fitted(1.1, "", _TRN_ROWS, "kernels' memory traffic (weight streaming in decode) takes 1.1x the "
@@ -84,19 +113,78 @@ TRAINIUM = ServingEfficiency(
                                              "between Neuron's published TPOT and its kernels' time, at batch 1 "
                                              "and 4 alike"),
 )
-"""The Trainium family's serving efficiencies (fitted on Trainium1 rows: the only published Trainium serving
-figures among the given rows; applied to every Trainium kind)."""
+"""The Trainium family's serving efficiencies (fitted on Trainium1 rows, Transformers NeuronX static batches):
+Trainium1's, and what a Trainium kind without its own or its generation's entry takes."""
 
-FITTED: dict[str, ServingEfficiency] = {"gpu": GPU, "trainium": TRAINIUM}
-"""Fitted serving efficiencies by chip kind or family (a kind's entry wins over its family's); each figure's
-note says what it was fitted to."""
+_B200_ROWS = "TRT-LLM B200 TP1 1000/1000; TRT-LLM B200 TP1 1024/8192; TRT-LLM B200 TP1 8192/1024"
+_B200_SOURCE = ("TensorRT-LLM perf-overview @ 03e27c7d, Llama 3.3 70B NVFP4 on DGX B200, TP1 "
+                "(https://github.com/NVIDIA/TensorRT-LLM/blob/03e27c7d5ff0c6e89f8328838c0a8e64f1b34f9d/docs/source/"
+                "developer-guide/perf-overview.md)")
+
+
+def _blackwell(value: float, what: str) -> Figure:
+    return Figure(value, "", f"fitted to published serving rows ({_B200_ROWS}); {_B200_SOURCE}", "calibrated",
+                  f"{what}; {_HOW}")
+
+
+BLACKWELL = replace(
+    GPU, family="blackwell", fitted_on=("b200",),
+    gemm_fp4=_blackwell(1.7, "NVFP4 GEMMs' compute takes 1.7x the cost model's time, which prices them at the "
+                             "BF16-calibrated share (81 %) of the FP4 peak: about 48 % of B200's dense FP4 peak "
+                             "where Hopper's FP8 GEMMs reach 60 % of theirs (block-scale handling and the "
+                             "activations' quantization to FP4 before every GEMM, which the model does not price "
+                             "separately)"),
+    attention=_blackwell(1.3, "attention over the FP8 paged KV cache takes 1.3x the cost model's time (its curve is "
+                              "FlashAttention-2's on Hopper): the long-output rows (1024/8192) read the cache "
+                              "more slowly than Hopper's FP8 rows did"),
+)
+"""The Blackwell generation's serving efficiencies (B200, GB200, GB300): the GPU family's, with FP4 GEMMs and
+attention fitted on B200's NVFP4 rows (GB200's rows test them; GB300 has no published rows and inherits them).
+FP8 and BF16 GEMMs keep the GPU family's factor (no Blackwell FP8 row is among the rows)."""
+
+_TRN2_ROWS = "NxDI trn2 TP64 b1 10000/1500; NxDI trn2 TP64 b1 405B 10000/1785"
+_TRN2_SOURCE = ("AWS Neuron NxD Inference tutorials on trn2.48xlarge, Llama 3.3 70B and Llama 3.1 405B, BF16, TP 64 "
+                "NeuronCores (aws-neuron/aws-neuron-sdk @ 81ce03ae libraries/nxd-inference/tutorials/; "
+                "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/libraries/nxd-inference/tutorials/)")
+
+
+def _trn2(value: float, unit: str, what: str) -> Figure:
+    return Figure(value, unit, f"fitted to published serving rows ({_TRN2_ROWS}); {_TRN2_SOURCE}", "calibrated",
+                  f"{what}; {_HOW}")
+
+
+TRN2 = ServingEfficiency(
+    family="trn2", fitted_on=("trn2",),
+    gemm=_trn2(1.8, "", "GEMMs' compute under NxD Inference on Trainium2 takes 1.8x the cost model's time (which "
+                        "assumes 70 % of the dense peak): about 39 % of it on a 10,000-token prefill"),
+    memory=TRAINIUM.memory,
+    attention=Figure(1.0, "", "assumption (hybrid-interop serving model): NxD Inference runs its NKI flash-attention "
+                              "kernel (--attn-kernel-enabled in both Trn2 tutorials)", "projected",
+                     "attention as the cost model prices it (FlashAttention-2's curve), not Transformers NeuronX's "
+                     "(Trainium1's 12x, which made a 10,000-token prefill 20-66 % too slow); not fitted: two rows "
+                     "fit two factors"),
+    iteration=_trn2(0.0105, "s", "10.5 ms per iteration outside the kernels: the gap between the published "
+                                "inter-token latency and the kernels' time at batch 1 (vLLM's host loop, NxD "
+                                "Inference's on-device sampling and synchronisation)"),
+)
+"""Trainium2's serving efficiencies under NxD Inference (vLLM), fitted on the two published Trn2 rows; Trn3 and
+Trn4 (whose tutorials run the same stack) inherit them."""
+
+FITTED: dict[str, ServingEfficiency] = {"gpu": GPU, "blackwell": BLACKWELL, "trainium": TRAINIUM, "trn2": TRN2}
+"""Fitted serving efficiencies by entry; each figure's note says what it was fitted to."""
+
+ENTRY: dict[str, str] = {"b200": "blackwell", "gb200": "blackwell", "gb300": "blackwell",
+                         "trn2": "trn2", "trn3": "trn2", "trn4": "trn2"}
+"""Kinds that take a generation's entry rather than their family's: NVIDIA's Blackwell parts (fifth-generation
+tensor cores with NVFP4) and the Trainium generations that serve under NxD Inference (Trn2 onwards)."""
 
 
 @lru_cache(maxsize=None)
 def serving_efficiency(kind: str) -> ServingEfficiency | None:
-    """A kind's serving efficiencies: its own, else its family's, else None."""
+    """A kind's serving efficiencies: its own entry, else its generation's (:data:`ENTRY`), else its family's,
+    else None."""
     chip = devices.chip(kind)
-    return FITTED.get(chip.kind) or FITTED.get(chip.family)
+    return FITTED.get(chip.kind) or FITTED.get(ENTRY.get(chip.kind, "")) or FITTED.get(chip.family)
 
 
-__all__ = ["FITTED", "GPU", "TRAINIUM", "ServingEfficiency", "serving_efficiency"]
+__all__ = ["BLACKWELL", "ENTRY", "FITTED", "GPU", "TRAINIUM", "TRN2", "ServingEfficiency", "serving_efficiency"]

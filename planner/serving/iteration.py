@@ -63,7 +63,9 @@ class FusedCost:
         self.efficiency = (efficiency or serving_efficiency(kind)) if calibrated else None
         self.stage_layers = ceil_div(shape.layers, self.pp)
         self._factor = {name: (self._fig(name).value if self._fig(name) is not None else 1.0)
-                        for name in ("gemm", "memory", "attention")}
+                        for name in ("memory", "attention")}
+        gemm = self.efficiency.gemm_factor(precision.name) if self.efficiency is not None else None
+        self._factor["gemm"] = gemm.value if gemm is not None else 1.0
         self._iteration = self._fig("iteration").value if self._fig("iteration") is not None else 0.0
         self.projected = devices.chip(kind).projected
         self._layer = Grid(lambda t: sum(self._layer_parts(t).values()))
@@ -77,7 +79,11 @@ class FusedCost:
 
     def figures(self) -> tuple:
         """The fitted serving figures this cost applies."""
-        return tuple(self.efficiency.figures().values()) if self.efficiency is not None else ()
+        if self.efficiency is None:
+            return ()
+        gemm = self.efficiency.gemm_factor(self.precision.name)
+        return tuple(f for name, f in self.efficiency.figures().items()
+                     if not name.startswith("gemm") or f is gemm)
 
     # -- priced pieces, each as {part: seconds} ------------------------------------------
 
@@ -92,7 +98,10 @@ class FusedCost:
         parts["compute" if compute >= memory else "memory"] += max(compute, memory)
         parts["overhead"] += e.overhead_seconds
 
-    def _gemm(self, parts: dict, m: int, k: int, n: int, times: int = 1, quantized: bool = True) -> None:
+    def _gemm(self, parts: dict, m: int, k: int, n: int, times: int = 1, quantized: bool = True,
+              grouped: bool = False) -> None:
+        """``times`` (m, k) x (k, n) GEMMs; ``grouped``: one grouped-GEMM kernel runs them all (the routed experts,
+        as serving engines run them), so the launch is paid once, not per expert."""
         if m <= 0 or times <= 0:
             return
         p = self.precision
@@ -104,7 +113,7 @@ class FusedCost:
         sub: dict = dict.fromkeys(PARTS, 0.0)
         self._op(sub, "aten::mm", [(m, k), (k, n)], dtype, self._factor["gemm"], true_bytes=true)
         for key in PARTS:
-            parts[key] += sub[key] * times
+            parts[key] += sub[key] * (1 if grouped and key == "overhead" else times)
 
     def _pointwise(self, parts: dict, op: str, shapes) -> None:
         self._op(parts, op, shapes, self._act_dtype())
@@ -150,7 +159,7 @@ class FusedCost:
         for g in s.gemms:
             if g.experts:
                 k, n = g.local(tp)
-                self._gemm(parts, per_expert, k, n, times=local)
+                self._gemm(parts, per_expert, k, n, times=local, grouped=True)
         if ep > 1:
             routed = tokens * s.topk * s.hidden * self.precision.activation_bytes
             parts["communication"] += 2 * self.pricer.seconds("all_to_all", routed * ep, self.placement.ep_group())

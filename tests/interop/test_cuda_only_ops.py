@@ -124,14 +124,41 @@ def test_packed_sequences_equal_the_cpu():
 
 
 def test_each_cell_step_is_one_modelled_op(fresh_timeline):
-    lstm = torch.nn.LSTM(8, 8).to("hybrid:4")
+    cell = torch.nn.LSTMCell(8, 8).to("hybrid:4")
     interop.reset_timeline()
-    lstm(torch.randn(5, 2, 8, device="hybrid:4"))[0].sum().backward()
+    h = c = torch.zeros(2, 8, device="hybrid:4")
+    for x in torch.randn(5, 2, 8, device="hybrid:4"):
+        h, c = cell(x, (h, c))
+    h.sum().backward()
     cells = [r for r in interop.timeline() if "thnn_fused" in r.op]
     assert [r.op for r in cells] == ["hybrid::_thnn_fused_lstm_cell"] * 5 + \
         ["hybrid::_thnn_fused_lstm_cell_backward_impl"] * 5
     assert all(r.flops > 0 and not r.estimated_by_default and r.slot == 4 for r in cells)
     assert cells[0].out_shapes == ((2, 8), (2, 8), (2, 32))
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"batch_first": True, "num_layers": 2}, {"bidirectional": True},
+                                    {"bias": False, "dropout": 0.0}], ids=["plain", "batch-first-2", "bidir", "no-bias"])
+def test_an_lstm_layer_runs_the_cpus_whole_sequence_kernel(fresh_timeline, kwargs):
+    """The CPU runs each LSTM layer over the whole sequence as one oneDNN kernel; a slot runs that same kernel
+    (one op per layer and direction, each way), not a loop of per-step ops: equal to the CPU bit for bit."""
+    steps, batch, features, hidden = 7, 3, 6, 5
+    cpu, slot = _both(lambda: torch.nn.LSTM(features, hidden, **kwargs), torch.randn(steps, batch, features))
+    for c, s in zip(cpu, slot, strict=True):
+        assert torch.equal(s, c)
+    layers = kwargs.get("num_layers", 1) * (2 if kwargs.get("bidirectional") else 1)
+    interop.reset_timeline()
+    _both(lambda: torch.nn.LSTM(features, hidden, **kwargs), torch.randn(steps, batch, features))
+    records = interop.timeline()
+    assert not [r for r in records if "thnn_fused" in r.op or r.op == "aten::mm"]  # no per-step ops left
+    forward = [r for r in records if r.op == "aten::mkldnn_rnn_layer"]
+    backward = [r for r in records if r.op == "aten::mkldnn_rnn_layer_backward"]
+    assert len(forward) == len(backward) == layers
+    # Priced as a GPU's layer: the GEMMs of every step (2 FLOPs a multiply-add) plus the cells' arithmetic.
+    first = forward[0]
+    gemm = 2 * steps * batch * 4 * hidden * (features + hidden)
+    assert gemm < first.flops < gemm + 40 * steps * batch * hidden
+    assert not first.estimated_by_default and first.duration_ps > 0 and backward[0].flops > first.flops
 
 
 def test_record_stream_on_a_slot_is_accepted():

@@ -202,14 +202,17 @@ def test_export_trace_and_gantt(tmp_path):
     assert open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
 
 
-def test_records_carry_torchs_own_dtype_names():
+def test_records_carry_torchs_own_dtype_names(monkeypatch):
     # One vocabulary: the runtime hands the cost model torch's names, not c10's ("BFloat16").
     interop.timeline()  # everything earlier is placed
+    devices.cost.cache_clear()  # the runtime's cost table too: every record below is priced afresh
+    seen = []
+    price = interop.session.price
+    monkeypatch.setattr(interop.session, "price", lambda *a: seen.append(a[6]) or price(*a))
     a = torch.ones(8, 8, dtype=torch.bfloat16, device="hybrid:4")
     (a @ a).to(torch.float8_e4m3fn).to("hybrid:5")
-    cols, _ = interop._C._drain_timeline()  # raw records, before the session costs them
     interop.reset_timeline()
-    names = set(cols["dtype"])
+    names = set(seen)
     assert {"bfloat16", "float8_e4m3fn"} <= names
     assert names <= {devices.dtype_name(t) for t in (torch.bfloat16, torch.float8_e4m3fn, torch.float32)}
     for name in names:  # the cost model's vocabulary, as is
@@ -252,7 +255,7 @@ def test_a_host_read_holds_back_every_slot_under_one_host_and_only_its_own_under
     assert after.start_ps >= read.end_ps
 
 
-def test_an_interrupt_while_records_are_placed_reaches_the_script(monkeypatch):
+def test_an_interrupt_while_records_are_placed_reaches_the_script(monkeypatch, tmp_path):
     """Ops place their records in batches, from inside the op that fills one (session.drain). A Ctrl-C that
     landed while a batch was placed was discarded as an 'unraisable' error, and the script ran on: `hybrid run`
     then never stopped on SIGINT (its signal test hung, at random, on a loaded machine). An interrupt, or any
@@ -260,15 +263,23 @@ def test_an_interrupt_while_records_are_placed_reaches_the_script(monkeypatch):
     and left behind."""
     from interop import session
 
+    from interop.timelines import Timeline
+
     placed = []
 
     def interrupted(*args):
         placed.append(args)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(session, "_place", interrupted)
+    # With a spill file every record waits in the log and is placed by the drain, in batches.
+    interop.set_timeline_window(spill=tmp_path / "spill.jsonl")
+    monkeypatch.setattr(Timeline, "fold_spilled", interrupted)
     x = torch.ones(4, device="hybrid:1")
-    with pytest.raises(KeyboardInterrupt):
-        for _ in range(2 * session.DRAIN_BATCH + 1):
-            x = x * 1.0
-    assert len(placed) == 1
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            for _ in range(2 * session.DRAIN_BATCH + 1):
+                x = x * 1.0
+        assert len(placed) == 1
+    finally:
+        monkeypatch.undo()
+        interop.set_timeline_window()

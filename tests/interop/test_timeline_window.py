@@ -13,6 +13,7 @@ import torch
 
 import collectives
 import interop
+from interop.timelines import fold_slack
 from interop import _C, session
 from interop.hybrid import nvtx
 
@@ -142,7 +143,8 @@ def test_a_run_that_never_reads_a_clock_places_its_records_in_bounded_batches():
             x.mul_(1.0)
         assert _C._pending_records() < 64
         t = interop.current_rack().timeline
-        assert len(t.records) == 50 and t.placed >= 1000 - 64
+        # Placed as recorded (their cost known) or in batches: the held records stay within the window's slack.
+        assert 50 <= len(t.records) <= 50 + fold_slack(50) and t.placed >= 1000 - 64
     finally:
         _C._set_drain_hook(session.drain, session.DRAIN_BATCH)
 

@@ -1,8 +1,9 @@
 """The step model against NVIDIA Megatron-Bridge's published training throughput (25.11, FP8, seq 8192).
 
-Fit and test: the GPU family's step efficiencies were fitted to the three DGX-H100 rows, GB200's own FP8
-GEMM factor to the Llama3 8B DGX-GB200 row; the 70B and 405B DGX-GB200 rows are out of sample. The
-same factors serve every row (planner/fitted_efficiency.py lists each with what it was fitted to).
+Fit and test: the GPU family's step efficiencies were fitted to the three 25.11 DGX-H100 rows, each Blackwell
+kind's own FP8 GEMM factor (GB200, B200, GB300) to its 25.11 Llama3 8B row; every other row (the 70B and 405B
+Blackwell rows, the 25.09 and 26.02 containers' rows) is out of sample. The same factors serve every row
+(planner/fitted_efficiency.py lists each with what it was fitted to).
 """
 
 from __future__ import annotations
@@ -23,46 +24,65 @@ def outcomes():
     return out
 
 
-def test_every_row_within_20_percent_and_median_within_10(outcomes):
+def test_every_row_within_15_percent_and_the_test_rows_median_within_5(outcomes):
+    # The 25.x containers' rows: the stack the factors describe. NeMo 24.07's rows ran an older stack: within 25 %
+    # (its Llama3 8B row, context parallel 2 without FSDP, published 12,036 tokens/s/GPU where 25.11's recipe gets
+    # 14,451, is modelled 22 % fast).
     errors = {o.row.label: o.error for o in outcomes}
-    assert all(abs(e) <= 0.20 for e in errors.values()), errors
-    assert statistics.median(abs(e) for e in errors.values()) <= 0.10, errors
+    assert len(errors) == len(golden.ALL_ROWS) == 28
+    assert all(abs(o.error) <= 0.15 for o in outcomes if o.row.container != "24.07"), errors
+    assert all(abs(o.error) <= 0.25 for o in outcomes), errors
+    tests = [abs(o.error) for o in outcomes if golden.role(o.row) == "test"]
+    assert len(tests) == 22 and statistics.median(tests) <= 0.05, tests
 
 
-def test_out_of_sample_rows_within_20_percent(outcomes):
-    tests = [o for o in outcomes if golden._role(o.row) == "test"]
-    assert [o.row.label for o in tests] == ["llama3-70b 64 DGX-GB200", "llama3.1-405b 128 DGX-GB200"]
-    assert all(abs(o.error) <= 0.20 for o in tests)
-
-
-def test_ranking_preserved(outcomes):
-    published = sorted(outcomes, key=lambda o: o.row.tokens_per_gpu)
-    modelled = sorted(outcomes, key=lambda o: o.tokens_per_gpu)
+def test_ranking_of_the_given_rows_preserved(outcomes):
+    given = [o for o in outcomes if o.row in golden.ROWS]
+    published = sorted(given, key=lambda o: o.row.tokens_per_gpu)
+    modelled = sorted(given, key=lambda o: o.tokens_per_gpu)
     assert [o.row for o in published] == [o.row for o in modelled]
 
 
 def test_model_flops_follow_the_published_convention(outcomes):
-    # Megatron-Bridge's TFLOP/s/GPU = tokens/s/GPU x its FLOPs per token: our model FLOPs per token agree.
-    for o in outcomes:
+    # Megatron-Bridge's TFLOP/s/GPU = tokens/s/GPU x its FLOPs per token: our model FLOPs per token agree. (NeMo
+    # 24.07's summary counted Llama 2's FLOPs another way: 7 % more per token; its rows are left out here.)
+    for o in (o for o in outcomes if o.row.container != "24.07"):
         published = o.row.tflops_per_gpu / o.row.tokens_per_gpu
         modelled = o.estimate.model_tflops_per_chip / o.tokens_per_gpu
         assert modelled == pytest.approx(published, rel=0.02), o.row.label
 
 
-def test_no_per_row_constants():
-    # One set of factors for the GPU family plus GB200's FP8 GEMMs; each says what it was fitted to (the Trainium
-    # family's are tests/planner/test_golden_trainium.py's).
-    assert set(fitted_efficiency.FITTED) == {"gpu", "gb200", "trainium"}
-    for eff in (fitted_efficiency.GPU, fitted_efficiency.GB200):
+def test_no_per_row_constants_and_no_fit_row_tests():
+    # One set of factors for the GPU family plus each Blackwell kind's FP8 GEMMs; each says what it was fitted to (the
+    # Trainium family's are tests/planner/test_golden_trainium.py's).
+    assert set(fitted_efficiency.FITTED) == {"gpu", "gb200", "b200", "gb300", "trainium"}
+    assert set(golden.FIT_ROWS) == {"gpu", "gb200", "b200", "gb300"}
+    fit_rows = [r for rows in golden.FIT_ROWS.values() for r in rows]
+    assert len(set(fit_rows)) == len(fit_rows) == 6
+    assert all(golden.role(r) != "test" for r in fit_rows)
+    assert sum(golden.role(r) == "test" for r in golden.ALL_ROWS) == len(golden.ALL_ROWS) - len(fit_rows)
+    for kind in ("gpu", "gb200", "b200", "gb300"):
+        eff = fitted_efficiency.FITTED[kind]
         for name, fig in eff.figures().items():
             assert fig.status == "calibrated" and "fitted" in fig.source and "Megatron-Bridge" in fig.source
+        if kind == "gpu":
+            continue
+        # A kind's own factor names its one 25.11 row, and no row of the same table that tests it.
+        source = eff.matmul_fp8.source
+        (row,) = golden.FIT_ROWS[kind]
+        assert f"on {row.gpus} {row.system}" in source, kind
+        tests = [r for r in golden.ALL_ROWS if golden.role(r) == "test" and r.container == "25.11"]
+        assert not any(f"on {r.gpus:,} {r.system}" in source for r in tests), kind
+        assert eff.attention is fitted_efficiency.GPU.attention and eff.overlap is fitted_efficiency.GPU.overlap
+        assert eff.label(kind) == f"{kind} family, fitted on {kind} rows" and not eff.inherited(kind)
     assert "DGX-H100" in fitted_efficiency.GPU.matmul_fp8.source and "GB200" not in fitted_efficiency.GPU.matmul_fp8.source
-    assert fitted_efficiency.GB200.attention is fitted_efficiency.GPU.attention
+    assert fitted_efficiency.step_efficiency("h200") is fitted_efficiency.GPU
+    assert fitted_efficiency.GPU.inherited("h200") and fitted_efficiency.GPU.inherited("a100")
 
 
 def test_fitted_values_are_the_fit_optimum():
     # Each stored GPU-family factor beats its grid neighbours on the fit rows (coordinate-wise optimum).
-    fit_rows = [r for r in golden.ROWS if r.system == golden.FIT_SYSTEM]
+    fit_rows = golden.FIT_ROWS["gpu"]
     stored = {name: fig.value for name, fig in fitted_efficiency.GPU.figures().items()}
     best = golden.fit_loss(stored, fit_rows)
     for name, grid in golden.FIT_GRID.items():

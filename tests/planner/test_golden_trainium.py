@@ -1,8 +1,8 @@
 """The step model against AWS's published Trainium1 training throughput (Trn1/Trn1n Training Performance).
 
 Fit and test: the Trainium family's step efficiencies (planner/fitted_efficiency.py, TRAINIUM) were fitted to the
-three Neuron 2.21.0 rows; the two Neuron 2.24.0 rows (another release, sequence 8,192, Llama 3.1's vocabulary) are
-out of sample. `python -m pytest -s tests/planner/test_golden_trainium.py` prints the table README.md shows.
+three Neuron 2.21.0 Llama 2 rows; the two Neuron 2.24.0 rows (another release, sequence 8,192, Llama 3.1's
+vocabulary) and the table's rows of releases 2.16.0-2.22.0 are out of sample. `python -m pytest -s tests/planner/test_golden_trainium.py` prints the table README.md shows.
 """
 
 from __future__ import annotations
@@ -38,21 +38,30 @@ def test_rows_are_the_published_ones_mapped_onto_chips():
     assert [r.release for r in golden_neuron.fit_rows()] == ["2.21.0"] * 3
 
 
-def test_every_row_within_10_percent_and_median_within_5(outcomes):
-    errors = {o.row.label: o.error for o in outcomes}
+def test_given_rows_within_10_percent_and_median_within_5(outcomes):
+    errors = {o.row.label: o.error for o in outcomes if o.row in golden_neuron.ROWS}
+    assert len(errors) == 5
     assert all(abs(e) <= 0.10 for e in errors.values()), errors
     assert statistics.median(abs(e) for e in errors.values()) <= 0.05, errors
 
 
-def test_out_of_sample_rows_within_15_percent(outcomes):
+def test_out_of_sample_rows_within_20_percent_and_median_within_6(outcomes):
+    # Fourteen rows of six releases: the published figures of one recipe move by up to 16 % between releases
+    # (Llama2-70B, TP=32 PP=4: 122.7, 124.8, 142.9 tokens/s per chip in 2.16.0, 2.17.0, 2.18.0), which one set of
+    # factors cannot follow; the median says how well the model holds across them.
     tests = [o for o in outcomes if o.role == "test"]
-    assert [o.row.model for o in tests] == ["llama3.1-8b", "llama3.1-70b"]
-    assert all(abs(o.error) <= 0.15 for o in tests), [(o.row.label, o.error) for o in tests]
+    assert len(tests) == 14 and {o.row.release for o in tests} == {"2.16.0", "2.17.0", "2.18.0", "2.21.0", "2.22.0",
+                                                                    "2.24.0"}
+    assert all(abs(o.error) <= 0.20 for o in tests), [(o.row.label, o.error) for o in tests]
+    assert statistics.median(abs(o.error) for o in tests) <= 0.06
+    # Every found row is a test row: the fit rows are the given 2.21.0 Llama 2 rows alone.
+    assert all(o.role == "test" for o in outcomes if o.row in golden_neuron.FOUND_ROWS)
 
 
 def test_fitted_figures_name_their_rows_and_nothing_else():
     fit_labels = [r.label for r in golden_neuron.fit_rows()]
-    test_labels = [r.label for r in golden_neuron.ROWS if r.release != golden_neuron.FIT_RELEASE]
+    test_labels = [r.label for r in golden_neuron.ALL_ROWS if r not in golden_neuron.fit_rows()]
+    assert len(set(fit_labels + test_labels)) == len(golden_neuron.ALL_ROWS) == 17
     figures = fitted_efficiency.TRAINIUM.figures()
     assert set(figures) == {"matmul", "collectives", "collective_latency", "overlap"}
     for name in ("matmul", "collectives", "collective_latency"):

@@ -167,3 +167,44 @@ def test_a_kinds_slots_on_a_whole_rack_are_its_runs():
     spec = devices.parse_rack("trn3:4+h100:4*1000000")
     h100 = kind_slots(spec, range(len(spec)))["h100"]
     assert len(h100) == 4 * 10**6 and h100[-1] == len(spec) - 1 and h100[8:12] == range(20, 24)
+
+
+class _CallBudget:
+    """Counts Python calls while on; past ``limit`` it raises, so a count that costs fails at once instead of
+    running for hours (the budget is a count of calls, not a time)."""
+
+    def __init__(self, limit: float = math.inf) -> None:
+        self.calls, self.limit = 0, limit
+
+    def _profile(self, frame, event, arg):
+        if event == "call":
+            self.calls += 1
+            if self.calls > self.limit:
+                raise RuntimeError(f"over the budget of {self.limit} Python calls: the work scales with the count")
+
+    def __enter__(self):
+        import sys
+
+        sys.setprofile(self._profile)
+        return self
+
+    def __exit__(self, *exc):
+        import sys
+
+        sys.setprofile(None)
+
+
+@pytest.mark.parametrize("rack", ["h100:{n}", "h100:{n}+trn3:{n}"])
+def test_a_whatif_on_a_trillion_chips_does_the_work_of_a_million(small, rack):
+    kw = dict(parallel={"tp": 8}, global_batch=2 * 10**12, seq_len=512)
+    whatif(small, rack.format(n=1024), **kw)  # the block profiles traced outside the counts
+    with _CallBudget() as million:  # each rack is new: its topology and collective tables are built in the count
+        base = whatif(small, rack.format(n=10**6), **kw)
+    # A trillion chips may not cost more Python calls than a million (slack: divisor lists and closed-form
+    # collective paths of other numbers differ a little); before issue 29 the TP check walked every domain
+    # (10^11 of them) and a mixed rack listed every slot of each kind.
+    with _CallBudget(limit=1.5 * million.calls + 2000) as trillion:
+        huge = whatif(small, rack.format(n=10**12), **kw)
+    assert trillion.calls <= 1.5 * million.calls + 2000
+    dp = base.parallel["dp"]  # one degree, or one per stage of a mixed rack
+    assert huge.parallel["dp"] == ([d * 10**6 for d in dp] if isinstance(dp, list) else dp * 10**6)

@@ -261,8 +261,8 @@ def supported(recipe: Recipe, kind: str) -> tuple[bool, str, str | None]:
 
 def drift(config: DriftConfig | None = None, *, progress=None) -> DriftReport:
     """Train ``config.model`` in float32 on the CPU and on every slot of ``config.rack`` under each recipe."""
-    import interop
     from interop.numerics.slots.mode import counters, set_numerics
+    from interop.rack import Rack, current_rack, set_rack
 
     cfg = config or DriftConfig()
     recipes = [recipe_named(name) for name in cfg.recipes]
@@ -274,10 +274,10 @@ def drift(config: DriftConfig | None = None, *, progress=None) -> DriftReport:
     reference = Run("float32 CPU", "cpu", None, "float32", ref_losses, {k: 0.0 for k in
                     _grad_errors(ref_grads, ref_grads)}, wall_s=time.perf_counter() - started)
     runs, skipped = [], []
-    rack = interop.Rack.from_spec(cfg.rack)
+    rack = Rack.from_spec(cfg.rack)
     plan = [(d, r) for d in rack.devices for r in recipes]
-    previous = interop.current_rack()
-    interop.set_rack(rack)
+    previous = current_rack()
+    set_rack(rack)
     try:
         for index, (device, recipe) in enumerate(plan):
             ok, why, rule = supported(recipe, device.kind)
@@ -294,7 +294,7 @@ def drift(config: DriftConfig | None = None, *, progress=None) -> DriftReport:
             gc.collect()  # one run's slot tensors are freed before the next run allocates its own
     finally:
         if previous is not None:
-            interop.set_rack(previous)  # the run's tensors stay with the drift rack (racks switch; nothing to free first)
+            set_rack(previous)  # the run's tensors stay with the drift rack (racks switch; nothing to free first)
     return DriftReport(cfg, reference, runs, skipped)
 
 

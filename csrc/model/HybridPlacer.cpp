@@ -1,0 +1,323 @@
+#include "model/HybridPlacer.h"
+
+#include "model/HybridTimeline.h"
+
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+
+// Lock order: the log's mutex (HybridTimeline.cpp), then placer_mutex(), then the string table's. Python
+// readers take placer_mutex() alone; nothing holding it waits for the log or the GIL.
+
+namespace hybrid::timeline {
+namespace {
+
+struct VectorHash {
+  size_t operator()(const OpCostKey& k) const { return k.hash; }
+};
+struct VectorEq {
+  bool operator()(const OpCostKey& a, const OpCostKey& b) const { return a.values == b.values; }
+};
+
+struct Registry {
+  std::unordered_map<uint64_t, Placer*> placers;
+  Placer* last = nullptr;  // the current rack's, almost always
+  std::unordered_map<OpCostKey, int32_t, VectorHash, VectorEq> op_costs;
+  std::vector<Cost> costs;
+};
+
+Registry& registry() {
+  static Registry* instance = new Registry();  // outlives static destructors of other TUs
+  return *instance;
+}
+
+constexpr double kPs = 1e12;
+
+} // namespace
+
+std::recursive_mutex& placer_mutex() {
+  static std::recursive_mutex* instance = new std::recursive_mutex();
+  return *instance;
+}
+
+void OpCostKey::build(int32_t kind, uint32_t name, c10::ScalarType dtype, uint8_t flags, int64_t list_length,
+                      uint32_t n_inputs, uint32_t n_outputs, const int64_t* shapes, size_t n_shape_values) {
+  values.clear();
+  values.reserve(7 + n_shape_values);
+  values.push_back(kind);
+  values.push_back(name);
+  values.push_back(static_cast<int64_t>(dtype));
+  values.push_back(flags & (kCausal | kSparse));
+  values.push_back(list_length);
+  values.push_back(n_inputs);
+  values.push_back(n_outputs);
+  values.insert(values.end(), shapes, shapes + n_shape_values);
+  size_t h = 1469598103934665603ull;
+  for (int64_t v : values) h = (h ^ static_cast<size_t>(v)) * 1099511628211ull;
+  hash = h;
+}
+
+int32_t op_cost(const OpCostKey& key) {
+  const auto& table = registry().op_costs;
+  auto it = table.find(key);
+  return it == table.end() ? -1 : it->second;
+}
+
+void set_op_cost(const OpCostKey& key, int32_t cost) { registry().op_costs[key] = cost; }
+
+int32_t add_cost(const Cost& cost) {
+  auto& costs = registry().costs;
+  costs.push_back(cost);
+  return static_cast<int32_t>(costs.size() - 1);
+}
+
+const Cost& cost_at(int32_t id) {
+  const auto& costs = registry().costs;
+  TORCH_CHECK(id >= 0 && static_cast<size_t>(id) < costs.size(), "unknown timeline cost id ", id);
+  return costs[id];
+}
+
+void clear_costs() {
+  // Held records keep their ids: the entries stay, only the keys that lead to them are forgotten.
+  Registry& r = registry();
+  r.op_costs.clear();
+  for (auto& [rack, placer] : r.placers) placer->clear_copy_costs();
+}
+
+Placer* placer_for(uint64_t rack) {
+  Registry& r = registry();
+  if (r.last != nullptr && r.last->rack() == rack) return r.last;
+  auto it = r.placers.find(rack);
+  if (it == r.placers.end()) return nullptr;
+  r.last = it->second;
+  return it->second;
+}
+
+Placer::Placer(uint64_t rack, std::vector<int32_t> kinds, std::vector<bool> projected)
+    : rack_(rack), kinds_(std::move(kinds)), projected_(std::move(projected)) {
+  std::lock_guard<std::recursive_mutex> lock(placer_mutex());
+  Registry& r = registry();
+  r.placers[rack] = this;  // a reset timeline's new placer replaces the old one
+  r.last = this;
+}
+
+Placer::~Placer() {
+  std::lock_guard<std::recursive_mutex> lock(placer_mutex());
+  Registry& r = registry();
+  auto it = r.placers.find(rack_);
+  if (it != r.placers.end() && it->second == this) r.placers.erase(it);
+  if (r.last == this) r.last = nullptr;
+}
+
+int32_t Placer::kind_of(int slot) const {
+  TORCH_CHECK(slot >= 0 && static_cast<size_t>(slot) < kinds_.size(), "slot ", slot, " is not on rack ", rack_);
+  return kinds_[slot];
+}
+
+void Placer::set_window(std::optional<int64_t> limit, bool auto_fold, bool immediate) {
+  limit_ = limit;
+  auto_fold_ = auto_fold;
+  immediate_ = immediate;
+  if (auto_fold_ && limit_ && static_cast<int64_t>(held_.size()) > *limit_) fold(held_.size() - *limit_);
+}
+
+const std::vector<std::pair<int, c10::StreamId>>& Placer::one_key(int slot, c10::StreamId stream) {
+  key_scratch_.assign(1, {slot, stream});
+  return key_scratch_;
+}
+
+int64_t Placer::clock(int slot, c10::StreamId stream) const {
+  auto it = clocks_.find({slot, stream});
+  return it == clocks_.end() ? 0 : it->second;
+}
+
+void Placer::raise_clock(int slot, c10::StreamId stream, int64_t ps) {
+  int64_t& t = clocks_[{slot, stream}];
+  t = std::max(t, ps);
+}
+
+int64_t Placer::advance(const std::vector<std::pair<int, c10::StreamId>>& keys, int64_t duration_ps,
+                        const std::vector<int>* hosts) {
+  int64_t floor = host_floor_ps_;
+  if (!host_floors_.empty()) {
+    const auto& floors = host_floors_.back();
+    auto floor_of = [&](int s) {
+      auto it = floors.find(s);
+      return it == floors.end() ? int64_t{0} : it->second;
+    };
+    int64_t most = 0;
+    if (hosts != nullptr && !hosts->empty()) {
+      for (int s : *hosts) most = std::max(most, floor_of(s));
+    } else {
+      for (const auto& k : keys) most = std::max(most, floor_of(k.first));
+    }
+    floor = std::max(floor, most);
+  }
+  int64_t start = 0;
+  for (const auto& k : keys) start = std::max(start, clock(k.first, k.second));
+  start = std::max(start, floor);
+  for (const auto& k : keys) clocks_[k] = start + duration_ps;
+  return start;
+}
+
+void Placer::keep(Placed p) {
+  for (int s : involved_slots(p.slot, p.peer, p.participants)) busy_[s] += p.duration_ps;
+  held_.push_back(p);
+  ++placed_;
+  if (auto_fold_ && limit_) {
+    const int64_t slack = std::max<int64_t>(64, *limit_ / 8);  // interop.timelines.fold_slack
+    if (static_cast<int64_t>(held_.size()) > *limit_ + slack) fold(held_.size() - *limit_);
+  }
+}
+
+void Placer::fold(size_t n) {
+  n = std::min(n, held_.size());
+  if (n == 0) return;
+  for (size_t i = 0; i < n; ++i) {
+    const Placed& p = held_[i];
+    folded_.add(p.kind, p.slot, p.peer, p.stream, p.name, p.participants, p.start_ps, p.duration_ps,
+                cost_at(p.cost));
+  }
+  held_.erase(held_.begin(), held_.begin() + static_cast<std::ptrdiff_t>(n));
+  const uint64_t keep_from = held_.empty() ? arena_base_ + arena_.size() : held_.front().shapes_begin;
+  arena_.erase(arena_.begin(), arena_.begin() + static_cast<std::ptrdiff_t>(keep_from - arena_base_));
+  arena_base_ = keep_from;
+}
+
+Totals Placer::all() const {
+  Totals out = folded_;
+  for (const Placed& p : held_) {
+    out.add(p.kind, p.slot, p.peer, p.stream, p.name, p.participants, p.start_ps, p.duration_ps, cost_at(p.cost));
+  }
+  return out;
+}
+
+int64_t Placer::place_op(int slot, c10::StreamId stream, uint32_t name, const int64_t* shapes,
+                         size_t n_shape_values, uint16_t n_inputs, uint16_t n_outputs, c10::ScalarType dtype,
+                         uint8_t flags, int32_t cost, double measured_s) {
+  const Cost& c = cost_at(cost);
+  // A real GPU's slot follows measured time; an emulated one, modelled time (round half to even, as Python).
+  const int64_t duration = std::isnan(measured_s) ? c.duration_ps
+                                                  : static_cast<int64_t>(std::nearbyint(measured_s * kPs));
+  Placed p;
+  p.start_ps = advance(one_key(slot, stream), duration);
+  p.duration_ps = duration;
+  p.stream = stream;
+  p.measured_s = measured_s;
+  p.shapes_begin = arena_base_ + arena_.size();
+  arena_.insert(arena_.end(), shapes, shapes + n_shape_values);
+  p.cost = cost;
+  p.name = name;
+  p.n_inputs = n_inputs;
+  p.n_outputs = n_outputs;
+  p.slot = static_cast<int16_t>(slot);
+  p.kind = PlacedKind::Op;
+  p.flags = flags;
+  p.dtype = dtype;
+  keep(p);
+  return p.start_ps;
+}
+
+int64_t Placer::place_kernel(int slot, c10::StreamId stream, int32_t cost) {
+  const Cost& c = cost_at(cost);
+  Placed p;
+  p.start_ps = advance(one_key(slot, stream), c.duration_ps);
+  p.duration_ps = c.duration_ps;
+  p.stream = stream;
+  p.shapes_begin = arena_base_ + arena_.size();
+  p.cost = cost;
+  p.name = c.name;
+  p.slot = static_cast<int16_t>(slot);
+  p.kind = PlacedKind::Kernel;
+  keep(p);
+  return p.start_ps;
+}
+
+int64_t Placer::place_copy(int src, c10::StreamId src_stream, int dst, c10::StreamId dst_stream, int64_t nbytes,
+                           c10::ScalarType dtype, bool asynchronous, int32_t cost) {
+  const Cost& c = cost_at(cost);
+  const bool host_end = src < 0 || dst < 0;
+  std::vector<std::pair<int, c10::StreamId>> keys;
+  if (src >= 0) keys.emplace_back(src, src_stream);
+  if (dst >= 0 && !(dst == src && dst_stream == src_stream)) keys.emplace_back(dst, dst_stream);
+  // Between slots with hosts of their own, the receiver's host is the one that waits (the sender posted
+  // its send when its data was ready, which the send stream already waits for).
+  const std::vector<int> receiver{dst};
+  const bool receiver_waits = hosts_per_slot() && !host_end && src != dst;
+  Placed p;
+  p.start_ps = advance(keys, c.duration_ps, receiver_waits ? &receiver : nullptr);
+  p.duration_ps = c.duration_ps;
+  p.stream = src >= 0 ? src_stream : dst_stream;
+  p.shapes_begin = arena_base_ + arena_.size();
+  arena_.insert(arena_.end(), {1, nbytes});  // ((nbytes,),) in and out, as the record shows
+  p.n_inputs = 1;
+  p.cost = cost;
+  p.name = c.name;
+  p.slot = static_cast<int16_t>(src);
+  p.peer = static_cast<int16_t>(dst);
+  p.kind = PlacedKind::Copy;
+  p.flags = asynchronous ? kAsync : 0;
+  p.dtype = dtype;
+  keep(p);
+  if (host_end && !asynchronous) {
+    // A synchronous copy returns to the host only when done: later work starts after it.
+    const int64_t end = p.start_ps + p.duration_ps;
+    if (host_floors_.empty()) {
+      host_floor_ps_ = std::max(host_floor_ps_, end);
+    } else {
+      for (const auto& k : keys) {
+        int64_t& f = host_floors_.back()[k.first];
+        f = std::max(f, end);
+      }
+    }
+  }
+  return p.start_ps;
+}
+
+void Placer::append_at(PlacedKind kind, int slot, c10::StreamId stream, int64_t start_ps, int64_t duration_ps,
+                       int32_t cost) {
+  const Cost& c = cost_at(cost);
+  Placed p;
+  p.start_ps = start_ps;
+  p.duration_ps = duration_ps;
+  p.stream = stream;
+  p.shapes_begin = arena_base_ + arena_.size();
+  p.cost = cost;
+  p.name = c.name;
+  p.participants = c.participants;
+  p.slot = static_cast<int16_t>(slot);
+  p.kind = kind;
+  keep(p);
+}
+
+void Placer::marker(int slot, c10::StreamId stream, int64_t id) { markers_[id] = {slot, stream, clock(slot, stream)}; }
+
+void Placer::wait(int slot, c10::StreamId stream, int64_t id) {
+  auto it = markers_.find(id);
+  if (it != markers_.end()) raise_clock(slot, stream, std::get<2>(it->second));
+}
+
+int32_t Placer::copy_cost(int src, int dst, int64_t nbytes) const {
+  auto it = copy_costs_.find({src, dst, nbytes});
+  return it == copy_costs_.end() ? -1 : it->second;
+}
+
+void Placer::set_copy_cost(int src, int dst, int64_t nbytes, int32_t cost) { copy_costs_[{src, dst, nbytes}] = cost; }
+
+void Placer::push_hosts() { host_floors_.emplace_back(); }
+
+void Placer::pop_hosts() {
+  TORCH_CHECK(!host_floors_.empty(), "pop_hosts without push_hosts");
+  std::map<int, int64_t> floors = std::move(host_floors_.back());
+  host_floors_.pop_back();
+  if (host_floors_.empty()) {
+    for (const auto& [s, t] : floors) host_floor_ps_ = std::max(host_floor_ps_, t);
+  } else {
+    for (const auto& [s, t] : floors) {
+      int64_t& f = host_floors_.back()[s];
+      f = std::max(f, t);
+    }
+  }
+}
+
+} // namespace hybrid::timeline
