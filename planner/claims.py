@@ -185,9 +185,11 @@ def serving_claims() -> list[Claim]:
         f"{e2.output_tokens_per_second_per_chip:,.0f} on {TRN2}: {through:.2f}x (Trn3 in MXFP4, GPT-OSS's own "
         f"weights: {fp4:.2f}x; decode {e3.bound['decode']}-bound on Trn3, {e2.bound['decode']}-bound on Trn2)",
         _verdict(through, 3.0, 0.10),
-        f"AWS gives no lengths, precision, batch or engine: those are assumed (said here); decode streams weights "
-        f"and KV cache, so the HBM bandwidth per chip ({hbm:.2f}x) sets the ratio more than the FP8 peak (1.94x); "
-        f"3x needs more than the hardware as modelled (another engine, precision or batch on Trn3)",
+        f"AWS gives no lengths, precision, batch or engine: those are assumed (said here); per chip the FP8 peak is "
+        f"{k3.peak['float8'].value / k2.peak['float8'].value:.2f}x and the HBM bandwidth {hbm:.2f}x (capacity "
+        f"{k3.hbm_capacity.value / k2.hbm_capacity.value:.2f}x: larger batches), so like for like the modelled "
+        f"ratio stays near them; 3x needs more than the hardware as modelled (another engine, precision or batch "
+        f"on Trn3)",
         modelled=True)]
 
 
