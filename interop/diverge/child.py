@@ -1,0 +1,103 @@
+"""One recorded run of the user's script: ``python -m interop.diverge.child --out DIR --steps K [--layer]
+[--rack SPEC] SCRIPT [ARGS...]`` (under torchrun for the run under test's ranks).
+
+With ``--layer`` the script runs under the CUDA layer (``cuda:N`` -> a slot, "nccl" -> the ``hybrid`` backend,
+as ``hybrid run``); without it, as plain torch on the CPU. The recorder's hooks are installed first; after the
+K-th optimizer step the script is stopped and this process's records are written to ``DIR/rank<r>.pt``, with
+``DIR/rank<r>.error`` holding the script's failure when it failed first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import runpy
+import sys
+import traceback
+import types
+
+
+def _rank_world() -> tuple[int, int]:
+    return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def _install_layer(rack: str | None, recorder) -> None:
+    import torch
+
+    from interop.cuda_layer.run import _install
+
+    _install(types.SimpleNamespace(rack=rack, device_map=None, strict=False, report=None))
+    try:
+        recorder.random_generators.append(torch.cuda.default_generators[torch.cuda.current_device()])
+    except (AttributeError, IndexError, RuntimeError):  # no slot generator to watch: the CPU's only
+        pass
+    _record_collectives(recorder)
+
+
+def _record_collectives(recorder) -> None:
+    """Every collective the ``hybrid`` backend issues, recorded when issued (its tensors) and completed."""
+    from collectives.distributed._group import ProcessGroupHybrid
+
+    original = ProcessGroupHybrid._issue
+
+    def _issue(self, label, build, opts=None):
+        seen = []
+
+        def recording_build():
+            call, launch, aliases = build()
+            seen.append(aliases)
+            return call, launch, aliases
+
+        work = original(self, label, recording_build, opts)
+        if seen:
+            recorder.collective(label, self.getSize(), list(seen[0]), work)
+        return work
+
+    ProcessGroupHybrid._issue = _issue
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m interop.diverge.child")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--steps", type=int, required=True)
+    parser.add_argument("--layer", action="store_true")
+    parser.add_argument("--rack")
+    parser.add_argument("command", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    import torch
+
+    from interop.diverge.recorder import Recorder, StepsDone
+
+    rank, world = _rank_world()
+    recorder = Recorder(args.steps, rank, world)
+    if args.layer:
+        _install_layer(args.rack, recorder)
+    recorder.install()
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    script, script_args = command[0], command[1:]
+    sys.argv = [script, *script_args]
+    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+    failure = None
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except StepsDone:
+        pass
+    except SystemExit as e:
+        if e.code not in (None, 0):
+            failure = f"the script exited with status {e.code}"
+    except BaseException:  # the script's own failure: kept for the report
+        failure = traceback.format_exc(limit=-8)
+    records = recorder.finish()
+    os.makedirs(args.out, exist_ok=True)
+    torch.save(records, os.path.join(args.out, f"rank{rank}.pt"))
+    if failure:
+        with open(os.path.join(args.out, f"rank{rank}.error"), "w") as f:
+            f.write(failure)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Process groups and their threads are left as the stopped script left them: exit without tearing them down.
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,110 @@
+"""Setting the run under test's records against the reference's: the first point that differs, the last that
+agreed.
+
+Points are visited in the order the reference recorded them (its execution order); each is compared on every
+rank of the run under test that recorded the same (step, module, call index, phase). What means the same on
+both sides is compared (see :mod:`interop.diverge.tensors` for shards and slices):
+
+* a data-parallel rank's input gradients, its rows of the batch, are the reference's rows times the number of
+  slices (its loss averages its own rows, the reference's all of them): they are divided by it;
+* a module's scalar output (a loss) on several ranks is compared as their mean, as is ``nn.DataParallel``'s
+  vector of its replicas' scalars, since each averages its own rows.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from interop.diverge import tolerance
+from interop.diverge.tensors import inferred_slice, pair
+
+
+def _key(point: dict) -> tuple:
+    return point["step"], point["module"], point["call_index"], point["phase"]
+
+
+def index_points(records: dict) -> dict[tuple, dict]:
+    return {_key(p): p for p in records["points"]}
+
+
+def measure(test: torch.Tensor, ref: torch.Tensor, phase: str, dtype: str) -> dict:
+    """max_abs_diff, max_rel_diff, whether they differ beyond the limit, and the limit (see tolerance)."""
+    test, ref = test.reshape(-1), ref.reshape(-1)
+    finite_t, finite_r = torch.isfinite(test), torch.isfinite(ref)
+    # Non-finite on one side only, or non-finite on both but not the same (inf against NaN, +inf against -inf).
+    one_sided = (finite_t != finite_r) | (~finite_t & ~finite_r & ~(test.isnan() & ref.isnan()) & (test != ref))
+    both = finite_t & finite_r
+    diff = (test[both] - ref[both]).abs()
+    max_abs = float(diff.max()) if diff.numel() else 0.0
+    if bool(one_sided.any()):
+        max_abs = math.inf
+    scale = float(ref[finite_r].abs().max()) if bool(finite_r.any()) else 0.0
+    max_rel = max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else math.inf)
+    if phase == "update":
+        rms = float(ref[finite_r].pow(2).mean().sqrt()) if bool(finite_r.any()) else 0.0
+        far = (diff > tolerance.UPDATE_STEP * rms).sum() + one_sided.sum()
+        share = float(far) / max(test.numel(), 1)
+        return dict(max_abs_diff=max_abs, max_rel_diff=max_rel, differs=share > tolerance.UPDATE_SHARE,
+                    tolerance=f"{100 * tolerance.UPDATE_SHARE:g} % of elements over {tolerance.UPDATE_STEP:g} "
+                              f"RMS step ({100 * share:.3g} % are)",
+                    test_max=_absmax(test), reference_max=scale)
+    bound = tolerance.limit(phase, dtype)
+    return dict(max_abs_diff=max_abs, max_rel_diff=max_rel, differs=bool(one_sided.any()) or max_rel > bound,
+                tolerance=f"{bound:g} ({dtype}, {phase})", test_max=_absmax(test), reference_max=scale)
+
+
+def _absmax(t: torch.Tensor) -> float:
+    finite = t[torch.isfinite(t)]
+    nonfinite = t.numel() - finite.numel()
+    value = float(finite.abs().max()) if finite.numel() else 0.0
+    return math.nan if nonfinite and not finite.numel() else value
+
+
+def _compare_path(tests: list, ref_summary, phase: str) -> dict | None:
+    """The worst rank's comparison of one tensor of one point; None when no rank could be compared."""
+    scalar = ref_summary.numel == 1 and phase == "forward"
+    if scalar and tests:
+        values = []
+        for rank, summary in tests:
+            if summary.values is None:
+                return None
+            values.append(summary.values.reshape(-1).mean())  # nn.DataParallel's gathered replicas: a vector
+        test = torch.stack(values).mean().reshape(1)
+        how = "mean over ranks" if len(values) > 1 else ("mean of the replicas' values"
+                                                          if tests[0][1].numel > 1 else "full")
+        result = measure(test, ref_summary.values.reshape(1), phase, ref_summary.dtype)
+        return dict(result, rank=tests[0][0] if len(tests) == 1 else None, compared=how)
+    worst = None
+    for rank, summary in tests:
+        paired = pair(summary, ref_summary, rank)
+        if paired.test is None:
+            continue
+        test = paired.test
+        inferred = inferred_slice(summary, ref_summary, rank)
+        if phase == "input_grad" and inferred is not None and inferred[0] == 0:
+            test = test / inferred[1]  # a rank's loss averages its own rows: each row's gradient is k times
+        result = dict(measure(test, paired.ref, phase, ref_summary.dtype), rank=rank, compared=paired.how)
+        if worst is None or (result["differs"], result["max_rel_diff"]) > (worst["differs"], worst["max_rel_diff"]):
+            worst = result
+    return worst
+
+
+def walk(reference: dict, ranks: list[dict]):
+    """Yield (reference point, {path: comparison}, the test points by rank) in the reference's order, for every
+    point at least one rank of the run under test recorded."""
+    indexed = [(r["rank"], index_points(r)) for r in ranks]
+    for point in sorted(reference["points"], key=lambda p: p["seq"]):
+        key = _key(point)
+        matches = [(rank, index[key]) for rank, index in indexed if key in index]
+        if not matches:
+            continue
+        results = {}
+        for path, ref_summary in point["tensors"]:
+            tests = [(rank, dict(p["tensors"]).get(path)) for rank, p in matches]
+            tests = [(rank, s) for rank, s in tests if s is not None]
+            compared = _compare_path(tests, ref_summary, point["phase"]) if tests else None
+            if compared is not None:
+                results[path] = compared
+        yield point, results, dict(matches)

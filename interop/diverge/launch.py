@@ -1,0 +1,93 @@
+"""Running the user's script twice, each in processes of its own: the run under test on the rack (one process,
+or N ranks launched as torchrun launches them) and the reference as one process (plain torch on the CPU, or
+one slot under the CUDA layer), each recorded by :mod:`interop.diverge.child`.
+
+The reference of an N-rank run is a world of one: ``RANK=0``, ``WORLD_SIZE=1``, ``LOCAL_RANK=0`` and a
+rendezvous of its own, so a script that calls ``init_process_group`` and builds its mesh from the world size
+runs its single-device path.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+
+import torch
+
+LAUNCH_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR",
+                    "MASTER_PORT", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT")
+
+
+class RunFailed(RuntimeError):
+    """A run recorded nothing to compare (the script failed or ended before its first optimizer step)."""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _env(extra: dict | None = None) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in LAUNCH_VARIABLES}
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    env.update(extra or {})
+    return env
+
+
+def _child(out: str, steps: int, layer: bool, rack: str | None) -> list[str]:
+    args = ["-m", "interop.diverge.child", "--out", out, "--steps", str(steps)]
+    if layer:
+        args.append("--layer")
+    if rack:
+        args += ["--rack", rack]
+    return args
+
+
+def run_under_test(script: str, args: list[str], out: str, *, steps: int, nproc: int, rack: str | None,
+                   timeout: float | None) -> subprocess.CompletedProcess:
+    """The run under test: the script on the rack, under torchrun's launch when ``nproc`` > 1."""
+    child = _child(out, steps, True, rack)
+    if nproc > 1:
+        command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
+                   *child, "--", script, *args]
+    else:
+        command = [sys.executable, *child, "--", script, *args]
+    return subprocess.run(command, capture_output=True, text=True, env=_env(), timeout=timeout)
+
+
+def run_reference(script: str, args: list[str], out: str, *, steps: int, reference: str, distributed: bool,
+                  rack: str | None, timeout: float | None) -> subprocess.CompletedProcess:
+    """The reference: one process, on the CPU (plain torch) or one slot (the CUDA layer)."""
+    extra = {}
+    if distributed:
+        extra = dict(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
+                     MASTER_PORT=str(_free_port()))
+    command = [sys.executable, *_child(out, steps, reference == "slot", rack), "--", script, *args]
+    return subprocess.run(command, capture_output=True, text=True, env=_env(extra), timeout=timeout)
+
+
+def load(out: str, what: str, completed: subprocess.CompletedProcess) -> list[dict]:
+    """Every rank's records of one run; :class:`RunFailed` (with the run's own words) when there is nothing to
+    compare."""
+    files = sorted(f for f in os.listdir(out) if f.startswith("rank") and f.endswith(".pt")) \
+        if os.path.isdir(out) else []
+    records = [torch.load(os.path.join(out, f), weights_only=False) for f in files]
+    errors = []
+    for f in sorted(os.listdir(out)) if os.path.isdir(out) else []:
+        if f.endswith(".error"):
+            with open(os.path.join(out, f)) as fh:
+                errors.append(f"{f[:-6]}: {fh.read().strip()}")
+    if not records or all(r["steps"] == 0 for r in records):
+        said = "\n".join(errors) or _tail(completed)
+        raise RunFailed(f"the {what} recorded no optimizer step, so there is nothing to compare"
+                        + (f"; it said:\n{said}" if said else ""))
+    return records
+
+
+def _tail(completed: subprocess.CompletedProcess, lines: int = 15) -> str:
+    text = (completed.stdout or "") + (completed.stderr or "")
+    return "\n".join(text.strip().splitlines()[-lines:])

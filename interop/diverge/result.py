@@ -1,0 +1,166 @@
+"""What ``hybrid diverge`` reports: the first point that differs, the last that agreed, as an object, text and
+JSON (the field names are fixed: tools read them)."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+
+from interop.diverge import compare, tolerance
+from interop.diverge.tensors import FULL_LIMIT, SAMPLES
+
+
+@dataclass
+class Point:
+    """One recorded point of the run, compared with the reference."""
+
+    step: int
+    """Counted from 1, the first optimizer step (``init``: the parameters entering step 1)."""
+    module: str
+    """The qualified name as in ``named_modules()`` ('' is the outermost module)."""
+    phase: str
+    """``init``, ``forward``, ``input_grad``, ``param_grad`` or ``update``."""
+    call_index: int
+    """Which call of the module in the step (0 for the phases about parameters)."""
+    max_abs_diff: float
+    max_rel_diff: float
+    """``max_abs_diff`` relative to the reference's largest |element| (see :mod:`interop.diverge.tolerance`)."""
+    call_site: str | None
+    """``file:line`` of the module's call in the user's code."""
+    collective_before: str | None
+    """The collective the run under test issued nearest before this point, on the rank that differs."""
+    tensor: str = ""
+    """Which tensor of the point: an output's path ('output', 'loss', '[0]'), a parameter's name, 'args[0]'."""
+    rank: int | None = None
+    """The rank of the run under test (None: a mean over ranks)."""
+    tolerance: str = ""
+    compared: str = ""
+    """How the two were set side by side: 'full', a shard's offset, a slice, sampled elements."""
+    test_max: float = 0.0
+    reference_max: float = 0.0
+    cause: str | None = None
+    """'randomness' when the module's call drew random numbers in either run."""
+
+    def describe(self) -> str:
+        where = f"module {self.module or '(the model)'!r}" + (f" ({self.tensor})" if self.tensor else "")
+        text = (f"step {self.step}, {where}, phase {self.phase}, call {self.call_index}"
+                + (f", rank {self.rank}" if self.rank is not None else "")
+                + f"\n    max |diff| {_num(self.max_abs_diff)}, relative {_num(self.max_rel_diff)} "
+                  f"(tolerance {self.tolerance}); |run| max {_num(self.test_max)}, |reference| max "
+                  f"{_num(self.reference_max)}; compared {self.compared}")
+        if self.call_site:
+            text += f"\n    called at {self.call_site}"
+        if self.collective_before:
+            text += f"\n    collective before it: {self.collective_before}"
+        if self.cause:
+            text += f"\n    cause: {self.cause}"
+        return text
+
+
+def _num(value: float) -> str:
+    return str(value) if math.isnan(value) or math.isinf(value) else f"{value:.3g}"
+
+
+@dataclass
+class DivergeResult:
+    """The answer of ``interop.diverge``: where the run under test first parts from its reference."""
+
+    diverged: bool
+    first: Point | None
+    last_agreed: Point | None
+    steps: int
+    """The optimizer steps both runs recorded."""
+    points_compared: int
+    run: str
+    """The run under test, in words."""
+    reference: str
+    tolerance: str = field(default_factory=tolerance.describe)
+    memory: str = (f"tensors of at most {FULL_LIMIT} elements kept whole; larger ones as an exact digest and "
+                   f"about {SAMPLES} elements sampled at the same global positions on both sides")
+    notes: list = field(default_factory=list)
+
+    @property
+    def exit_status(self) -> int:
+        return 1 if self.diverged else 0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, default=str)
+
+    def __str__(self) -> str:
+        head = (f"hybrid diverge: {self.run} against {self.reference}, {self.steps} step(s), "
+                f"{self.points_compared} points compared")
+        lines = [head]
+        if self.diverged:
+            lines.append(f"DIVERGED at {self.first.describe()}")
+            lines.append("last agreed: " + (self.last_agreed.describe() if self.last_agreed else "nothing"))
+        else:
+            lines.append("the runs agree: every point compared is within tolerance")
+        lines += [f"note: {n}" for n in self.notes]
+        lines.append(f"tolerance: {self.tolerance}")
+        lines.append(f"memory: {self.memory}")
+        return "\n".join(lines)
+
+
+def _collective_before(records: dict, seq: int) -> str | None:
+    before = [c for c in records.get("collectives", []) if c["seq"] < seq]
+    if not before:
+        return None
+    c = before[-1]
+    shapes = ", ".join(f"{d}{s}" for d, s in zip(c["dtypes"], c["shapes"]))
+    finite = "" if all(i["finite"] for i in c["inputs"]) else ", an input not finite"
+    return f"{c['label']} of {shapes} over {c['size']} ranks (step {c['step']}{finite})"
+
+
+def _call_site(point: dict, ranks_indexed: dict, reference: dict) -> str | None:
+    if point.get("call_site"):
+        return point["call_site"]
+    call_index = point["call_index"] if point["phase"] == "input_grad" else 0
+    key = (point["step"], point["module"], call_index, "forward")
+    for index in [*ranks_indexed.values(), compare.index_points(reference)]:
+        if key in index and index[key].get("call_site"):
+            return index[key]["call_site"]
+    return None
+
+
+def build(reference: dict, ranks: list[dict], run: str, reference_name: str) -> DivergeResult:
+    """Walk the points (:func:`compare.walk`) to the first that differs."""
+    by_rank = {r["rank"]: r for r in ranks}
+    indexed = {r["rank"]: compare.index_points(r) for r in ranks}
+    first = last = None
+    compared = 0
+    not_compared = 0
+    for ref_point, results, tests in compare.walk(reference, ranks):
+        if not results:
+            not_compared += 1
+            continue
+        compared += 1
+        path, worst = max(results.items(), key=lambda kv: (kv[1]["differs"], kv[1]["max_rel_diff"]))
+        rank = worst["rank"] if worst["rank"] is not None else min(tests)
+        test_point = tests.get(rank, next(iter(tests.values())))
+        random = bool(ref_point.get("random")) or any(p.get("random") for p in tests.values())
+        point = Point(step=ref_point["step"], module=ref_point["module"], phase=ref_point["phase"],
+                      call_index=ref_point["call_index"], max_abs_diff=worst["max_abs_diff"],
+                      max_rel_diff=worst["max_rel_diff"],
+                      call_site=_call_site(test_point, indexed, reference),
+                      collective_before=_collective_before(by_rank.get(rank, {}), test_point["seq"]),
+                      tensor=path, rank=worst["rank"], tolerance=worst["tolerance"], compared=worst["compared"],
+                      test_max=worst["test_max"], reference_max=worst["reference_max"])
+        if worst["differs"]:
+            if random:
+                point.cause = ("randomness: this module call drew random numbers (dropout, random init...) and "
+                               "the two runs' generators do not give it the same draws here (a rank's rows draw "
+                               "from its own stream); set the random op's probability to 0 to compare the rest")
+            first = point
+            break
+        last = point
+    steps = min([reference.get("steps", 0)] + [r.get("steps", 0) for r in ranks])
+    notes = []
+    if not_compared:
+        notes.append(f"{not_compared} point(s) recorded on both sides could not be set side by side "
+                     f"(shapes that are not a slice of the reference's, or Partial DTensors)")
+    return DivergeResult(diverged=first is not None, first=first, last_agreed=last, steps=steps,
+                      points_compared=compared, run=run, reference=reference_name, notes=notes)
