@@ -2,7 +2,7 @@
 [--rack SPEC] SCRIPT [ARGS...]`` (under torchrun for the run under test's ranks).
 
 With ``--layer`` the script runs under the CUDA layer (``cuda:N`` -> a slot, "nccl" -> the ``hybrid`` backend,
-as ``hybrid run``); without it, as plain torch on the CPU. The recorder's hooks are installed first; after the
+as ``hybrid run``); without it, started by :data:`PLAIN_TORCH`, as plain torch on the CPU. The recorder's hooks are installed first; after the
 K-th optimizer step the script is stopped and this process's records are written to ``DIR/rank<r>.pt``, with
 ``DIR/rank<r>.error`` holding the script's failure when it failed first.
 """
@@ -17,6 +17,13 @@ import traceback
 import types
 
 
+PLAIN_TORCH = ("import sys; sys.modules['interop._C'] = None; "
+               "from interop.diverge.child import main; main(sys.argv[1:])")
+"""``python -c PLAIN_TORCH ARGS...``: this module's ``main`` with the device left unregistered, for the CPU
+reference. A registered ``hybrid`` device is torch's accelerator, which FSDP2's and DeviceMesh's defaults pick:
+the reference must be plain torch (the recorder imports only interop's pure-Python parts)."""
+
+
 def _rank_world() -> tuple[int, int]:
     return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
 
@@ -25,35 +32,14 @@ def _install_layer(rack: str | None, recorder) -> None:
     import torch
 
     from interop.cuda_layer.run import _install
+    from interop.diverge.recorder import watch_collectives
 
     _install(types.SimpleNamespace(rack=rack, device_map=None, strict=False, report=None))
     try:
         recorder.random_generators.append(torch.cuda.default_generators[torch.cuda.current_device()])
     except (AttributeError, IndexError, RuntimeError):  # no slot generator to watch: the CPU's only
         pass
-    _record_collectives(recorder)
-
-
-def _record_collectives(recorder) -> None:
-    """Every collective the ``hybrid`` backend issues, recorded when issued (its tensors) and completed."""
-    from collectives.distributed._group import ProcessGroupHybrid
-
-    original = ProcessGroupHybrid._issue
-
-    def _issue(self, label, build, opts=None):
-        seen = []
-
-        def recording_build():
-            call, launch, aliases = build()
-            seen.append(aliases)
-            return call, launch, aliases
-
-        work = original(self, label, recording_build, opts)
-        if seen:
-            recorder.collective(label, self.getSize(), list(seen[0]), work)
-        return work
-
-    ProcessGroupHybrid._issue = _issue
+    watch_collectives()
 
 
 def main(argv: list[str] | None = None) -> int:

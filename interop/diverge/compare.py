@@ -91,20 +91,34 @@ def _compare_path(tests: list, ref_summary, phase: str) -> dict | None:
     return worst
 
 
+def _compare_tensors(point: dict, matches: list, field: str) -> dict:
+    results = {}
+    for path, ref_summary in point.get(field) or ():
+        tests = [(rank, dict(p.get(field) or ()).get(path)) for rank, p in matches]
+        tests = _consistent([(rank, s) for rank, s in tests if s is not None], ref_summary)
+        compared = _compare_path(tests, ref_summary, point["phase"]) if tests else None
+        if compared is not None:
+            results[path] = compared
+    return results
+
+
+def _consistent(tests: list, ref_summary) -> list:
+    """A plain tensor is taken as a slice of the reference's only when every rank holds one of the same shape
+    (a pipeline's first stage returns activations where the reference's model returns logits: no slice)."""
+    shapes = {tuple(s.shape) for _, s in tests}
+    if len(shapes) > 1:
+        return [(rank, s) for rank, s in tests if s.sharded or tuple(s.shape) == tuple(ref_summary.global_shape)]
+    return tests
+
+
 def walk(reference: dict, ranks: list[dict]):
-    """Yield (reference point, {path: comparison}, the test points by rank) in the reference's order, for every
-    point at least one rank of the run under test recorded."""
+    """Yield (reference point, {path: comparison}, {input path: comparison}, the test points by rank) in the
+    reference's order, for every point at least one rank of the run under test recorded."""
     indexed = [(r["rank"], index_points(r)) for r in ranks]
     for point in sorted(reference["points"], key=lambda p: p["seq"]):
         key = _key(point)
         matches = [(rank, index[key]) for rank, index in indexed if key in index]
         if not matches:
             continue
-        results = {}
-        for path, ref_summary in point["tensors"]:
-            tests = [(rank, dict(p["tensors"]).get(path)) for rank, p in matches]
-            tests = [(rank, s) for rank, s in tests if s is not None]
-            compared = _compare_path(tests, ref_summary, point["phase"]) if tests else None
-            if compared is not None:
-                results[path] = compared
-        yield point, results, dict(matches)
+        yield (point, _compare_tensors(point, matches, "tensors"), _compare_tensors(point, matches, "inputs"),
+               dict(matches))

@@ -39,7 +39,10 @@ def _env(extra: dict | None = None) -> dict:
 
 
 def _child(out: str, steps: int, layer: bool, rack: str | None) -> list[str]:
-    args = ["-m", "interop.diverge.child", "--out", out, "--steps", str(steps)]
+    from interop.diverge.child import PLAIN_TORCH
+
+    args = ["-m", "interop.diverge.child"] if layer else ["-c", PLAIN_TORCH]
+    args += ["--out", out, "--steps", str(steps)]
     if layer:
         args.append("--layer")
     if rack:

@@ -4,7 +4,8 @@ Every point is keyed by (step, module, call index, phase), ``step`` counted from
 
 * ``init``: each parameter of a module when its outermost module is first called, before the first step;
 * ``forward``: each tensor a module's call returns (after the module's own hooks: a row-wise parallel layer's
-  output after its all-reduce);
+  output after its all-reduce), with the tensors it was given (to tell a module that computes wrong from one
+  that is fed wrong);
 * ``input_grad``: the gradient of each tensor input of a module call, as backward computes it;
 * ``param_grad``: each parameter's gradient when the optimizer's step begins (after clipping);
 * ``update``: what the optimizer's step changed each parameter by.
@@ -96,6 +97,36 @@ def _tensors(value, path=""):
             yield from _tensors(item, f"{path}[{i}]")
 
 
+_ACTIVE: list = []
+"""The recorder installed now (at most one), to which the ``hybrid`` backend's collectives are reported."""
+
+
+def watch_collectives() -> None:
+    """Report every collective the ``hybrid`` backend issues to the installed recorder: its tensors when issued,
+    again once complete. Patches the backend's one issuing method, once per process."""
+    from collectives.distributed._group import ProcessGroupHybrid
+
+    original = ProcessGroupHybrid._issue
+    if getattr(original, "_diverge", False):
+        return
+
+    def _issue(self, label, build, opts=None):
+        seen = []
+
+        def recording_build():
+            call, launch, aliases = build()
+            seen.append(aliases)
+            return call, launch, aliases
+
+        work = original(self, label, recording_build, opts)
+        if seen and _ACTIVE:
+            _ACTIVE[0].collective(label, self.getSize(), list(seen[0]), work)
+        return work
+
+    _issue._diverge = True
+    ProcessGroupHybrid._issue = _issue
+
+
 class Recorder:
     """The points and collectives of one process's run (see the module doc)."""
 
@@ -126,7 +157,7 @@ class Recorder:
         self._complete_collectives()
         summaries = []
         for path, t in tensors:
-            if isinstance(t, torch.Tensor) and t.layout == torch.strided and not t.is_meta:
+            if _recordable(t):
                 summaries.append((path, summarise(t)))
         if summaries:
             self.points.append(dict(seq=next(self._seq), step=step or self.step, module=name,
@@ -171,15 +202,17 @@ class Recorder:
         name = self._name(module)
         stack = self._stack()
         if name is None or (stack and stack[-1][0] == name):  # unnamed, or a wrapper's wrapped module
-            stack.append((name, None, None, None))
+            stack.append((name, None, None, None, None))
             return None
         key = (self.step, name)
         call_index = self._calls[key]
         self._calls[key] += 1
-        stack.append((name, call_index, self._rng_states(), callsite.call_site(3)))
+        args = args if isinstance(args, tuple) else (args,)
+        inputs = [(f"args[{i}]", summarise(t)) for i, t in enumerate(args) if _recordable(t)]
+        stack.append((name, call_index, self._rng_states(), callsite.call_site(3), inputs))
         if torch.is_grad_enabled():
             step = self.step
-            for i, t in enumerate(args if isinstance(args, tuple) else (args,)):
+            for i, t in enumerate(args):
                 if isinstance(t, torch.Tensor) and t.requires_grad:
                     t.register_hook(self._input_grad_hook(step, name, call_index, f"args[{i}]"))
         return None
@@ -197,11 +230,11 @@ class Recorder:
         stack = self._stack()
         if not stack:
             return None
-        name, call_index, rng, site = stack.pop()
+        name, call_index, rng, site, inputs = stack.pop()
         if call_index is None or output is None:
             return None
         drew = any(not torch.equal(a, b) for a, b in zip(rng, self._rng_states()))
-        self._point("forward", name, call_index, list(_tensors(output)), call_site=site, random=drew)
+        self._point("forward", name, call_index, list(_tensors(output)), call_site=site, random=drew, inputs=inputs)
         return None
 
     def _rng_states(self):
@@ -265,13 +298,21 @@ class Recorder:
         self._handles += [module_hooks.register_module_forward_pre_hook(self._forward_pre),
                           register_optimizer_step_pre_hook(self._step_pre),
                           register_optimizer_step_post_hook(self._step_post)]
+        _ACTIVE[:] = [self]
 
     def finish(self) -> dict:
         self._complete_collectives()
         for handle in self._handles:
             handle.remove()
+        self._handles = []
+        if _ACTIVE and _ACTIVE[0] is self:
+            _ACTIVE.clear()
         return dict(rank=self.rank, world=self.world, steps=self.step - 1, points=self.points,
                     collectives=self.collectives)
+
+
+def _recordable(t) -> bool:
+    return isinstance(t, torch.Tensor) and t.layout == torch.strided and not t.is_meta
 
 
 def _local_copy(p: torch.Tensor) -> torch.Tensor:

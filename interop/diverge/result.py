@@ -126,35 +126,89 @@ def _call_site(point: dict, ranks_indexed: dict, reference: dict) -> str | None:
     return None
 
 
+def _encloses(outer: str, inner: str) -> bool:
+    return outer != inner and (outer == "" or inner.startswith(outer + "."))
+
+
+def _input_differs(inputs: dict) -> bool:
+    return any(v["differs"] for v in inputs.values())
+
+
+class _Builder:
+    """Turns the walk's comparisons into :class:`Point` records."""
+
+    def __init__(self, reference: dict, ranks: list[dict]):
+        self.reference = reference
+        self.by_rank = {r["rank"]: r for r in ranks}
+        self.indexed = {r["rank"]: compare.index_points(r) for r in ranks}
+
+    def point(self, ref_point: dict, results: dict, tests: dict) -> tuple[Point, bool]:
+        path, worst = max(results.items(), key=lambda kv: (kv[1]["differs"], kv[1]["max_rel_diff"]))
+        rank = worst["rank"] if worst["rank"] is not None else min(tests)
+        test_point = tests.get(rank, next(iter(tests.values())))
+        point = Point(step=ref_point["step"], module=ref_point["module"], phase=ref_point["phase"],
+                      call_index=ref_point["call_index"], max_abs_diff=worst["max_abs_diff"],
+                      max_rel_diff=worst["max_rel_diff"],
+                      call_site=_call_site(test_point, self.indexed, self.reference),
+                      collective_before=_collective_before(self.by_rank.get(rank, {}), test_point["seq"]),
+                      tensor=path, rank=worst["rank"], tolerance=worst["tolerance"], compared=worst["compared"],
+                      test_max=worst["test_max"], reference_max=worst["reference_max"])
+        if worst["differs"] and (ref_point.get("random") or any(p.get("random") for p in tests.values())):
+            point.cause = ("randomness: this module call drew random numbers (dropout, random init...) and the "
+                           "two runs' generators do not give it the same draws here (a rank's rows draw from its "
+                           "own stream); set the random op's probability to 0 to compare the rest")
+        return point, worst["differs"]
+
+
+def _origin(builder: _Builder, first: tuple, walk) -> Point:
+    """The first differing forward point, or, when the module was fed a differing input, the innermost module
+    call enclosing it whose own input agreed (the difference arose in that module's own code, between its
+    submodules), else the outermost (the script fed it a differing input)."""
+    ref_point, results, inputs, tests = first
+    point, _ = builder.point(ref_point, results, tests)
+    if ref_point["phase"] != "forward" or not _input_differs(inputs):
+        return point
+    seen_at, target, fed = ref_point["module"], ref_point, True
+    for later in walk:
+        later_point, later_results, later_inputs, later_tests = later
+        if later_point["step"] != ref_point["step"]:
+            break
+        if later_point["phase"] != "forward" or not later_results or not _encloses(later_point["module"],
+                                                                                   target["module"]):
+            continue
+        target, first = later_point, later
+        point, _ = builder.point(later_point, later_results, later_tests)
+        fed = _input_differs(later_inputs)
+        if not fed:
+            break
+    name = repr(seen_at) if seen_at else "the model"
+    if target is ref_point:
+        point.cause = point.cause or (f"the module was fed an input that already differs (its input, from the "
+                                      f"script's code at {point.call_site}, not from a module)")
+    elif fed:
+        point.cause = point.cause or (f"first seen at {name}'s output; the outermost module's input already "
+                                      f"differs: the script feeds it differently (at {point.call_site})")
+    else:
+        point.cause = point.cause or (f"first seen at {name}'s output, whose input already differed: the "
+                                      f"difference arises in this module's own code, between its submodules")
+    return point
+
+
 def build(reference: dict, ranks: list[dict], run: str, reference_name: str) -> DivergeResult:
     """Walk the points (:func:`compare.walk`) to the first that differs."""
-    by_rank = {r["rank"]: r for r in ranks}
-    indexed = {r["rank"]: compare.index_points(r) for r in ranks}
+    builder = _Builder(reference, ranks)
     first = last = None
-    compared = 0
-    not_compared = 0
-    for ref_point, results, tests in compare.walk(reference, ranks):
+    compared = not_compared = 0
+    walk = compare.walk(reference, ranks)
+    for entry in walk:
+        ref_point, results, inputs, tests = entry
         if not results:
             not_compared += 1
             continue
         compared += 1
-        path, worst = max(results.items(), key=lambda kv: (kv[1]["differs"], kv[1]["max_rel_diff"]))
-        rank = worst["rank"] if worst["rank"] is not None else min(tests)
-        test_point = tests.get(rank, next(iter(tests.values())))
-        random = bool(ref_point.get("random")) or any(p.get("random") for p in tests.values())
-        point = Point(step=ref_point["step"], module=ref_point["module"], phase=ref_point["phase"],
-                      call_index=ref_point["call_index"], max_abs_diff=worst["max_abs_diff"],
-                      max_rel_diff=worst["max_rel_diff"],
-                      call_site=_call_site(test_point, indexed, reference),
-                      collective_before=_collective_before(by_rank.get(rank, {}), test_point["seq"]),
-                      tensor=path, rank=worst["rank"], tolerance=worst["tolerance"], compared=worst["compared"],
-                      test_max=worst["test_max"], reference_max=worst["reference_max"])
-        if worst["differs"]:
-            if random:
-                point.cause = ("randomness: this module call drew random numbers (dropout, random init...) and "
-                               "the two runs' generators do not give it the same draws here (a rank's rows draw "
-                               "from its own stream); set the random op's probability to 0 to compare the rest")
-            first = point
+        point, differs = builder.point(ref_point, results, tests)
+        if differs:
+            first = _origin(builder, entry, walk)
             break
         last = point
     steps = min([reference.get("steps", 0)] + [r.get("steps", 0) for r in ranks])
@@ -163,4 +217,4 @@ def build(reference: dict, ranks: list[dict], run: str, reference_name: str) -> 
         notes.append(f"{not_compared} point(s) recorded on both sides could not be set side by side "
                      f"(shapes that are not a slice of the reference's, or Partial DTensors)")
     return DivergeResult(diverged=first is not None, first=first, last_agreed=last, steps=steps,
-                      points_compared=compared, run=run, reference=reference_name, notes=notes)
+                         points_compared=compared, run=run, reference=reference_name, notes=notes)
