@@ -35,10 +35,7 @@ def _install_layer(rack: str | None, recorder) -> None:
     from interop.diverge.recorder import watch_collectives
 
     _install(types.SimpleNamespace(rack=rack, device_map=None, strict=False, report=None))
-    try:
-        recorder.random_generators.append(torch.cuda.default_generators[torch.cuda.current_device()])
-    except (AttributeError, IndexError, RuntimeError):  # no slot generator to watch: the CPU's only
-        pass
+    recorder.device_generators = bool(torch.cuda.device_count())
     watch_collectives()
 
 

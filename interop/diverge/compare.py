@@ -50,9 +50,21 @@ def measure(test: torch.Tensor, ref: torch.Tensor, phase: str, dtype: str) -> di
                     tolerance=f"{100 * tolerance.UPDATE_SHARE:g} % of elements over {tolerance.UPDATE_STEP:g} "
                               f"RMS step ({100 * share:.3g} % are)",
                     test_max=_absmax(test), reference_max=scale)
+    garbage = _uninitialised(test) or _uninitialised(ref)
     bound = tolerance.limit(phase, dtype)
     return dict(max_abs_diff=max_abs, max_rel_diff=max_rel, differs=bool(one_sided.any()) or max_rel > bound,
-                tolerance=f"{bound:g} ({dtype}, {phase})", test_max=_absmax(test), reference_max=scale)
+                tolerance=f"{bound:g} ({dtype}, {phase})", test_max=_absmax(test), reference_max=scale,
+                uninitialised=garbage)
+
+
+UNINITIALISED_ABOVE, UNINITIALISED_BELOW = 1e20, 1e-30
+"""Magnitudes no initialiser or training step produces in float32 parameters: memory never written (``to_empty``,
+``torch.empty``) reads as such bit patterns."""
+
+
+def _uninitialised(t: torch.Tensor) -> bool:
+    magnitude = t[torch.isfinite(t)].abs()
+    return bool(((magnitude > UNINITIALISED_ABOVE) | ((magnitude > 0) & (magnitude < UNINITIALISED_BELOW))).any())
 
 
 def _absmax(t: torch.Tensor) -> float:
@@ -77,6 +89,7 @@ def _compare_path(tests: list, ref_summary, phase: str) -> dict | None:
         result = measure(test, ref_summary.values.reshape(1), phase, ref_summary.dtype)
         return dict(result, rank=tests[0][0] if len(tests) == 1 else None, compared=how)
     worst = None
+    agreeing = []
     for rank, summary in tests:
         paired = pair(summary, ref_summary, rank)
         if paired.test is None:
@@ -85,13 +98,19 @@ def _compare_path(tests: list, ref_summary, phase: str) -> dict | None:
         inferred = inferred_slice(summary, ref_summary, rank)
         if phase == "input_grad" and inferred is not None and inferred[0] == 0:
             test = test / inferred[1]  # a rank's loss averages its own rows: each row's gradient is k times
-        result = dict(measure(test, paired.ref, phase, ref_summary.dtype), rank=rank, compared=paired.how)
+        result = dict(measure(test, paired.ref, phase, ref_summary.dtype), rank=rank, compared=paired.how,
+                      sharded=summary.sharded)
+        if not result["differs"]:
+            agreeing.append(rank)
         if worst is None or (result["differs"], result["max_rel_diff"]) > (worst["differs"], worst["max_rel_diff"]):
             worst = result
+    if worst is not None:
+        worst["agreeing_ranks"] = agreeing
     return worst
 
 
-def _compare_tensors(point: dict, matches: list, field: str) -> dict:
+def compare_tensors(point: dict, matches: list, field: str) -> dict:
+    """{path: the worst rank's comparison} for one point's ``field`` ('tensors' or 'inputs')."""
     results = {}
     for path, ref_summary in point.get(field) or ():
         tests = [(rank, dict(p.get(field) or ()).get(path)) for rank, p in matches]
@@ -120,5 +139,5 @@ def walk(reference: dict, ranks: list[dict]):
         matches = [(rank, index[key]) for rank, index in indexed if key in index]
         if not matches:
             continue
-        yield (point, _compare_tensors(point, matches, "tensors"), _compare_tensors(point, matches, "inputs"),
+        yield (point, compare_tensors(point, matches, "tensors"), compare_tensors(point, matches, "inputs"),
                dict(matches))

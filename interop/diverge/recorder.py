@@ -145,7 +145,8 @@ class Recorder:
         self._pending: list[tuple] = []
         self._main = threading.main_thread()
         self._handles = []
-        self.random_generators = [torch.random.default_generator]
+        self.device_generators = False
+        """Watch the current CUDA device's generator too (under the CUDA layer: the current slot's)."""
 
     # -- steps -----------------------------------------------------------------------------------------
 
@@ -191,7 +192,8 @@ class Recorder:
             if phase == "param_grad":
                 params = [(n, p.grad) for n, p in params if p.grad is not None]
             if params:
-                self._point(phase, name, 0, params, step=step)
+                extra = dict(drew_since_seed=self._drew_since_seed()) if phase == "init" else {}
+                self._point(phase, name, 0, params, step=step, **extra)
 
     def _forward_pre(self, module, args):
         if threading.current_thread() is not self._main:
@@ -237,8 +239,23 @@ class Recorder:
         self._point("forward", name, call_index, list(_tensors(output)), call_site=site, random=drew, inputs=inputs)
         return None
 
+    def _drew_since_seed(self) -> bool:
+        """Whether a watched generator has drawn since it was last seeded (its state is not a fresh one's)."""
+        for generator in self._generators():
+            fresh = torch.Generator().manual_seed(generator.initial_seed()).get_state()
+            state = generator.get_state()
+            if state.shape == fresh.shape and not torch.equal(state, fresh):
+                return True
+        return False
+
+    def _generators(self) -> list:
+        generators = [torch.random.default_generator]
+        if self.device_generators:
+            generators.append(torch.cuda.default_generators[torch.cuda.current_device()])
+        return generators
+
     def _rng_states(self):
-        return tuple(g.get_state() for g in self.random_generators)
+        return tuple(g.get_state() for g in self._generators())
 
     # -- the optimizer ---------------------------------------------------------------------------------
 

@@ -157,6 +157,16 @@ class _Builder:
             point.cause = ("randomness: this module call drew random numbers (dropout, random init...) and the "
                            "two runs' generators do not give it the same draws here (a rank's rows draw from its "
                            "own stream); set the random op's probability to 0 to compare the rest")
+        elif worst["differs"] and worst.get("uninitialised"):
+            point.cause = ("uninitialised memory: magnitudes above 1e20 or below 1e-30 are no initialiser's; "
+                           "these values were never written (to_empty or torch.empty without an initialisation)")
+        elif worst["differs"] and ref_point["phase"] == "init" and worst.get("sharded") and test_point.get(
+                "drew_since_seed"):
+            point.cause = ("randomness: a sharded parameter (a DTensor), and random numbers were drawn since the "
+                           "last seeding, before the first step: a random initialisation of shards (DTensor's "
+                           "random ops) does not draw what the reference's full tensor draws; CUDA's Philox "
+                           "offsets that align them have no counterpart in the slot's generator (agreeing on "
+                           f"rank(s) {worst['agreeing_ranks'] or 'none'})")
         return point, worst["differs"]
 
 
@@ -166,6 +176,8 @@ def _origin(builder: _Builder, first: tuple, walk) -> Point:
     submodules), else the outermost (the script fed it a differing input)."""
     ref_point, results, inputs, tests = first
     point, _ = builder.point(ref_point, results, tests)
+    if point.rank is not None and point.rank in tests:  # the input of the rank whose output differs
+        inputs = compare.compare_tensors(ref_point, [(point.rank, tests[point.rank])], "inputs")
     if ref_point["phase"] != "forward" or not _input_differs(inputs):
         return point
     seen_at, target, fed = ref_point["module"], ref_point, True
@@ -178,13 +190,20 @@ def _origin(builder: _Builder, first: tuple, walk) -> Point:
             continue
         target, first = later_point, later
         point, _ = builder.point(later_point, later_results, later_tests)
-        fed = _input_differs(later_inputs)
-        if not fed:
+        if point.rank is not None and point.rank in later_tests:  # the input of the rank whose output differs
+            later_inputs = compare.compare_tensors(later_point, [(point.rank, later_tests[point.rank])], "inputs")
+        fed = _input_differs(later_inputs) or (None if not later_inputs else False)
+        if fed is not True:
             break
     name = repr(seen_at) if seen_at else "the model"
     if target is ref_point:
         point.cause = point.cause or (f"the module was fed an input that already differs (its input, from the "
                                       f"script's code at {point.call_site}, not from a module)")
+    elif fed is None:
+        point.cause = point.cause or (f"first seen at {name}'s output, whose input already differed; this "
+                                      f"module's own input cannot be set against the reference's (another shape): "
+                                      f"the difference arises in its code or in what it was fed (at "
+                                      f"{point.call_site})")
     elif fed:
         point.cause = point.cause or (f"first seen at {name}'s output; the outermost module's input already "
                                       f"differs: the script feeds it differently (at {point.call_site})")
@@ -199,6 +218,7 @@ def build(reference: dict, ranks: list[dict], run: str, reference_name: str) -> 
     builder = _Builder(reference, ranks)
     first = last = None
     compared = not_compared = 0
+    random_init: list[Point] = []
     walk = compare.walk(reference, ranks)
     for entry in walk:
         ref_point, results, inputs, tests = entry
@@ -207,12 +227,24 @@ def build(reference: dict, ranks: list[dict], run: str, reference_name: str) -> 
             continue
         compared += 1
         point, differs = builder.point(ref_point, results, tests)
+        if differs and ref_point["phase"] == "init" and point.cause and point.cause.startswith("randomness"):
+            random_init.append(point)  # one parameter's draw explains no other's: the walk goes on
+            continue
         if differs:
             first = _origin(builder, entry, walk)
             break
         last = point
+    if random_init and first is None:
+        first = random_init[0]
+    elif random_init and first.phase != "init":
+        first.cause = first.cause or (f"randomness: parameters were initialised by random draws that differ "
+                                      f"({', '.join(repr(p.module) for p in random_init[:4])}...)")
     steps = min([reference.get("steps", 0)] + [r.get("steps", 0) for r in ranks])
     notes = []
+    if random_init and first is not random_init[0]:
+        notes.append(f"{len(random_init)} parameter(s) differ at init by their random initialisation (reported, "
+                     f"not counted as the first divergence): "
+                     + ", ".join(f"{p.module}.{p.tensor}" for p in random_init[:6]))
     if not_compared:
         notes.append(f"{not_compared} point(s) recorded on both sides could not be set side by side "
                      f"(shapes that are not a slice of the reference's, or Partial DTensors)")
