@@ -58,12 +58,13 @@ def diverge(script: str, args: list[str] | tuple = (), *, nproc_per_node: int = 
     script = os.path.abspath(script)
     with tempfile.TemporaryDirectory(prefix="diverge-") as work:
         test_dir, ref_dir = os.path.join(work, "run"), os.path.join(work, "reference")
-        ref_run = launch.run_reference(script, args, ref_dir, steps=steps, reference=reference,
-                                       distributed=nproc_per_node > 1, rack=rack, timeout=timeout)
-        test_run = launch.run_under_test(script, args, test_dir, steps=steps, nproc=nproc_per_node, rack=rack,
-                                         timeout=timeout)
-        reference_records = launch.load(ref_dir, f"reference ({reference})", ref_run)
-        ranks = launch.load(test_dir, "run under test", test_run)
+        # Both at once: the reference is one process, the run under test N; neither waits for the other.
+        processes = [launch.run_reference(script, args, ref_dir, steps=steps, reference=reference,
+                                          distributed=nproc_per_node > 1, rack=rack),
+                     launch.run_under_test(script, args, test_dir, steps=steps, nproc=nproc_per_node, rack=rack)]
+        launch.wait(processes, timeout)
+        reference_records = launch.load(ref_dir, f"reference ({reference})")
+        ranks = launch.load(test_dir, "run under test")
     run = "the rack, 1 process" if nproc_per_node == 1 else f"the rack, {nproc_per_node} ranks (torchrun)"
     ref_name = "the CPU (plain torch, 1 process)" if reference == "cpu" else "one slot (1 process)"
     return build(reference_records[0], ranks, run, ref_name)

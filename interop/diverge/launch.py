@@ -10,9 +10,11 @@ runs its single-device path.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 
 import torch
 
@@ -50,30 +52,54 @@ def _child(out: str, steps: int, layer: bool, rack: str | None) -> list[str]:
     return args
 
 
-def run_under_test(script: str, args: list[str], out: str, *, steps: int, nproc: int, rack: str | None,
-                   timeout: float | None) -> subprocess.CompletedProcess:
-    """The run under test: the script on the rack, under torchrun's launch when ``nproc`` > 1."""
+def run_under_test(script: str, args: list[str], out: str, *, steps: int, nproc: int,
+                   rack: str | None) -> subprocess.Popen:
+    """Start the run under test: the script on the rack, under torchrun's launch when ``nproc`` > 1."""
     child = _child(out, steps, True, rack)
     if nproc > 1:
         command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
                    *child, "--", script, *args]
     else:
         command = [sys.executable, *child, "--", script, *args]
-    return subprocess.run(command, capture_output=True, text=True, env=_env(), timeout=timeout)
+    return _start(command, _env(), out)
 
 
 def run_reference(script: str, args: list[str], out: str, *, steps: int, reference: str, distributed: bool,
-                  rack: str | None, timeout: float | None) -> subprocess.CompletedProcess:
-    """The reference: one process, on the CPU (plain torch) or one slot (the CUDA layer)."""
+                  rack: str | None) -> subprocess.Popen:
+    """Start the reference: one process, on the CPU (plain torch) or one slot (the CUDA layer)."""
     extra = {}
     if distributed:
         extra = dict(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
                      MASTER_PORT=str(_free_port()))
     command = [sys.executable, *_child(out, steps, reference == "slot", rack), "--", script, *args]
-    return subprocess.run(command, capture_output=True, text=True, env=_env(extra), timeout=timeout)
+    return _start(command, _env(extra), out)
 
 
-def load(out: str, what: str, completed: subprocess.CompletedProcess) -> list[dict]:
+def _start(command: list[str], env: dict, out: str) -> subprocess.Popen:
+    # Output to a file, not a pipe: two runs at once must not block on a full pipe nobody reads yet.
+    os.makedirs(out, exist_ok=True)
+    log = open(os.path.join(out, "output.log"), "w")
+    # A session of its own, so that a timeout stops torchrun's ranks with it.
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    log.close()
+    return process
+
+
+def wait(processes: list[subprocess.Popen], timeout: float | None) -> None:
+    """Wait for every run; past ``timeout`` seconds, stop them all and raise :class:`RunFailed`."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    try:
+        for process in processes:
+            process.wait(timeout=None if deadline is None else max(deadline - time.monotonic(), 0.1))
+    except subprocess.TimeoutExpired:
+        for process in processes:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        raise RunFailed(f"the runs did not finish within timeout={timeout} s") from None
+
+
+def load(out: str, what: str) -> list[dict]:
     """Every rank's records of one run; :class:`RunFailed` (with the run's own words) when there is nothing to
     compare."""
     files = sorted(f for f in os.listdir(out) if f.startswith("rank") and f.endswith(".pt")) \
@@ -85,12 +111,16 @@ def load(out: str, what: str, completed: subprocess.CompletedProcess) -> list[di
             with open(os.path.join(out, f)) as fh:
                 errors.append(f"{f[:-6]}: {fh.read().strip()}")
     if not records or all(r["steps"] == 0 for r in records):
-        said = "\n".join(errors) or _tail(completed)
+        said = "\n".join(errors) or _tail(out)
         raise RunFailed(f"the {what} recorded no optimizer step, so there is nothing to compare"
                         + (f"; it said:\n{said}" if said else ""))
     return records
 
 
-def _tail(completed: subprocess.CompletedProcess, lines: int = 15) -> str:
-    text = (completed.stdout or "") + (completed.stderr or "")
+def _tail(out: str, lines: int = 15) -> str:
+    try:
+        with open(os.path.join(out, "output.log"), errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return ""
     return "\n".join(text.strip().splitlines()[-lines:])

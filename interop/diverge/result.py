@@ -48,7 +48,7 @@ class Point:
                 + (f", rank {self.rank}" if self.rank is not None else "")
                 + f"\n    max |diff| {_num(self.max_abs_diff)}, relative {_num(self.max_rel_diff)} "
                   f"(tolerance {self.tolerance}); |run| max {_num(self.test_max)}, |reference| max "
-                  f"{_num(self.reference_max)}; compared {self.compared}")
+                  f"{_num(self.reference_max)}{self._ratio()}; compared {self.compared}")
         if self.call_site:
             text += f"\n    called at {self.call_site}"
         if self.collective_before:
@@ -56,6 +56,13 @@ class Point:
         if self.cause:
             text += f"\n    cause: {self.cause}"
         return text
+
+
+    def _ratio(self) -> str:
+        if self.reference_max and math.isfinite(self.test_max) and math.isfinite(self.reference_max) and \
+                0 < self.test_max and not 0.99 < self.test_max / self.reference_max < 1.01:
+            return f" (ratio {self.test_max / self.reference_max:.3g})"
+        return ""
 
 
 def _num(value: float) -> str:
