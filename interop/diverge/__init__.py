@@ -67,7 +67,7 @@ def diverge(script: str, args: list[str] | tuple = (), *, nproc_per_node: int = 
         ranks = launch.load(test_dir, "run under test")
     run = "the rack, 1 process" if nproc_per_node == 1 else f"the rack, {nproc_per_node} ranks (torchrun)"
     ref_name = "the CPU (plain torch, 1 process)" if reference == "cpu" else "one slot (1 process)"
-    return build(reference_records[0], ranks, run, ref_name)
+    return build(reference_records[0], ranks, run, ref_name, reference)
 
 
 class _CallableModule(types.ModuleType):

@@ -144,8 +144,19 @@ def _input_differs(inputs: dict) -> bool:
 class _Builder:
     """Turns the walk's comparisons into :class:`Point` records."""
 
-    def __init__(self, reference: dict, ranks: list[dict]):
+    def __init__(self, reference: dict, ranks: list[dict], reference_kind: str = "cpu"):
         self.reference = reference
+        why = []
+        if len(ranks) > 1:
+            why.append("each rank draws its own rows' numbers from its own stream, the reference all the rows' "
+                       "from one")
+        if reference_kind == "cpu":
+            why.append("the run under test draws from its device's generator (a slot's, as CUDA code draws from "
+                       "the GPU's), the CPU reference from the CPU's, which an initialisation on the CPU has "
+                       "moved on (--reference slot draws as the run does)")
+        self.random_cause = ("randomness: this module call drew random numbers (dropout, a random op) and the "
+                             "two runs' draws differ here" + (": " + "; ".join(why) if why else "")
+                             + "; set the op's probability to 0 to compare the rest")
         self.by_rank = {r["rank"]: r for r in ranks}
         self.indexed = {r["rank"]: compare.index_points(r) for r in ranks}
 
@@ -161,9 +172,7 @@ class _Builder:
                       tensor=path, rank=worst["rank"], tolerance=worst["tolerance"], compared=worst["compared"],
                       test_max=worst["test_max"], reference_max=worst["reference_max"])
         if worst["differs"] and (ref_point.get("random") or any(p.get("random") for p in tests.values())):
-            point.cause = ("randomness: this module call drew random numbers (dropout, random init...) and the "
-                           "two runs' generators do not give it the same draws here (a rank's rows draw from its "
-                           "own stream); set the random op's probability to 0 to compare the rest")
+            point.cause = self.random_cause
         elif worst["differs"] and worst.get("uninitialised"):
             point.cause = ("uninitialised memory: magnitudes above 1e20 or below 1e-30 are no initialiser's; "
                            "these values were never written (to_empty or torch.empty without an initialisation)")
@@ -220,9 +229,10 @@ def _origin(builder: _Builder, first: tuple, walk) -> Point:
     return point
 
 
-def build(reference: dict, ranks: list[dict], run: str, reference_name: str) -> DivergeResult:
+def build(reference: dict, ranks: list[dict], run: str, reference_name: str,
+          reference_kind: str = "cpu") -> DivergeResult:
     """Walk the points (:func:`compare.walk`) to the first that differs."""
-    builder = _Builder(reference, ranks)
+    builder = _Builder(reference, ranks, reference_kind)
     first = last = None
     compared = not_compared = 0
     random_init: list[Point] = []
