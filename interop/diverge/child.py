@@ -25,7 +25,10 @@ the reference must be plain torch (the recorder imports only interop's pure-Pyth
 
 
 def _rank_world() -> tuple[int, int]:
-    return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    from collectives.torchrun_env import torchrun_env
+
+    launch = torchrun_env()
+    return launch.rank or 0, launch.world_size or 1
 
 
 def _install_layer(rack: str | None, recorder) -> None:

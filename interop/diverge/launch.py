@@ -18,15 +18,17 @@ import time
 
 import torch
 
-LAUNCH_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR",
-                    "MASTER_PORT", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT")
+from collectives.torchrun_env import VARIABLES
+
+LAUNCH_VARIABLES = (*VARIABLES, "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT")
+"""What a launcher set for this process: not passed on to the runs, which get their own."""
 
 
 class RunFailed(RuntimeError):
     """A run recorded nothing to compare (the script failed or ended before its first optimizer step)."""
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -70,7 +72,7 @@ def run_reference(script: str, args: list[str], out: str, *, steps: int, referen
     extra = {}
     if distributed:
         extra = dict(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
-                     MASTER_PORT=str(_free_port()))
+                     MASTER_PORT=str(free_port()))
     command = [sys.executable, *_child(out, steps, reference == "slot", rack), "--", script, *args]
     return _start(command, _env(extra), out)
 

@@ -31,6 +31,7 @@ import torch
 import torch.nn as nn
 
 from interop import callsite
+from devices.dtypes import dtype_name
 from interop.diverge.tensors import summarise
 
 PHASES = ("init", "forward", "input_grad", "param_grad", "update")
@@ -289,7 +290,7 @@ class Recorder:
         tensors = [t for t in tensors if isinstance(t, torch.Tensor)]
         self.collectives.append(dict(seq=next(self._seq), step=self.step, label=label, size=size,
                                      shapes=[list(t.shape) for t in tensors],
-                                     dtypes=[str(t.dtype).removeprefix("torch.") for t in tensors],
+                                     dtypes=[dtype_name(t.dtype) for t in tensors],
                                      inputs=[_brief(t) for t in tensors], outputs=None))
         self._pending.append((self.collectives[-1], tensors, work))
 

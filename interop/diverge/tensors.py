@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 import torch
 
+from devices.dtypes import dtype_name
+
 FULL_LIMIT = 1 << 16
 """Tensors of at most this many elements are kept whole; larger ones as a digest and samples."""
 SAMPLES = 4096
@@ -100,7 +102,7 @@ def summarise(t: torch.Tensor, limit: int = FULL_LIMIT) -> Summary:
         index = _global_index(tuple(cpu.shape), global_shape, offset)
         keep = index % sample_stride(global_shape) == 0
         sample_index, sample_values = index[keep], as_float[keep]
-    return Summary(tuple(local.shape), str(t.dtype).removeprefix("torch."), tuple(global_shape), offset, partial,
+    return Summary(tuple(local.shape), dtype_name(t.dtype), tuple(global_shape), offset, partial,
                    values, digest, sample_index, sample_values)
 
 

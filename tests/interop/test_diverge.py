@@ -54,7 +54,7 @@ def _hybrid(*args, cwd, timeout=300) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def recipes(tmp_path_factory):
     """Every case's records: the run under test (2 ranks on the rack) and the reference (plain torch, 1 rank)."""
-    from interop.diverge.launch import _free_port
+    from interop.diverge.launch import free_port
 
     tmp = tmp_path_factory.mktemp("diverge")
     plain = "import sys, runpy; sys.modules['interop._C'] = None; sys.argv = sys.argv[1:]; " \
@@ -62,7 +62,7 @@ def recipes(tmp_path_factory):
     reference = subprocess.Popen(
         [sys.executable, "-c", plain, RECIPES, "--all", str(tmp / "ref"), "--steps", "2"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp,
-        env=_env(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port())))
+        env=_env(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port())))
     run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
                           "-m", "interop.run", RECIPES, "--all", str(tmp / "run"), "--steps", "2"],
                          capture_output=True, text=True, cwd=tmp, env=_env(), timeout=300)
