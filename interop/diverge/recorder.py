@@ -8,7 +8,9 @@ Every point is keyed by (step, module, call index, phase), ``step`` counted from
   that is fed wrong);
 * ``input_grad``: the gradient of each tensor input of a module call, as backward computes it;
 * ``param_grad``: each parameter's gradient when the optimizer's step begins (after clipping);
-* ``update``: what the optimizer's step changed each parameter by.
+* ``update``: what the optimizer's step changed each parameter by;
+* the loss ``backward()`` is called on, as the ``forward`` of the module :data:`LOSS` (what the optimizer's
+  gradients are the gradients of, after any rescaling the script does outside the model).
 
 Module names are those of the outermost module's ``named_modules()``, with the wrappers that parallelism adds
 (DDP's and DataParallel's ``module``, ``torch.compile``'s ``_orig_mod``, checkpoint and FSDP1 wrappers) taken
@@ -35,6 +37,8 @@ from devices.dtypes import dtype_name
 from interop.diverge.tensors import summarise
 
 PHASES = ("init", "forward", "input_grad", "param_grad", "update")
+LOSS = "<loss>"
+"""The module name of the loss ``backward()`` is called on (recorded as a ``forward`` point of its own)."""
 
 
 class StepsDone(BaseException):
@@ -309,6 +313,21 @@ class Recorder:
 
     # -- installing ------------------------------------------------------------------------------------
 
+    def _backward(self, original):
+        """``torch.autograd.backward`` recording the loss it is called on (a scalar and no gradient given: what the
+        optimizer's gradients are of), as the point (step, ``LOSS``, call index, ``forward``)."""
+
+        def backward(tensors, grad_tensors=None, *args, **kwargs):
+            if grad_tensors is None and isinstance(tensors, torch.Tensor) and tensors.numel() == 1 and \
+                    threading.current_thread() is self._main:
+                key = (self.step, LOSS)
+                call_index = self._calls[key]
+                self._calls[key] += 1
+                self._point("forward", LOSS, call_index, [("loss", tensors)], call_site=callsite.call_site(2))
+            return original(tensors, grad_tensors, *args, **kwargs)
+
+        return backward
+
     def install(self) -> None:
         from torch.nn.modules import module as module_hooks
         from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
@@ -317,12 +336,17 @@ class Recorder:
                           register_optimizer_step_pre_hook(self._step_pre),
                           register_optimizer_step_post_hook(self._step_post)]
         _ACTIVE[:] = [self]
+        self._autograd_backward = torch.autograd.backward
+        torch.autograd.backward = self._backward(self._autograd_backward)
 
     def finish(self) -> dict:
         self._complete_collectives()
         for handle in self._handles:
             handle.remove()
         self._handles = []
+        if getattr(self, "_autograd_backward", None) is not None:
+            torch.autograd.backward = self._autograd_backward
+            self._autograd_backward = None
         if _ACTIVE and _ACTIVE[0] is self:
             _ACTIVE.clear()
         return dict(rank=self.rank, world=self.world, steps=self.step - 1, points=self.points,

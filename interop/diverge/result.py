@@ -8,6 +8,7 @@ import math
 from dataclasses import asdict, dataclass, field
 
 from interop.diverge import compare, tolerance
+from interop.diverge.recorder import LOSS
 from interop.diverge.tensors import FULL_LIMIT, SAMPLES
 
 
@@ -229,6 +230,25 @@ def _origin(builder: _Builder, first: tuple, walk) -> Point:
     return point
 
 
+def walk_ahead(reference: dict, ranks: list[dict], after: dict):
+    """The comparisons of the points after ``after`` in the same step (a second walk: the first is not consumed)."""
+    for entry in compare.walk(reference, ranks):
+        if entry[0]["seq"] > after["seq"] and entry[0]["step"] == after["step"]:
+            yield entry
+
+
+def _rescaled_later(ref_point: dict, entry: tuple, ahead) -> bool:
+    """The outermost module's forward output differs, and the loss ``backward()`` is next called on in the same
+    step agrees: the script rescales the model's loss before differentiating it (transformers' Trainer under
+    ``nn.DataParallel`` multiplies the replicas' losses by their number), so training sees the same loss."""
+    if ref_point["phase"] != "forward" or ref_point["module"] != "":
+        return False
+    for later, results, _, _ in ahead:
+        if later["module"] == LOSS and later["phase"] == "forward":
+            return bool(results) and not any(r["differs"] for r in results.values())
+    return False
+
+
 def build(reference: dict, ranks: list[dict], run: str, reference_name: str,
           reference_kind: str = "cpu") -> DivergeResult:
     """Walk the points (:func:`compare.walk`) to the first that differs."""
@@ -236,6 +256,7 @@ def build(reference: dict, ranks: list[dict], run: str, reference_name: str,
     first = last = None
     compared = not_compared = 0
     random_init: list[Point] = []
+    rescaled: list[Point] = []
     walk = compare.walk(reference, ranks)
     for entry in walk:
         ref_point, results, inputs, tests = entry
@@ -246,6 +267,9 @@ def build(reference: dict, ranks: list[dict], run: str, reference_name: str,
         point, differs = builder.point(ref_point, results, tests)
         if differs and ref_point["phase"] == "init" and point.cause and point.cause.startswith("randomness"):
             random_init.append(point)  # one parameter's draw explains no other's: the walk goes on
+            continue
+        if differs and _rescaled_later(ref_point, entry, walk_ahead(reference, ranks, ref_point)):
+            rescaled.append(point)  # the model's loss, rescaled by the script before backward: not a divergence
             continue
         if differs:
             first = _origin(builder, entry, walk)
@@ -262,6 +286,10 @@ def build(reference: dict, ranks: list[dict], run: str, reference_name: str,
         notes.append(f"{len(random_init)} parameter(s) differ at init by their random initialisation (reported, "
                      f"not counted as the first divergence): "
                      + ", ".join(f"{p.module}.{p.tensor}" for p in random_init[:6]))
+    for p in rescaled:
+        notes.append(f"the model's output {p.tensor!r} at step {p.step} differs (ratio "
+                     f"{p.test_max / p.reference_max if p.reference_max else math.nan:.3g}) but the loss backward() "
+                     f"is called on agrees: the script rescales it after the model (not counted as a divergence)")
     if not_compared:
         notes.append(f"{not_compared} point(s) recorded on both sides could not be set side by side "
                      f"(shapes that are not a slice of the reference's, or Partial DTensors)")

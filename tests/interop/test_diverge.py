@@ -230,3 +230,24 @@ def test_non_finite_on_one_side_always_differs_and_the_update_rule_counts_elemen
     assert not compare.measure(one_far, ref, "update", "float32")["differs"]
     one_far[1:4] = 2.0  # 4 of 2000: 0.2 %
     assert compare.measure(one_far, ref, "update", "float32")["differs"]
+
+
+def _records(points, rank=0):
+    return dict(rank=rank, world=1, steps=1, collectives=[],
+                points=[dict(seq=i, step=1, module=m, call_index=0, phase="forward",
+                             tensors=[(path, tensors.summarise(torch.tensor(v)))]) for i, (m, path, v) in
+                        enumerate(points)])
+
+
+@pytest.mark.parametrize("backward_loss, diverged", [(4.0, False), (1.0, True)])
+def test_a_model_loss_the_script_rescales_before_backward_is_not_a_divergence(backward_loss, diverged):
+    """nn.DataParallel's replicas each return a quarter; transformers 5's Trainer multiplies by their number before
+    backward (the same loss: a note), 4.49's did not (the loss at step 1 differs)."""
+    reference = _records([("", "loss", 4.0), ("<loss>", "loss", 4.0)])
+    run = _records([("", "loss", [1.0, 1.0, 1.0, 1.0]), ("<loss>", "loss", backward_loss)])
+    result = build(reference, [run], "1 process", "cpu")
+    assert result.diverged is diverged
+    if diverged:
+        assert (result.first.module, result.first.tensor, result.first.test_max) == ("", "loss", 1.0)
+    else:
+        assert "rescales it after the model" in result.notes[0] and result.points_compared == 2
