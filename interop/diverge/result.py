@@ -155,6 +155,9 @@ class _Builder:
             why.append("the run under test draws from its device's generator (a slot's, as CUDA code draws from "
                        "the GPU's), the CPU reference from the CPU's, which an initialisation on the CPU has "
                        "moved on (--reference slot draws as the run does)")
+        self.data_hint = ("; a data-parallel rank's rows must be its slice of the batch the one-process "
+                          "reference draws (one seeded global batch, each rank taking its rows) for the two to "
+                          "mean the same" if len(ranks) > 1 else "")
         self.random_cause = ("randomness: this module call drew random numbers (dropout, a random op) and the "
                              "two runs' draws differ here" + (": " + "; ".join(why) if why else "")
                              + "; set the op's probability to 0 to compare the rest")
@@ -223,7 +226,8 @@ def _origin(builder: _Builder, first: tuple, walk) -> Point:
                                       f"{point.call_site})")
     elif fed:
         point.cause = point.cause or (f"first seen at {name}'s output; the outermost module's input already "
-                                      f"differs: the script feeds it differently (at {point.call_site})")
+                                      f"differs: the script feeds it differently (at {point.call_site})"
+                                      + builder.data_hint)
     else:
         point.cause = point.cause or (f"first seen at {name}'s output, whose input already differed: the "
                                       f"difference arises in this module's own code, between its submodules")
