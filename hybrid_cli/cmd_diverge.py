@@ -29,6 +29,8 @@ ORDER = 27
 
 
 def add_arguments(parser) -> None:
+    parser.usage = ("hybrid diverge [--nproc-per-node N] [--steps K] [--reference cpu|slot] [--json PATH] "
+                    "[--rack RACK] SCRIPT [ARGS...]")
     parser.add_argument("--nproc-per-node", type=int, default=1, metavar="N",
                         help="ranks of the run under test, launched as torchrun launches them (default 1: one "
                              "process); the reference is always one process")

@@ -191,13 +191,13 @@ class Recorder:
 
     def _record_params(self, phase, root, step=None):
         names = module_names(root)
+        extra = dict(drew_since_seed=self._drew_since_seed()) if phase == "init" else {}
         for module in root.modules():
             name = self._names.get(id(module), names.get(id(module)))
             params = [(n, p) for n, p in module.named_parameters(recurse=False)]
             if phase == "param_grad":
                 params = [(n, p.grad) for n, p in params if p.grad is not None]
             if params:
-                extra = dict(drew_since_seed=self._drew_since_seed()) if phase == "init" else {}
                 self._point(phase, name, 0, params, step=step, **extra)
 
     def _forward_pre(self, module, args):
