@@ -59,12 +59,16 @@ def diverge(script: str, args: list[str] | tuple = (), *, nproc_per_node: int = 
     with tempfile.TemporaryDirectory(prefix="diverge-") as work:
         test_dir, ref_dir = os.path.join(work, "run"), os.path.join(work, "reference")
         # Both at once: the reference is one process, the run under test N; neither waits for the other.
-        processes = [launch.run_reference(script, args, ref_dir, steps=steps, reference=reference,
-                                          distributed=nproc_per_node > 1, rack=rack),
-                     launch.run_under_test(script, args, test_dir, steps=steps, nproc=nproc_per_node, rack=rack)]
-        launch.wait(processes, timeout)
-        reference_records = launch.load(ref_dir, f"reference ({reference})")
-        ranks = launch.load(test_dir, "run under test")
+        runs = [(launch.run_reference(script, args, ref_dir, steps=steps, reference=reference,
+                                      distributed=nproc_per_node > 1, rack=rack), ref_dir),
+                (launch.run_under_test(script, args, test_dir, steps=steps, nproc=nproc_per_node, rack=rack),
+                 test_dir)]
+        failed = launch.wait(runs, timeout)
+        order = [(ref_dir, f"reference ({reference})"), (test_dir, "run under test")]
+        if failed == test_dir:  # its error first: the reference was stopped because of it
+            order.reverse()
+        loaded = {folder: launch.load(folder, what) for folder, what in order}
+        reference_records, ranks = loaded[ref_dir], loaded[test_dir]
     run = "the rack, 1 process" if nproc_per_node == 1 else f"the rack, {nproc_per_node} ranks (torchrun)"
     ref_name = "the CPU (plain torch, 1 process)" if reference == "cpu" else "one slot (1 process)"
     return build(reference_records[0], ranks, run, ref_name, reference)

@@ -87,18 +87,37 @@ def _start(command: list[str], env: dict, out: str) -> subprocess.Popen:
     return process
 
 
-def wait(processes: list[subprocess.Popen], timeout: float | None) -> None:
-    """Wait for every run; past ``timeout`` seconds, stop them all and raise :class:`RunFailed`."""
+def _failed(out: str) -> bool:
+    """A finished run left no records, or a rank's error: there will be nothing to compare."""
+    names = os.listdir(out) if os.path.isdir(out) else []
+    return not any(n.endswith(".pt") for n in names) or any(n.endswith(".error") for n in names)
+
+
+def wait(runs: list[tuple[subprocess.Popen, str]], timeout: float | None) -> str | None:
+    """Wait for every run (process, its records' folder). One that failed stops the others at once: its folder
+    is returned (its error is the answer); past ``timeout`` seconds all are stopped and :class:`RunFailed`
+    raised."""
     deadline = None if timeout is None else time.monotonic() + timeout
-    try:
-        for process in processes:
-            process.wait(timeout=None if deadline is None else max(deadline - time.monotonic(), 0.1))
-    except subprocess.TimeoutExpired:
-        for process in processes:
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-        raise RunFailed(f"the runs did not finish within timeout={timeout} s") from None
+    pending = list(runs)
+    while pending:
+        for run in list(pending):
+            if run[0].poll() is not None:
+                pending.remove(run)
+                if _failed(run[1]):
+                    _stop([p for p, _ in pending])
+                    return run[1]
+        if deadline is not None and time.monotonic() > deadline:
+            _stop([p for p, _ in pending])
+            raise RunFailed(f"the runs did not finish within timeout={timeout} s")
+        time.sleep(0.1)
+    return None
+
+
+def _stop(processes: list[subprocess.Popen]) -> None:
+    for process in processes:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
 
 
 def load(out: str, what: str) -> list[dict]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 
@@ -21,7 +20,6 @@ from interop.diverge.result import build
 from tests.support import ROOT
 
 RECIPES = os.path.join(ROOT, "tests", "support", "cuda_scripts", "diverge_recipes.py")
-DOC = os.path.join(ROOT, "docs", "diverge.md")
 
 # case -> (module, phase, rank or None for any, what the cause starts with or None); None: the runs agree.
 EXPECTED = {
@@ -111,35 +109,38 @@ def test_a_shard_is_compared_with_its_slice_of_the_full_tensor(recipes):
 # -- the command line: each exit status, the JSON, the documented sample ----------------------------------------
 
 
-def _doc_script_and_sample() -> tuple[str, list[str]]:
-    with open(DOC) as f:
-        text = f.read()
-    script = re.search(r"SCRIPT = '''\n(.*?)'''", text, re.S).group(1)
-    sample = re.search(r"```text\n(.*?)```", text, re.S).group(1).strip().splitlines()
-    return script, sample
-
-
-def test_exit_status_1_prints_the_documented_sample_and_writes_json(tmp_path):
-    script, sample = _doc_script_and_sample()
-    (tmp_path / "train_dp.py").write_text(script)
-    out = _hybrid("--json", "where.json", "train_dp.py", cwd=tmp_path)
-    assert out.returncode == 1, out.stderr[-3000:]
-    printed = out.stdout.splitlines()
-    assert printed[:len(sample)] == sample, "docs/diverge.md's sample output is stale:\n" + out.stdout
+def test_exit_status_1_under_torchrun_names_the_missing_all_reduce_in_json(tmp_path):
+    """The run under test launched as torchrun launches it (2 ranks), the reference as a world of one."""
+    out = _hybrid("--nproc-per-node", "2", "--steps", "1", "--json", "where.json", RECIPES, "--recipe", "manual_dp",
+                  "--bug", "skip_allreduce", cwd=tmp_path)
+    assert out.returncode == 1, out.stdout[-2000:] + out.stderr[-3000:]
+    assert "2 ranks (torchrun) against the CPU" in out.stdout and "DIVERGED at step 1, module 'head'" in out.stdout
     data = json.loads((tmp_path / "where.json").read_text())
-    assert data["diverged"] is True
+    assert data["diverged"] is True and data["steps"] == 1
     for point in ("first", "last_agreed"):
         assert {"step", "module", "phase", "call_index", "max_abs_diff", "max_rel_diff", "call_site",
                 "collective_before"} <= set(data[point])
-    assert (data["first"]["step"], data["first"]["module"], data["first"]["phase"]) == (1, "", "forward")
+    first = data["first"]
+    assert (first["step"], first["module"], first["phase"], first["call_index"]) == (1, "head", "param_grad", 0)
+    assert first["collective_before"].startswith("all_reduce of float32[16] over 2 ranks")
+    assert "diverge_recipes.py:" in first["call_site"]
 
 
-def test_exit_status_0_under_torchrun_against_a_slot(tmp_path):
-    """A clean tensor-parallel recipe, 2 ranks on the rack against one slot: the runs agree."""
-    out = _hybrid("--nproc-per-node", "2", "--steps", "1", "--reference", "slot", RECIPES, "--recipe", "tp",
-                  "--steps", "3", cwd=tmp_path)
+def test_exit_status_0_and_dropout_drawn_alike_against_a_slot(tmp_path):
+    """One process with dropout, against one slot: a slot's generator draws what the reference's slot draws."""
+    (tmp_path / "train.py").write_text(
+        "import torch, torch.nn as nn\n"
+        "torch.manual_seed(0)\n"
+        "model = nn.Sequential(nn.Linear(8, 16), nn.Dropout(0.3), nn.Linear(16, 4)).cuda()\n"
+        "optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)\n"
+        "for step in range(3):\n"
+        "    x = torch.randn(6, 8, generator=torch.Generator().manual_seed(step)).cuda()\n"
+        "    model(x).pow(2).mean().backward()\n"
+        "    optimizer.step()\n"
+        "    optimizer.zero_grad()\n")
+    out = _hybrid("--reference", "slot", "train.py", cwd=tmp_path)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
-    assert "2 ranks (torchrun) against one slot" in out.stdout and "the runs agree" in out.stdout
+    assert "against one slot" in out.stdout and "the runs agree" in out.stdout
 
 
 def test_a_script_that_fails_before_its_first_step_is_exit_status_2_with_its_error(tmp_path):
