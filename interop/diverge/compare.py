@@ -26,7 +26,11 @@ def _key(point: dict) -> tuple:
 
 
 def index_points(records: dict) -> dict[tuple, dict]:
-    return {_key(p): p for p in records["points"]}
+    """Each key's first point."""
+    index: dict[tuple, dict] = {}
+    for point in records["points"]:
+        index.setdefault(_key(point), point)
+    return index
 
 
 def measure(test: torch.Tensor, ref: torch.Tensor, phase: str, dtype: str) -> dict:

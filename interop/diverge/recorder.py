@@ -32,7 +32,7 @@ from collections import defaultdict
 import torch
 import torch.nn as nn
 
-from interop import callsite
+from interop import callsite, import_hooks
 from devices.dtypes import dtype_name
 from interop.diverge.tensors import summarise
 
@@ -102,6 +102,34 @@ def _tensors(value, path=""):
             yield from _tensors(item, f"{path}[{i}]")
 
 
+_PIPELINE_STAGE = "torch.distributed.pipelining.stage"
+_METADATA_INFERENCE = ("_forward_metadata_inference", "_backward_metadata_inference")
+
+
+def _pause_metadata_inference(module) -> None:
+    """A PipelineStage infers its shapes by running its module forward and backward once on placeholder tensors
+    (on the last stage, tensors of no data): not a training call, so the recorder pauses through it (else the
+    stages' and the reference's call indices would count it differently)."""
+    stage = getattr(module, "PipelineStage", None)
+    for name in _METADATA_INFERENCE:
+        original = stage.__dict__.get(name) if stage is not None else None
+        if original is None or getattr(original, "_diverge", False):
+            continue
+
+        def paused(self, *args, _original=original, **kwargs):
+            recorder = _ACTIVE[0] if _ACTIVE else None
+            if recorder is not None:
+                recorder.paused += 1
+            try:
+                return _original(self, *args, **kwargs)
+            finally:
+                if recorder is not None:
+                    recorder.paused -= 1
+
+        paused._diverge = True
+        setattr(stage, name, paused)
+
+
 _ACTIVE: list = []
 """The recorder installed now (at most one), to which the ``hybrid`` backend's collectives are reported."""
 
@@ -152,6 +180,8 @@ class Recorder:
         self._handles = []
         self.device_generators = False
         """Watch the current CUDA device's generator too (under the CUDA layer: the current slot's)."""
+        self.paused = 0
+        """Above 0 while a library runs the model on placeholders (not training): nothing is recorded."""
 
     # -- steps -----------------------------------------------------------------------------------------
 
@@ -160,6 +190,8 @@ class Recorder:
         return max(self.completed.values(), default=0) + 1
 
     def _point(self, phase, name, call_index, tensors, step=None, **extra):
+        if self.paused:
+            return
         self._complete_collectives()
         summaries = []
         for path, t in tensors:
@@ -201,7 +233,7 @@ class Recorder:
                 self._point(phase, name, 0, params, step=step, **extra)
 
     def _forward_pre(self, module, args):
-        if threading.current_thread() is not self._main:
+        if threading.current_thread() is not self._main or self.paused:
             return None
         if id(module) not in self._hooked:  # after the module's own hooks, so it sees their output
             self._hooked.add(id(module))
@@ -225,14 +257,19 @@ class Recorder:
         return None
 
     def _input_grad_hook(self, step, name, call_index, path):
-        # Backward may run on the device's autograd thread: recorded whichever thread calls.
+        # Backward may run on the device's autograd thread: recorded whichever thread calls. Once only: a tensor
+        # used again (a pipeline stage's receive buffer, next step) would fire this call's hook with another's.
+        fired = []
+
         def hook(grad):
-            self._point("input_grad", name, call_index, [(path, grad)], step=step)
+            if not fired:
+                fired.append(True)
+                self._point("input_grad", name, call_index, [(path, grad)], step=step)
 
         return hook
 
     def _forward(self, module, args, output):
-        if threading.current_thread() is not self._main:  # a DataParallel replica (its hooks are copies)
+        if threading.current_thread() is not self._main or self.paused:  # a replica of DataParallel, or paused
             return None
         stack = self._stack()
         if not stack:
@@ -319,7 +356,7 @@ class Recorder:
 
         def backward(tensors, grad_tensors=None, *args, **kwargs):
             if grad_tensors is None and isinstance(tensors, torch.Tensor) and tensors.numel() == 1 and \
-                    threading.current_thread() is self._main:
+                    threading.current_thread() is self._main and not self.paused:
                 key = (self.step, LOSS)
                 call_index = self._calls[key]
                 self._calls[key] += 1
@@ -336,6 +373,7 @@ class Recorder:
                           register_optimizer_step_pre_hook(self._step_pre),
                           register_optimizer_step_post_hook(self._step_post)]
         _ACTIVE[:] = [self]
+        import_hooks.after_import(_PIPELINE_STAGE, _pause_metadata_inference)
         self._autograd_backward = torch.autograd.backward
         torch.autograd.backward = self._backward(self._autograd_backward)
 

@@ -31,6 +31,8 @@ EXPECTED = {
     "tp-sharded_norm": ("blocks.0.mlp.mid_norm", "forward", None, None),
     "sp-mask_dropped": ("blocks.0.attn", "forward", None, "first seen at 'blocks.0.attn.wo'"),
     "pp-wrong_microbatch": ("", "forward", 1, "first seen at 'blocks.1.norm'"),
+    "pipelining-clean": None,
+    "pipelining-wrong_targets": ("head", "input_grad", 1, None),
 }
 COLLECTIVE_BEFORE = {"manual_dp-skip_allreduce": "all_reduce", "fsdp2-double_scale": "reduce_scatter"}
 

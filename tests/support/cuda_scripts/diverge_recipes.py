@@ -14,6 +14,9 @@ trains silently wrong, for ``hybrid diverge`` (no hybrid-interop in the recipes)
   attention). Bug ``mask_dropped``: the sequence-parallel path calls the model without its attention mask.
 * ``pp``: a two-stage GPipe pipeline written with send/recv, two microbatches. Bug ``wrong_microbatch``: the
   last stage consumes the received microbatches in the wrong order.
+* ``pipelining``: the same stages with torch.distributed.pipelining (PipelineStage, ScheduleGPipe, four
+  microbatches, the loss on the last stage). Bug ``wrong_targets``: the last stage's targets rolled by a
+  microbatch.
 
 Each rank's data comes from one seeded global batch: data parallelism takes its rank's rows, the others every
 row, so the single-process reference (a world of one) sees the same batch. A bug lives on the distributed path
@@ -35,7 +38,8 @@ import torch.nn.functional as F
 DIM, HIDDEN, VOCAB, SEQ, BATCH, HEAD_DIM = 16, 32, 32, 8, 8, 8
 CASES = [("ddp", None), ("ddp", "dropout"), ("manual_dp", None), ("manual_dp", "skip_allreduce"),
          ("fsdp2", None), ("fsdp2", "double_scale"), ("tp", None), ("tp", "sharded_norm"), ("sp", None),
-         ("sp", "mask_dropped"), ("pp", None), ("pp", "wrong_microbatch")]
+         ("sp", "mask_dropped"), ("pp", None), ("pp", "wrong_microbatch"), ("pipelining", None),
+         ("pipelining", "wrong_targets")]
 
 
 class Attention(nn.Module):
@@ -225,15 +229,8 @@ def pp(device, steps, bug):
     deletes what is not its stage's (stage 0: the embedding and block 0; stage 1: block 1, the norm, the head;
     one rank keeps all), microbatches sent with send/recv, all forwards then all backwards."""
     rank, world = dist.get_rank(), dist.get_world_size()
-    torch.manual_seed(0)
-    model = Model().to(device)
+    model = _stage_model(device)
     first, last = rank == 0, rank == world - 1
-    if not first:
-        model.embed = None
-        del model.blocks["0"]
-    if not last:
-        del model.blocks["1"]
-        model.norm = model.head = None
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     chunks = 2
     for step in range(steps):
@@ -269,7 +266,41 @@ def pp(device, steps, bug):
         optimizer.zero_grad()
 
 
-RECIPES = {"ddp": ddp, "manual_dp": manual_dp, "fsdp2": fsdp2, "tp": tp, "sp": sp, "pp": pp}
+def _stage_model(device):
+    """The whole model, less what is not this rank's stage (the pipelining tutorial's cut; one rank keeps all)."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(0)
+    model = Model()
+    if rank != 0:
+        model.embed = None
+        del model.blocks["0"]
+    if rank != world - 1:
+        del model.blocks["1"]
+        model.norm = model.head = None
+    return model.to(device)
+
+
+def pipelining(device, steps, bug):
+    from torch.distributed.pipelining import PipelineStage, ScheduleGPipe
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    model = _stage_model(device)
+    schedule = ScheduleGPipe(PipelineStage(model, rank, world, device), n_microbatches=4, loss_fn=lm_loss)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5, momentum=0.9)
+    for step in range(steps):
+        x = batch(step).to(device)
+        target = x.roll(2, 0) if bug == "wrong_targets" and world > 1 else x  # the bug: another microbatch's
+        if world == 1:
+            schedule.step(x, target=target)
+        elif rank == 0:
+            schedule.step(x)
+        else:
+            schedule.step(target=target)
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+RECIPES = {"ddp": ddp, "manual_dp": manual_dp, "fsdp2": fsdp2, "tp": tp, "sp": sp, "pp": pp, "pipelining": pipelining}
 
 
 def _device():
