@@ -35,7 +35,7 @@ def _install_layer(rack: str | None, recorder) -> None:
     import torch
 
     from interop.cuda_layer.run import _install
-    from interop.diverge.recorder import watch_collectives
+    from interop.diverge.patches import watch_collectives
 
     _install(types.SimpleNamespace(rack=rack, device_map=None, strict=False, report=None))
     recorder.device_generators = bool(torch.cuda.device_count())

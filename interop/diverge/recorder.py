@@ -32,8 +32,9 @@ from collections import defaultdict
 import torch
 import torch.nn as nn
 
-from interop import callsite, import_hooks
 from devices.dtypes import dtype_name
+from interop import callsite, import_hooks
+from interop.diverge.patches import ACTIVE, PIPELINE_STAGE, pause_metadata_inference
 from interop.diverge.tensors import summarise
 
 PHASES = ("init", "forward", "input_grad", "param_grad", "update")
@@ -100,64 +101,6 @@ def _tensors(value, path=""):
     elif isinstance(value, (tuple, list)):
         for i, item in enumerate(value):
             yield from _tensors(item, f"{path}[{i}]")
-
-
-_PIPELINE_STAGE = "torch.distributed.pipelining.stage"
-_METADATA_INFERENCE = ("_forward_metadata_inference", "_backward_metadata_inference")
-
-
-def _pause_metadata_inference(module) -> None:
-    """A PipelineStage infers its shapes by running its module forward and backward once on placeholder tensors
-    (on the last stage, tensors of no data): not a training call, so the recorder pauses through it (else the
-    stages' and the reference's call indices would count it differently)."""
-    stage = getattr(module, "PipelineStage", None)
-    for name in _METADATA_INFERENCE:
-        original = stage.__dict__.get(name) if stage is not None else None
-        if original is None or getattr(original, "_diverge", False):
-            continue
-
-        def paused(self, *args, _original=original, **kwargs):
-            recorder = _ACTIVE[0] if _ACTIVE else None
-            if recorder is not None:
-                recorder.paused += 1
-            try:
-                return _original(self, *args, **kwargs)
-            finally:
-                if recorder is not None:
-                    recorder.paused -= 1
-
-        paused._diverge = True
-        setattr(stage, name, paused)
-
-
-_ACTIVE: list = []
-"""The recorder installed now (at most one), to which the ``hybrid`` backend's collectives are reported."""
-
-
-def watch_collectives() -> None:
-    """Report every collective the ``hybrid`` backend issues to the installed recorder: its tensors when issued,
-    again once complete. Patches the backend's one issuing method, once per process."""
-    from collectives.distributed._group import ProcessGroupHybrid
-
-    original = ProcessGroupHybrid._issue
-    if getattr(original, "_diverge", False):
-        return
-
-    def _issue(self, label, build, opts=None):
-        seen = []
-
-        def recording_build():
-            call, launch, aliases = build()
-            seen.append(aliases)
-            return call, launch, aliases
-
-        work = original(self, label, recording_build, opts)
-        if seen and _ACTIVE:
-            _ACTIVE[0].collective(label, self.getSize(), list(seen[0]), work)
-        return work
-
-    _issue._diverge = True
-    ProcessGroupHybrid._issue = _issue
 
 
 class Recorder:
@@ -372,8 +315,8 @@ class Recorder:
         self._handles += [module_hooks.register_module_forward_pre_hook(self._forward_pre),
                           register_optimizer_step_pre_hook(self._step_pre),
                           register_optimizer_step_post_hook(self._step_post)]
-        _ACTIVE[:] = [self]
-        import_hooks.after_import(_PIPELINE_STAGE, _pause_metadata_inference)
+        ACTIVE[:] = [self]
+        import_hooks.after_import(PIPELINE_STAGE, pause_metadata_inference)
         self._autograd_backward = torch.autograd.backward
         torch.autograd.backward = self._backward(self._autograd_backward)
 
@@ -385,8 +328,8 @@ class Recorder:
         if getattr(self, "_autograd_backward", None) is not None:
             torch.autograd.backward = self._autograd_backward
             self._autograd_backward = None
-        if _ACTIVE and _ACTIVE[0] is self:
-            _ACTIVE.clear()
+        if ACTIVE and ACTIVE[0] is self:
+            ACTIVE.clear()
         return dict(rank=self.rank, world=self.world, steps=self.step - 1, points=self.points,
                     collectives=self.collectives)
 

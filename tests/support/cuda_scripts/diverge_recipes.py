@@ -321,7 +321,8 @@ def main():
     device, backend = _device()
     dist.init_process_group(backend)
     if args.all:
-        from interop.diverge.recorder import Recorder, watch_collectives
+        from interop.diverge.patches import watch_collectives
+        from interop.diverge.recorder import Recorder
 
         if backend == "nccl":
             watch_collectives()
