@@ -48,7 +48,15 @@ _LAZY = {
 }
 
 
+_SUBPACKAGES = ("diverge",)
+"""Subpackages loaded on first use; ``interop.diverge`` is also callable (``interop.diverge(script)``)."""
+
+
 def __getattr__(name: str):
+    if name in _SUBPACKAGES:
+        import importlib
+
+        return importlib.import_module(f"interop.{name}")
     if name in _LAZY:
         import importlib
 
@@ -60,7 +68,7 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(set(globals()) | set(_LAZY) | set(_SUBPACKAGES))
 
 # Without the compiled extension the device is not registered; the pure-Python parts
 # (catalogue, cost model, what-ifs) still import (interop._backend.MissingExtension).
@@ -72,7 +80,7 @@ if register():
 __all__ = [
     "DEVICE_TYPE", "Divergence", "Engine", "FidelityWarning", "Ledger", "Plan", "Rack", "RackDevice", "RunReport",
     "ServeResult", "ServingEstimate", "StepEstimate", "TimelineRecord", "TimelineWindow", "Workload", "__version__",
-    "current_rack", "divergences", "export_trace", "gantt", "ledger", "numerics", "plan", "presets", "report",
+    "current_rack", "diverge", "divergences", "export_trace", "gantt", "ledger", "numerics", "plan", "presets", "report",
     "reset_ledger", "reset_timeline", "serve", "serving_whatif", "set_numerics", "set_rack", "set_recording",
     "set_strict", "set_timeline_window", "timeline", "timeline_window", "whatif",
 ]

@@ -1,0 +1,147 @@
+"""Setting the run under test's records against the reference's: the first point that differs, the last that
+agreed.
+
+Points are visited in the order the reference recorded them (its execution order); each is compared on every
+rank of the run under test that recorded the same (step, module, call index, phase). What means the same on
+both sides is compared (see :mod:`interop.diverge.tensors` for shards and slices):
+
+* a data-parallel rank's input gradients, its rows of the batch, are the reference's rows times the number of
+  slices (its loss averages its own rows, the reference's all of them): they are divided by it;
+* a module's scalar output (a loss) on several ranks is compared as their mean, as is ``nn.DataParallel``'s
+  vector of its replicas' scalars, since each averages its own rows.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from interop.diverge import tolerance
+from interop.diverge.tensors import inferred_slice, pair
+
+
+def _key(point: dict) -> tuple:
+    return point["step"], point["module"], point["call_index"], point["phase"]
+
+
+def index_points(records: dict) -> dict[tuple, dict]:
+    """Each key's first point."""
+    index: dict[tuple, dict] = {}
+    for point in records["points"]:
+        index.setdefault(_key(point), point)
+    return index
+
+
+def measure(test: torch.Tensor, ref: torch.Tensor, phase: str, dtype: str) -> dict:
+    """max_abs_diff, max_rel_diff, whether they differ beyond the limit, and the limit (see tolerance)."""
+    test, ref = test.reshape(-1), ref.reshape(-1)
+    finite_t, finite_r = torch.isfinite(test), torch.isfinite(ref)
+    # Non-finite on one side only, or non-finite on both but not the same (inf against NaN, +inf against -inf).
+    one_sided = (finite_t != finite_r) | (~finite_t & ~finite_r & ~(test.isnan() & ref.isnan()) & (test != ref))
+    both = finite_t & finite_r
+    diff = (test[both] - ref[both]).abs()
+    max_abs = float(diff.max()) if diff.numel() else 0.0
+    if bool(one_sided.any()):
+        max_abs = math.inf
+    scale = float(ref[finite_r].abs().max()) if bool(finite_r.any()) else 0.0
+    max_rel = max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else math.inf)
+    if phase == "update":
+        rms = float(ref[finite_r].pow(2).mean().sqrt()) if bool(finite_r.any()) else 0.0
+        far = (diff > tolerance.UPDATE_STEP * rms).sum() + one_sided.sum()
+        share = float(far) / max(test.numel(), 1)
+        return dict(max_abs_diff=max_abs, max_rel_diff=max_rel, differs=share > tolerance.UPDATE_SHARE,
+                    tolerance=f"{100 * tolerance.UPDATE_SHARE:g} % of elements over {tolerance.UPDATE_STEP:g} "
+                              f"RMS step ({100 * share:.3g} % are)",
+                    test_max=_absmax(test), reference_max=scale)
+    garbage = _uninitialised(test) or _uninitialised(ref)
+    bound = tolerance.limit(phase, dtype)
+    return dict(max_abs_diff=max_abs, max_rel_diff=max_rel, differs=bool(one_sided.any()) or max_rel > bound,
+                tolerance=f"{bound:g} ({dtype}, {phase})", test_max=_absmax(test), reference_max=scale,
+                uninitialised=garbage)
+
+
+UNINITIALISED_ABOVE, UNINITIALISED_BELOW = 1e20, 1e-30
+"""Magnitudes no initialiser or training step produces in float32 parameters: memory never written (``to_empty``,
+``torch.empty``) reads as such bit patterns."""
+
+
+def _uninitialised(t: torch.Tensor) -> bool:
+    magnitude = t[torch.isfinite(t)].abs()
+    return bool(((magnitude > UNINITIALISED_ABOVE) | ((magnitude > 0) & (magnitude < UNINITIALISED_BELOW))).any())
+
+
+def _absmax(t: torch.Tensor) -> float:
+    finite = t[torch.isfinite(t)]
+    nonfinite = t.numel() - finite.numel()
+    value = float(finite.abs().max()) if finite.numel() else 0.0
+    return math.nan if nonfinite and not finite.numel() else value
+
+
+def _compare_path(tests: list, ref_summary, phase: str) -> dict | None:
+    """The worst rank's comparison of one tensor of one point; None when no rank could be compared."""
+    scalar = ref_summary.numel == 1 and phase == "forward"
+    if scalar and tests:
+        values = []
+        for rank, summary in tests:
+            if summary.values is None:
+                return None
+            values.append(summary.values.reshape(-1).mean())  # nn.DataParallel's gathered replicas: a vector
+        test = torch.stack(values).mean().reshape(1)
+        how = "mean over ranks" if len(values) > 1 else ("mean of the replicas' values"
+                                                          if tests[0][1].numel > 1 else "full")
+        result = measure(test, ref_summary.values.reshape(1), phase, ref_summary.dtype)
+        return dict(result, rank=tests[0][0] if len(tests) == 1 else None, compared=how)
+    worst = None
+    agreeing = []
+    for rank, summary in tests:
+        paired = pair(summary, ref_summary, rank)
+        if paired.test is None:
+            continue
+        test = paired.test
+        inferred = inferred_slice(summary, ref_summary, rank)
+        if phase == "input_grad" and inferred is not None and inferred[0] == 0:
+            test = test / inferred[1]  # a rank's loss averages its own rows: each row's gradient is k times
+        result = dict(measure(test, paired.ref, phase, ref_summary.dtype), rank=rank, compared=paired.how,
+                      sharded=summary.sharded)
+        if not result["differs"]:
+            agreeing.append(rank)
+        if worst is None or (result["differs"], result["max_rel_diff"]) > (worst["differs"], worst["max_rel_diff"]):
+            worst = result
+    if worst is not None:
+        worst["agreeing_ranks"] = agreeing
+    return worst
+
+
+def compare_tensors(point: dict, matches: list, field: str) -> dict:
+    """{path: the worst rank's comparison} for one point's ``field`` ('tensors' or 'inputs')."""
+    results = {}
+    for path, ref_summary in point.get(field) or ():
+        tests = [(rank, dict(p.get(field) or ()).get(path)) for rank, p in matches]
+        tests = _consistent([(rank, s) for rank, s in tests if s is not None], ref_summary)
+        compared = _compare_path(tests, ref_summary, point["phase"]) if tests else None
+        if compared is not None:
+            results[path] = compared
+    return results
+
+
+def _consistent(tests: list, ref_summary) -> list:
+    """A plain tensor is taken as a slice of the reference's only when every rank holds one of the same shape
+    (a pipeline's first stage returns activations where the reference's model returns logits: no slice)."""
+    shapes = {tuple(s.shape) for _, s in tests}
+    if len(shapes) > 1:
+        return [(rank, s) for rank, s in tests if s.sharded or tuple(s.shape) == tuple(ref_summary.global_shape)]
+    return tests
+
+
+def walk(reference: dict, ranks: list[dict]):
+    """Yield (reference point, {path: comparison}, {input path: comparison}, the test points by rank) in the
+    reference's order, for every point at least one rank of the run under test recorded."""
+    indexed = [(r["rank"], index_points(r)) for r in ranks]
+    for point in sorted(reference["points"], key=lambda p: p["seq"]):
+        key = _key(point)
+        matches = [(rank, index[key]) for rank, index in indexed if key in index]
+        if not matches:
+            continue
+        yield (point, compare_tensors(point, matches, "tensors"), compare_tensors(point, matches, "inputs"),
+               dict(matches))

@@ -1,0 +1,47 @@
+"""When a recorded tensor differs from the reference's: the limits, by dtype and phase, and why each.
+
+Differences are measured relative to the reference tensor's largest magnitude (``max_rel_diff`` =
+``max_abs_diff`` / max |reference|), not element by element: an element near zero would make any rounding an
+unbounded relative difference. An element NaN or infinite on one side only is a divergence whatever the limit.
+
+* ``init``: parameters before the first step come from the same seeded generator on both sides; float32 at most
+  1e-6 (a copy or a sharded initialisation rounds no element; this leaves room for a shard's arithmetic).
+* ``forward``: float32 at most 1e-5. Splitting a batch over ranks, a tensor-parallel row-wise sum, another
+  kernel blocking re-associate float32 sums: ~1e-7 relative per layer, a few layers deep.
+* ``input_grad`` and ``param_grad``: float32 at most 1e-4, the rule ``hybrid plan --run`` applies to gradients
+  (:mod:`interop.live.agreement`): a gradient is a sum over the batch, re-associated by every split.
+* ``update``: in units of the reference's optimizer step (the root mean square of its update), at most a tenth
+  of a step on more than 0.1 % of the elements: Adam moves an element whose gradient is rounding noise by a
+  whole step in a direction the rounding picks (:mod:`interop.live.agreement`'s parameter rule).
+
+Lower precisions scale the float32 limits to their own rounding: bfloat16 (8 bits of mantissa) at least 2e-2,
+float16 at least 2e-3; float64 one hundredth of float32's.
+"""
+
+from __future__ import annotations
+
+from interop.live.agreement import TOLERANCE as AGREEMENT
+
+FLOAT32 = {"init": 1e-6, "forward": 1e-5, "input_grad": AGREEMENT.grads, "param_grad": AGREEMENT.grads}
+FLOOR = {"bfloat16": 2e-2, "float16": 2e-3}
+UPDATE_STEP = AGREEMENT.param_step
+"""An update element differs when it is more than this many reference steps from the reference's."""
+UPDATE_SHARE = AGREEMENT.param_share
+"""The share of update elements that may differ."""
+
+
+def limit(phase: str, dtype: str) -> float:
+    """The largest ``max_rel_diff`` that still agrees, for phases other than ``update``."""
+    base = FLOAT32[phase]
+    if dtype == "float64":
+        return base / 100
+    return max(base, FLOOR.get(dtype, 0.0))
+
+
+def describe() -> str:
+    """The rule in words, for the report."""
+    parts = ", ".join(f"{phase} {value:.0e}" for phase, value in FLOAT32.items())
+    return (f"max |difference| relative to the reference's largest |element|: float32 {parts}; bfloat16 at "
+            f"least {FLOOR['bfloat16']:g}, float16 at least {FLOOR['float16']:g}, float64 1/100 of float32's; "
+            f"update: at most {100 * UPDATE_SHARE:g} % of the elements more than {UPDATE_STEP:g} of the "
+            f"reference's RMS step apart; a NaN or inf on one side only always differs")

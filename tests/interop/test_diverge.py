@@ -1,0 +1,256 @@
+"""``hybrid diverge`` / ``interop.diverge``: injected bugs located, clean recipes agreeing, exit statuses, errors.
+
+The injected-bug cases run in two launches for all of them: torch's recipes with their bugs
+(tests/support/cuda_scripts/diverge_recipes.py ``--all``) once under torchrun on the rack and once as the
+plain-torch reference (a world of one), each case recorded by its own recorder; the comparisons then run here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from interop.diverge import compare, tensors
+from interop.diverge.result import build
+from tests.support import ROOT
+
+RECIPES = os.path.join(ROOT, "tests", "support", "cuda_scripts", "diverge_recipes.py")
+
+# case -> (module, phase, rank or None for any, what the cause starts with or None); None: the runs agree.
+EXPECTED = {
+    "ddp-clean": None, "manual_dp-clean": None, "fsdp2-clean": None, "tp-clean": None, "sp-clean": None,
+    "pp-clean": None,
+    "ddp-dropout": ("blocks.0.mlp.drop", "forward", None, "randomness"),
+    "manual_dp-skip_allreduce": ("head", "param_grad", None, None),
+    "fsdp2-double_scale": ("embed", "param_grad", None, None),
+    "tp-sharded_norm": ("blocks.0.mlp.mid_norm", "forward", None, None),
+    "sp-mask_dropped": ("blocks.0.attn", "forward", None, "first seen at 'blocks.0.attn.wo'"),
+    "pp-wrong_microbatch": ("", "forward", 1, "first seen at 'blocks.1.norm'"),
+    "pipelining-clean": None,
+    "pipelining-wrong_targets": ("head", "input_grad", 1, None),
+}
+COLLECTIVE_BEFORE = {"manual_dp-skip_allreduce": "all_reduce", "fsdp2-double_scale": "reduce_scatter"}
+
+
+def _env(**extra) -> dict:
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), OMP_NUM_THREADS="1",
+               PYTHONWARNINGS="ignore")
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(name, None)
+    env.update(extra)
+    return env
+
+
+def _hybrid(*args, cwd, timeout=300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "hybrid_cli", "diverge", *args], capture_output=True, text=True,
+                          cwd=cwd, env=_env(), timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def recipes(tmp_path_factory):
+    """Every case's records: the run under test (2 ranks on the rack) and the reference (plain torch, 1 rank)."""
+    from interop.diverge.launch import free_port
+
+    tmp = tmp_path_factory.mktemp("diverge")
+    plain = "import sys, runpy; sys.modules['interop._C'] = None; sys.argv = sys.argv[1:]; " \
+            "runpy.run_path(sys.argv[0], run_name='__main__')"
+    reference = subprocess.Popen(
+        [sys.executable, "-c", plain, RECIPES, "--all", str(tmp / "ref"), "--steps", "2"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp,
+        env=_env(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port())))
+    run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+                          "-m", "interop.run", RECIPES, "--all", str(tmp / "run"), "--steps", "2"],
+                         capture_output=True, text=True, cwd=tmp, env=_env(), timeout=300)
+    ref_out, _ = reference.communicate(timeout=300)
+    assert reference.returncode == 0, ref_out[-3000:]
+    assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
+    return tmp
+
+
+def _load(folder):
+    return [torch.load(os.path.join(folder, f), weights_only=False) for f in sorted(os.listdir(folder))]
+
+
+@pytest.mark.parametrize("case", sorted(EXPECTED))
+def test_injected_bugs_are_located_and_clean_recipes_agree(recipes, case):
+    [reference] = _load(recipes / "ref" / case)
+    ranks = _load(recipes / "run" / case)
+    assert [r["rank"] for r in ranks] == [0, 1] and reference["steps"] == 2
+    result = build(reference, ranks, "2 ranks", "cpu")
+    expected = EXPECTED[case]
+    if expected is None:
+        assert not result.diverged, str(result)
+        assert result.exit_status == 0 and result.points_compared > 10
+        return
+    module, phase, rank, cause = expected
+    first = result.first
+    assert result.diverged and result.exit_status == 1
+    assert (first.step, first.module, first.phase) == (1, module, phase), str(result)
+    assert rank is None or first.rank == rank
+    assert (first.cause or "").startswith(cause) if cause else first.cause is None, first.cause
+    assert first.max_rel_diff > 1e-2 and "diverge_recipes.py:" in first.call_site
+    assert result.last_agreed is not None and result.last_agreed.max_rel_diff <= 1e-4
+    if case in COLLECTIVE_BEFORE:
+        assert first.collective_before.startswith(COLLECTIVE_BEFORE[case]), first.collective_before
+
+
+def test_a_shard_is_compared_with_its_slice_of_the_full_tensor(recipes):
+    """FSDP2's parameters are DTensor shards: each rank's is set against its rows of the reference's."""
+    [reference] = _load(recipes / "ref" / "fsdp2-double_scale")
+    ranks = _load(recipes / "run" / "fsdp2-double_scale")
+    result = build(reference, ranks, "2 ranks", "cpu")
+    assert result.first.compared.startswith("shard at offset [")
+    assert result.first.rank in (0, 1) and 0.49 < result.first.test_max / result.first.reference_max < 0.51
+
+
+# -- the command line: each exit status, the JSON, the documented sample ----------------------------------------
+
+
+def test_exit_status_1_under_torchrun_names_the_missing_all_reduce_in_json(tmp_path):
+    """The run under test launched as torchrun launches it (2 ranks), the reference as a world of one."""
+    out = _hybrid("--nproc-per-node", "2", "--steps", "1", "--json", "where.json", RECIPES, "--recipe", "manual_dp",
+                  "--bug", "skip_allreduce", cwd=tmp_path)
+    assert out.returncode == 1, out.stdout[-2000:] + out.stderr[-3000:]
+    assert "2 ranks (torchrun) against the CPU" in out.stdout and "DIVERGED at step 1, module 'head'" in out.stdout
+    data = json.loads((tmp_path / "where.json").read_text())
+    assert data["diverged"] is True and data["steps"] == 1
+    for point in ("first", "last_agreed"):
+        assert {"step", "module", "phase", "call_index", "max_abs_diff", "max_rel_diff", "call_site",
+                "collective_before"} <= set(data[point])
+    first = data["first"]
+    assert (first["step"], first["module"], first["phase"], first["call_index"]) == (1, "head", "param_grad", 0)
+    assert first["collective_before"].startswith("all_reduce of float32[16] over 2 ranks")
+    assert "diverge_recipes.py:" in first["call_site"]
+
+
+def test_exit_status_0_and_dropout_drawn_alike_against_a_slot(tmp_path):
+    """One process with dropout, against one slot: a slot's generator draws what the reference's slot draws."""
+    (tmp_path / "train.py").write_text(
+        "import torch, torch.nn as nn\n"
+        "torch.manual_seed(0)\n"
+        "model = nn.Sequential(nn.Linear(8, 16), nn.Dropout(0.3), nn.Linear(16, 4)).cuda()\n"
+        "optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)\n"
+        "for step in range(3):\n"
+        "    x = torch.randn(6, 8, generator=torch.Generator().manual_seed(step)).cuda()\n"
+        "    model(x).pow(2).mean().backward()\n"
+        "    optimizer.step()\n"
+        "    optimizer.zero_grad()\n")
+    out = _hybrid("--reference", "slot", "train.py", cwd=tmp_path)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
+    assert "against one slot" in out.stdout and "the runs agree" in out.stdout
+
+
+def test_a_script_that_fails_before_its_first_step_is_exit_status_2_with_its_error(tmp_path):
+    (tmp_path / "broken.py").write_text("raise RuntimeError('no data here')\n")
+    out = _hybrid("broken.py", cwd=tmp_path, timeout=120)
+    assert out.returncode == 2
+    assert "recorded no optimizer step" in out.stderr and "RuntimeError: no data here" in out.stderr
+
+
+@pytest.mark.parametrize("args, named", [
+    (["missing.py"], "SCRIPT 'missing.py' not found"),
+    ([], "no SCRIPT given"),
+    (["--steps", "0", "ok.py"], "--steps 0"),
+    (["--nproc-per-node", "0", "ok.py"], "--nproc-per-node 0"),
+    (["--reference", "gpu", "ok.py"], "--reference 'gpu'"),
+    (["--json", ".", "ok.py"], "--json"),
+])
+def test_bad_arguments_are_exit_status_2_naming_the_argument(tmp_path, monkeypatch, capsys, args, named):
+    from hybrid_cli import main
+
+    (tmp_path / "ok.py").write_text("pass\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["diverge", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("hybrid diverge: error:") and named in err
+
+
+def test_a_non_integer_steps_is_refused_by_name(capsys):
+    from hybrid_cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["diverge", "--steps", "two", "x.py"])
+    assert e.value.code == 2 and "--steps" in capsys.readouterr().err
+
+
+def test_help_lists_the_options():
+    from hybrid_cli import build_parser
+
+    text = build_parser(["diverge"])._subparsers._group_actions[0].choices["diverge"].format_help()
+    for option in ("--nproc-per-node", "--steps", "--reference", "--json", "exit status"):
+        assert option in text
+
+
+@pytest.mark.parametrize("kwargs, named", [
+    (dict(steps=0), "steps"), (dict(steps=1.5), "steps"), (dict(reference="gloo"), "reference"),
+    (dict(nproc_per_node=0), "nproc_per_node"), (dict(args="--lr 1"), "args"),
+])
+def test_the_api_refuses_bad_arguments_by_name(tmp_path, kwargs, named):
+    import interop
+
+    script = tmp_path / "ok.py"
+    script.write_text("pass\n")
+    with pytest.raises(ValueError, match=named):
+        interop.diverge(str(script), **kwargs)
+    with pytest.raises(ValueError, match="script"):
+        interop.diverge(str(tmp_path / "missing.py"))
+
+
+# -- the pieces: tensors kept, compared --------------------------------------------------------------------------
+
+
+def test_a_large_tensor_keeps_a_digest_and_the_same_global_samples_as_its_slice():
+    full = torch.randn(300, 200)
+    ref = tensors.summarise(full, limit=1000)
+    assert ref.values is None and len(ref.sample_index) <= tensors.SAMPLES + 1
+    same = tensors.pair(tensors.summarise(full.clone(), limit=1000), ref, 0)
+    assert same.how == "digest equal"
+    rows = tensors.summarise(full[150:].clone(), limit=1000)  # a data-parallel rank's half
+    paired = tensors.pair(rows, ref, 1)
+    assert paired.test is not None and torch.equal(paired.test, paired.ref)
+    changed = full.clone()
+    changed.view(-1)[int(ref.sample_index[7])] += 1.0
+    diff = compare.measure(*(lambda p: (p.test, p.ref))(tensors.pair(tensors.summarise(changed, limit=1000),
+                                                                      ref, 0)), "forward", "float32")
+    assert diff["differs"] and diff["max_abs_diff"] == pytest.approx(1.0, rel=1e-5)
+
+
+def test_non_finite_on_one_side_always_differs_and_the_update_rule_counts_elements():
+    ref = torch.ones(2000, dtype=torch.float64)
+    test = ref.clone()
+    test[3] = float("nan")
+    assert compare.measure(test, ref, "forward", "float32")["differs"]
+    both = ref.clone()
+    both[3] = float("nan")
+    assert not compare.measure(both.clone(), both, "forward", "float32")["differs"]
+    one_far = ref.clone()
+    one_far[0] = 2.0  # 1 element of 2000 a whole step off: 0.05 %, under the 0.1 % allowed
+    assert not compare.measure(one_far, ref, "update", "float32")["differs"]
+    one_far[1:4] = 2.0  # 4 of 2000: 0.2 %
+    assert compare.measure(one_far, ref, "update", "float32")["differs"]
+
+
+def _records(points, rank=0):
+    return dict(rank=rank, world=1, steps=1, collectives=[],
+                points=[dict(seq=i, step=1, module=m, call_index=0, phase="forward",
+                             tensors=[(path, tensors.summarise(torch.tensor(v)))]) for i, (m, path, v) in
+                        enumerate(points)])
+
+
+@pytest.mark.parametrize("backward_loss, diverged", [(4.0, False), (1.0, True)])
+def test_a_model_loss_the_script_rescales_before_backward_is_not_a_divergence(backward_loss, diverged):
+    """nn.DataParallel's replicas each return a quarter; transformers 5's Trainer multiplies by their number before
+    backward (the same loss: a note), 4.49's did not (the loss at step 1 differs)."""
+    reference = _records([("", "loss", 4.0), ("<loss>", "loss", 4.0)])
+    run = _records([("", "loss", [1.0, 1.0, 1.0, 1.0]), ("<loss>", "loss", backward_loss)])
+    result = build(reference, [run], "1 process", "cpu")
+    assert result.diverged is diverged
+    if diverged:
+        assert (result.first.module, result.first.tensor, result.first.test_max) == ("", "loss", 1.0)
+    else:
+        assert "rescales it after the model" in result.notes[0] and result.points_compared == 2
