@@ -34,7 +34,7 @@ def _rank_world() -> tuple[int, int]:
 def _install_layer(rack: str | None, recorder) -> None:
     import torch
 
-    from interop.cuda_layer.run import _install
+    from interop.run import _install
     from interop.diverge.patches import watch_collectives
 
     _install(types.SimpleNamespace(rack=rack, device_map=None, strict=False, report=None))
