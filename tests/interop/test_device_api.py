@@ -80,10 +80,10 @@ def test_synchronize_places_the_slots_work_and_empty_cache_keeps_memory():
     x = torch.randn(64, 64, device="hybrid:3")
     interop.reset_timeline()
     placed = interop.current_rack().timeline  # its records are what has been costed and placed so far
-    y = x @ x
-    assert placed.records == []  # recorded by the slot, not yet placed
+    y = x @ x  # placed as recorded when its cost is known, else when a clock is read
     torch.hybrid.synchronize(3)
     assert [(r.op, r.slot) for r in placed.records] == [("aten::mm", 3)]
+    assert interop._C._pending_records() == 0
     torch.hybrid.synchronize()  # the current slot: nothing left to place, nothing added
     assert len(placed.records) == 1
     with pytest.raises(ValueError, match=r"hybrid:99 is not a slot of the current rack"):
