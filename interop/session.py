@@ -42,9 +42,11 @@ _placing = threading.RLock()
 """Held while a batch is taken from the runtime and placed: batches are placed whole and in order, whichever
 thread drains (the recording thread of a long run, or one reading a clock)."""
 
-DRAIN_BATCH = 16_384
-"""Records the runtime holds before the recording thread places them (about 1.5 MiB): a run that never reads
-a clock has its records placed, and folded, in batches of this size."""
+DRAIN_BATCH = 256
+"""Records the runtime holds in its log before the recording thread places them. A record waits there only when
+its cost is not in the runtime's cost table yet (the first op of its key) or another waits ahead of it; a warm
+loop leaves nothing there, and a cold one has its new keys priced in batches this size, so that the records
+behind them return to being placed as recorded."""
 
 
 def current():

@@ -121,11 +121,6 @@ void Placer::set_window(std::optional<int64_t> limit, bool auto_fold, bool immed
   if (auto_fold_ && limit_ && static_cast<int64_t>(held_.size()) > *limit_) fold(held_.size() - *limit_);
 }
 
-const std::vector<std::pair<int, c10::StreamId>>& Placer::one_key(int slot, c10::StreamId stream) {
-  key_scratch_.assign(1, {slot, stream});
-  return key_scratch_;
-}
-
 int64_t Placer::clock(int slot, c10::StreamId stream) const {
   auto it = clocks_.find({slot, stream});
   return it == clocks_.end() ? 0 : it->second;
@@ -161,7 +156,11 @@ int64_t Placer::advance(const std::vector<std::pair<int, c10::StreamId>>& keys, 
 }
 
 void Placer::keep(Placed p) {
-  for (int s : involved_slots(p.slot, p.peer, p.participants)) busy_[s] += p.duration_ps;
+  if (p.participants == 0 && p.slot >= 0 && (p.peer == kNoPeer || p.peer < 0 || p.peer == p.slot)) {
+    busy_[p.slot] += p.duration_ps;  // one slot, the common case: no list of slots to build
+  } else {
+    for (int s : involved_slots(p.slot, p.peer, p.participants)) busy_[s] += p.duration_ps;
+  }
   held_.push_back(p);
   ++placed_;
   if (auto_fold_ && limit_) {
@@ -192,6 +191,19 @@ Totals Placer::all() const {
   return out;
 }
 
+int64_t Placer::advance_one(int slot, c10::StreamId stream, int64_t duration_ps) {
+  int64_t floor = host_floor_ps_;
+  if (!host_floors_.empty()) {
+    const auto& floors = host_floors_.back();
+    auto it = floors.find(slot);
+    if (it != floors.end()) floor = std::max(floor, it->second);
+  }
+  int64_t& clock = clocks_[{slot, stream}];  // one lookup: a new stream starts at 0
+  const int64_t start = std::max(clock, floor);
+  clock = start + duration_ps;
+  return start;
+}
+
 int64_t Placer::place_op(int slot, c10::StreamId stream, uint32_t name, const int64_t* shapes,
                          size_t n_shape_values, uint16_t n_inputs, uint16_t n_outputs, c10::ScalarType dtype,
                          uint8_t flags, int32_t cost, double measured_s) {
@@ -200,7 +212,7 @@ int64_t Placer::place_op(int slot, c10::StreamId stream, uint32_t name, const in
   const int64_t duration = std::isnan(measured_s) ? c.duration_ps
                                                   : static_cast<int64_t>(std::nearbyint(measured_s * kPs));
   Placed p;
-  p.start_ps = advance(one_key(slot, stream), duration);
+  p.start_ps = advance_one(slot, stream, duration);
   p.duration_ps = duration;
   p.stream = stream;
   p.measured_s = measured_s;
@@ -221,7 +233,7 @@ int64_t Placer::place_op(int slot, c10::StreamId stream, uint32_t name, const in
 int64_t Placer::place_kernel(int slot, c10::StreamId stream, int32_t cost) {
   const Cost& c = cost_at(cost);
   Placed p;
-  p.start_ps = advance(one_key(slot, stream), c.duration_ps);
+  p.start_ps = advance_one(slot, stream, c.duration_ps);
   p.duration_ps = c.duration_ps;
   p.stream = stream;
   p.shapes_begin = arena_base_ + arena_.size();

@@ -109,7 +109,7 @@ class Placer {
 
  private:
   void keep(Placed p);
-  const std::vector<std::pair<int, c10::StreamId>>& one_key(int slot, c10::StreamId stream);
+  int64_t advance_one(int slot, c10::StreamId stream, int64_t duration_ps);  // advance() for one stream
 
   uint64_t rack_;
   std::vector<int32_t> kinds_;
@@ -130,7 +130,6 @@ class Placer {
   Totals folded_;
   std::map<int, int64_t> busy_;
   std::map<std::tuple<int, int, int64_t>, int32_t> copy_costs_;
-  std::vector<std::pair<int, c10::StreamId>> key_scratch_;
 };
 
 // The rack's placer, or null (no timeline made for it, or retired). Caller holds placer_mutex().

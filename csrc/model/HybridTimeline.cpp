@@ -64,7 +64,19 @@ uint32_t intern_locked(Names& n, std::string s) {
   return id;
 }
 
+uint32_t intern_shared(const c10::OperatorHandle& op);
+
 uint32_t intern(const c10::OperatorHandle& op) {
+  // Each thread remembers the ids it has seen: the shared table's lock is taken once per op and thread.
+  thread_local std::unordered_map<const void*, uint32_t> seen;
+  const auto known = seen.find(&op.schema());
+  if (known != seen.end()) return known->second;
+  const uint32_t id = intern_shared(op);
+  seen.emplace(&op.schema(), id);
+  return id;
+}
+
+uint32_t intern_shared(const c10::OperatorHandle& op) {
   Names& n = names();
   std::lock_guard<std::mutex> lock(n.mutex);
   const void* key = &op.schema();

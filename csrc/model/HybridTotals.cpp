@@ -53,7 +53,11 @@ void Totals::add(PlacedKind kind, int slot, int peer, int64_t stream, uint32_t n
   records += 1;
   const int64_t end = start_ps + duration_ps;
   if (end > makespan_ps) makespan_ps = end;
-  for (int s : involved_slots(slot, peer, participants)) busy_ps.at(s) += duration_ps;
+  if (participants == 0 && slot >= 0 && (peer == kNoPeer || peer < 0 || peer == slot)) {
+    busy_ps.at(slot) += duration_ps;  // one slot, the common case: no list of slots to build
+  } else {
+    for (int s : involved_slots(slot, peer, participants)) busy_ps.at(s) += duration_ps;
+  }
   if (kind == PlacedKind::Op || kind == PlacedKind::Kernel) {
     flops.at(slot) += cost.flops;
     flops_by_dtype.at(slot).at(cost.dtype) += cost.flops;
