@@ -191,6 +191,8 @@ void bind_timeline(py::module& m) {
     Lock lock(placer_mutex());
     clear_costs();
   }, "Forget which ops and copies the cost table has priced (the cost model's caches were cleared).");
+  m.def("_timeline_discard_pending", []() { return timeline::drain().records.size(); },
+  "Drop the records waiting in the log, unplaced (a test sweep that only exercises the recording); returns how many.");
   m.def("_timeline_place_pending", [](py::function resolve) {
     place_pending([&](const Record& r, const int64_t* shapes) {
       py::gil_scoped_acquire gil;

@@ -582,7 +582,16 @@ def leaked_since(held: int) -> int:
     return max(0, slot_bytes() - held)
 
 
-def drain_timeline() -> None:
-    """The timeline stays on (its recording is part of every op's path) but
-    keeps every record until drained: drop them between cases."""
-    interop._C._drain_timeline()
+@contextlib.contextmanager
+def unpriced_records():
+    """The timeline stays on (its recording is part of every op's path), but within a case the records the
+    runtime's cost table does not know wait in the log, unpriced, and are dropped after it: a sweep of thousands
+    of shapes would otherwise price each one."""
+    from interop import session
+
+    interop._C._set_drain_hook(session.drain, 0)
+    try:
+        yield
+    finally:
+        interop._C._timeline_discard_pending()
+        interop._C._set_drain_hook(session.drain, session.DRAIN_BATCH)

@@ -56,13 +56,13 @@ def _worker() -> None:
         t0 = time.perf_counter()
         held = h.slot_bytes()
         try:
-            outcomes = [dataclasses.asdict(o) for o in h.run_case(name, dtype)]
+            with h.unpriced_records():
+                outcomes = [dataclasses.asdict(o) for o in h.run_case(name, dtype)]
             error = None
         except Exception as e:  # noqa: BLE001  (sample generation itself failed)
             outcomes, error = [], f"{type(e).__name__}: {e}"
         finally:
             faulthandler.cancel_dump_traceback_later()
-            h.drain_timeline()
         leaked = h.leaked_since(held)
         if leaked and error is None:
             error = f"hybrid:0 holds {leaked} more bytes after the case than before"
