@@ -173,8 +173,8 @@ void bind_timeline(py::module& m) {
         Lock lock(placer_mutex());
         return p.replay(begin, end, from, to, std::vector<c10::StreamId>(to_streams.begin(), to_streams.end()));
       }, py::arg("begin"), py::arg("end"), py::arg("from_slots"), py::arg("to_slots"), py::arg("to_streams"),
-      "Place the ops, kernels and within-slot copies of records [begin, end) again, slot from_slots[i]'s on to_slots[i]'s stream "
-      "to_streams[i], at the same costs (a data-parallel replica's repeat of another's work).");
+      "Place the ops, kernels and within-slot copies of records [begin, end) again, slot from_slots[i]'s on "
+      "to_slots[i]'s stream to_streams[i], at the same costs (a data-parallel replica's repeat of another's work).");
 
   m.def("_timeline_add_cost", [](int64_t duration_ps, double flops, double bytes, const std::string& name,
                                  const std::string& dtype, const std::string& link, const std::vector<int>& participants,
