@@ -400,6 +400,34 @@ class Timeline:
         self._placer.append_at(home, stream, start, duration, cost)
         return _record(("collective", home, stream, None, "", (), (), "", start, duration, cost, None, 0))
 
+    @contextmanager
+    def holding(self) -> Iterator[None]:
+        """Within: no record leaves the window, so that what was placed inside can be read back or
+        :meth:`replay`-ed; afterwards the window folds to its size (the totals and a spill file see the same
+        records in the same order as without)."""
+        window = self.window
+        if window.records is None:
+            yield
+            return
+        self.set_window(TimelineWindow(records=None, spill=window.spill))
+        try:
+            yield
+        finally:
+            self.ingest()
+            self.set_window(window)
+
+    def replay(self, begin: int, end: int, from_slots: list[int], to_slots: list[int]) -> int:
+        """Place the ops, kernels and copies within a slot of records ``[begin, end)`` (placed indices) again,
+        those of slot ``from_slots[i]`` on ``to_slots[i]``'s current stream, at the same costs: the work a
+        data-parallel replica repeats bit for bit while the emulation runs it once
+        (:mod:`interop.live.shared_replicas`). The records must still be in the window (:meth:`holding`); pairs
+        of slots must be of one chip kind. Returns how many records it placed."""
+        from interop import _C
+
+        self.ingest()
+        return self._placer.replay(int(begin), int(end), list(from_slots), list(to_slots),
+                                   [_C._current_stream_id(s) for s in to_slots])
+
     def stream_clock(self, slot: int) -> int:
         """The modelled clock of ``slot``'s current stream (everything recorded so far placed)."""
         from interop import _C

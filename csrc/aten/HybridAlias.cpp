@@ -179,3 +179,30 @@ at::Tensor make_hybrid_tensor(c10::Storage storage, const at::Tensor& like) {
 }
 
 } // namespace hybrid
+
+namespace hybrid {
+
+at::Tensor shared_on_slot(const at::Tensor& source, c10::DeviceIndex slot) {
+  const SlotTablePtr& table = current_table();
+  TORCH_CHECK(source.device().type() == c10::kPrivateUse1 && source.unsafeGetTensorImpl()->has_storage(),
+              "shared_on_slot: source must be a tensor on a slot, got one on ", source.device());
+  c10::StorageImpl* impl = source.storage().unsafeGetStorageImpl();
+  const SlotTablePtr* owner = owner_of(*impl);
+  TORCH_CHECK(owner != nullptr && owner->get() == table.get(),
+              "shared_on_slot: source's bytes must belong to the current rack's slots");
+  TORCH_CHECK(slot >= 0 && slot < table->size(), "shared_on_slot: slot ", static_cast<int>(slot),
+              " is not on the current rack (", static_cast<int>(table->size()), " slots)");
+  // A cuda-backed slot's bytes live on its own GPU: another slot cannot point at them.
+  TORCH_CHECK(table->is_emulated(slot) && table->is_emulated(source.device().index()),
+              "shared_on_slot: both slots must be emulated (hybrid:", static_cast<int>(source.device().index()),
+              " -> hybrid:", static_cast<int>(slot), ")");
+  void* data = impl->nbytes() ? impl->mutable_data() : impl->mutable_data_ptr().get();
+  // The block keeps the source's storage alive; adopt() charges the slot's account the whole size.
+  c10::DataPtr keep(data, new c10::Storage(source.storage()), &release_keepalive, c10::Device(c10::kCPU));
+  c10::DataPtr ptr = adopt(std::move(keep), impl->nbytes(), table, slot);
+  c10::Storage storage(c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), impl->nbytes(),
+                                                             std::move(ptr), device_allocator(), false));
+  return make_hybrid_tensor(std::move(storage), source);
+}
+
+} // namespace hybrid

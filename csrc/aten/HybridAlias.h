@@ -102,4 +102,11 @@ at::Tensor coo_over(const at::Tensor& like, const at::Tensor& indices, const at:
 // A hybrid tensor over `storage` with the given geometry.
 at::Tensor make_hybrid_tensor(c10::Storage storage, const at::Tensor& like_geometry);
 
+// A tensor on emulated `slot` of the current rack over the bytes of `source` (a tensor on another emulated slot
+// of that rack), with its geometry: the slot's account is charged the storage's whole size for as long as the
+// tensor's storage lives, as for an allocation of its own, while the host holds the bytes once. What a
+// data-parallel replica holds that is equal to another replica's by construction (its parameters and optimizer
+// state, after an all-reduce of the gradients); writes through either tensor are seen by both.
+at::Tensor shared_on_slot(const at::Tensor& source, c10::DeviceIndex slot);
+
 } // namespace hybrid

@@ -302,6 +302,54 @@ void Placer::append_at(PlacedKind kind, int slot, c10::StreamId stream, int64_t 
   keep(p);
 }
 
+int64_t Placer::replay(int64_t begin, int64_t end, const std::vector<int>& from, const std::vector<int>& to,
+                       const std::vector<c10::StreamId>& to_streams) {
+  TORCH_CHECK(from.size() == to.size() && to.size() == to_streams.size(),
+              "replay: from, to and to_streams must be as long as each other");
+  for (size_t i = 0; i < from.size(); ++i) {
+    TORCH_CHECK(kind_of(from[i]) == kind_of(to[i]), "replay: slot ", from[i], " and slot ", to[i],
+                " are different chip kinds: their costs differ");
+  }
+  TORCH_CHECK(begin <= end && end <= placed_, "replay: [", begin, ", ", end, ") is not a range of the ", placed_,
+              " records placed");
+  TORCH_CHECK(begin >= first(), "replay: records from ", begin, " have left the window (it holds those from ",
+              first(), "); a larger window keeps them");
+  // Copied out first: keep() may fold the records read here.
+  struct Item {
+    Placed p;
+    std::vector<int64_t> shapes;
+  };
+  std::vector<Item> items;
+  const size_t lo = static_cast<size_t>(begin - first());
+  const size_t hi = static_cast<size_t>(end - first());
+  items.reserve(hi - lo);
+  for (size_t i = lo; i < hi; ++i) {
+    const Placed& p = held_[i];
+    // A copy within one slot costs what its chip kind's memory does (no link): it repeats like an op.
+    const bool local_copy = p.kind == PlacedKind::Copy && p.slot == p.peer;
+    TORCH_CHECK(p.kind == PlacedKind::Op || p.kind == PlacedKind::Kernel || local_copy,
+                "replay: only ops, kernels and copies within a slot are repeated; record ",
+                first() + static_cast<int64_t>(i), " is a copy between places or a collective");
+    const uint64_t stop = i + 1 < held_.size() ? held_[i + 1].shapes_begin : arena_base_ + arena_.size();
+    const int64_t* shapes = shapes_of(p);
+    items.push_back(Item{p, std::vector<int64_t>(shapes, shapes + (stop - p.shapes_begin))});
+  }
+  for (Item& item : items) {
+    const auto at = std::find(from.begin(), from.end(), static_cast<int>(item.p.slot));
+    TORCH_CHECK(at != from.end(), "replay: record on slot ", item.p.slot, ", which `from` does not name");
+    const size_t k = static_cast<size_t>(at - from.begin());
+    Placed p = item.p;
+    p.slot = static_cast<int16_t>(to[k]);
+    if (p.kind == PlacedKind::Copy) p.peer = p.slot;
+    p.stream = to_streams[k];
+    p.start_ps = advance(one_key(to[k], to_streams[k]), p.duration_ps);
+    p.shapes_begin = arena_base_ + arena_.size();
+    arena_.insert(arena_.end(), item.shapes.begin(), item.shapes.end());
+    keep(p);
+  }
+  return static_cast<int64_t>(items.size());
+}
+
 void Placer::marker(int slot, c10::StreamId stream, int64_t id) { markers_[id] = {slot, stream, clock(slot, stream)}; }
 
 void Placer::wait(int slot, c10::StreamId stream, int64_t id) {

@@ -78,6 +78,14 @@ class Placer {
   // A record placed at a start Python chose (a collective, a transfer between processes).
   void append_at(PlacedKind kind, int slot, c10::StreamId stream, int64_t start_ps, int64_t duration_ps,
                  int32_t cost);
+  // Places the op, kernel and within-slot copy records of [begin, end) (placed indices, still held) again,
+  // those of slot from[i] on slot to[i]'s stream to_streams[i], at the same costs: the work a data-parallel
+  // replica repeats bit for bit (its optimizer step after the all-reduce) while the emulation runs it once.
+  // The slots must be of one chip kind each pair (the costs are the kind's); a copy between places or a
+  // collective in the range is refused.
+  // Returns how many records it placed.
+  int64_t replay(int64_t begin, int64_t end, const std::vector<int>& from, const std::vector<int>& to,
+                 const std::vector<c10::StreamId>& to_streams);
 
   // Copy costs depend on this rack's topology: cached per placer, keyed (src, dst, bytes).
   int32_t copy_cost(int src, int dst, int64_t nbytes) const;

@@ -202,6 +202,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("_execution_alias", &execution_alias, py::arg("tensor"), py::arg("op") = "a collective",
         "A tensor on the slot's execution device (CPU for emulated) over the same bytes.");
 
+  m.def("_shared_on_slot", [](const at::Tensor& source, int slot) {
+    return shared_on_slot(source, static_cast<c10::DeviceIndex>(slot));
+  }, py::arg("source"), py::arg("slot"),
+  "A tensor on `slot` over `source`'s bytes (another emulated slot's), charged on `slot` as its own allocation.");
   m.def("_timeline_enabled", &timeline::enabled);
   m.def("_set_timeline_enabled", &timeline::set_enabled);
   m.def("_op_name", &timeline::name_of);

@@ -167,7 +167,14 @@ void bind_timeline(py::module& m) {
       .def("append_at", [](Placer& p, int slot, int64_t stream, int64_t start_ps, int64_t duration_ps, int32_t cost) {
         Lock lock(placer_mutex());
         p.append_at(PlacedKind::Collective, slot, stream, start_ps, duration_ps, cost);
-      }, "A transfer between processes, at the start both ends agreed on.");
+      }, "A transfer between processes, at the start both ends agreed on.")
+      .def("replay", [](Placer& p, int64_t begin, int64_t end, const std::vector<int>& from,
+                        const std::vector<int>& to, const std::vector<int64_t>& to_streams) {
+        Lock lock(placer_mutex());
+        return p.replay(begin, end, from, to, std::vector<c10::StreamId>(to_streams.begin(), to_streams.end()));
+      }, py::arg("begin"), py::arg("end"), py::arg("from_slots"), py::arg("to_slots"), py::arg("to_streams"),
+      "Place the ops, kernels and within-slot copies of records [begin, end) again, slot from_slots[i]'s on "
+      "to_slots[i]'s stream to_streams[i], at the same costs (a data-parallel replica's repeat of another's work).");
 
   m.def("_timeline_add_cost", [](int64_t duration_ps, double flops, double bytes, const std::string& name,
                                  const std::string& dtype, const std::string& link, const std::vector<int>& participants,

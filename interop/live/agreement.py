@@ -91,29 +91,31 @@ def compare(losses, ref_losses, grads: dict, ref_grads: dict, params: dict, ref_
         raise ValueError(f"losses: {len(losses)} step(s) against the reference's {len(ref_losses)}")
     loss_diff = max(abs(a - b) / max(abs(b), 1e-12) for a, b in zip(losses, ref_losses))
     scale = max((float(g.abs().max()) for g in ref_grads.values() if g.numel()), default=0.0) or 1.0
-    grad_diff = max((float((grads[n].float() - g.float()).abs().max()) for n, g in ref_grads.items() if g.numel()),
+    grad_diff = max((float((a.float() - b.float()).abs().max())
+                     for n, g in ref_grads.items() if g.numel() for a, b in _chunks(grads[n], g)),
                     default=0.0) / scale
     moved_sq, moved_n = 0.0, 0
     for name, start in initial.items():
         if start.is_floating_point() and name in ref_params:
-            moved_sq += float((ref_params[name].double() - start.double()).square().sum())
+            moved_sq += sum(float((r.double() - s.double()).square().sum())
+                            for r, s in _chunks(ref_params[name], start))
             moved_n += start.numel()
     step = (moved_sq / moved_n) ** 0.5 if moved_n else 0.0
     limit = tolerance.param_step * step
     param_diff, differing, total, non_finite = 0.0, 0, 0, 0
-    for name, ref in ref_params.items():
-        if not ref.is_floating_point():
-            differing += 0 if torch.equal(params[name], ref) else ref.numel()
-            total += ref.numel()
+    for name, whole in ref_params.items():
+        total += whole.numel()
+        if not whole.is_floating_point():
+            differing += 0 if torch.equal(params[name], whole) else whole.numel()
             continue
-        got, ref = params[name].float(), ref.float()
-        diff = (got - ref).abs()
-        same = (diff <= limit) | (got == ref) | (got.isnan() & ref.isnan())
-        differing += int((~same).sum())
-        non_finite += int((got.isfinite() != ref.isfinite()).sum())
-        total += ref.numel()
-        finite = diff[diff.isfinite()]
-        param_diff = max(param_diff, float(finite.max()) if finite.numel() else 0.0)
+        for got, ref in _chunks(params[name], whole):
+            got, ref = got.float(), ref.float()
+            diff = (got - ref).abs()
+            same = (diff <= limit) | (got == ref) | (got.isnan() & ref.isnan())
+            differing += int((~same).sum())
+            non_finite += int((got.isfinite() != ref.isfinite()).sum())
+            finite = diff[diff.isfinite()]
+            param_diff = max(param_diff, float(finite.max()) if finite.numel() else 0.0)
     share = differing / total if total else 0.0
     bitwise = (list(losses) == list(ref_losses) and all(torch.equal(grads[n], g) for n, g in ref_grads.items())
                and all(torch.equal(params[n], t) for n, t in ref_params.items()))
@@ -121,3 +123,15 @@ def compare(losses, ref_losses, grads: dict, ref_grads: dict, params: dict, ref_
                           and share <= tolerance.param_share and non_finite == 0)
     in_steps = param_diff / step if step else (0.0 if param_diff == 0 else float("inf"))
     return Agreement(loss_diff, grad_diff, param_diff, step, in_steps, share, non_finite, bitwise, matches)
+
+
+_CHUNK = 1 << 20
+"""Elements compared at a time: the temporaries of a comparison stay a few MB whatever the parameter's size."""
+
+
+def _chunks(a, b):
+    """``a`` and ``b`` (same shape) flattened, in pairs of slices of :data:`_CHUNK` elements."""
+    if a.shape != b.shape:
+        raise ValueError(f"compare: shapes differ, {tuple(a.shape)} against the reference's {tuple(b.shape)}")
+    a, b = a.reshape(-1), b.reshape(-1)
+    return zip(a.split(_CHUNK), b.split(_CHUNK))

@@ -86,11 +86,14 @@ def tensor_attrs(module: nn.Module):
                 yield prefix + key, value
 
 
-def bind(stage: nn.Module, model: nn.Module | None, device, canonical: dict[str, str] | None = None) -> nn.Module:
+def bind(stage: nn.Module, model: nn.Module | None, device, canonical: dict[str, str] | None = None,
+         shared: dict[str, torch.Tensor] | None = None) -> nn.Module:
     """A copy of ``stage`` on ``device`` whose tensors are the current values of ``model``'s own
     parameters and buffers (names tied in the model stay one tensor), constants moved along, and whose
     graph ops that create tensors (``arange(..., device=cpu)``) create them on ``device``. With ``model``
-    None the stage keeps its own tensors (on the meta device: shapes only), tied through ``canonical``."""
+    None the stage keeps its own tensors (on the meta device: shapes only), tied through ``canonical``.
+    ``shared``: parameters (canonical name -> a tensor on another emulated slot, equal to the model's) that the
+    copy holds over those bytes instead, charged on ``device`` (:mod:`interop.live.shared_replicas`)."""
     device = torch.device(device)
     state = model.state_dict(keep_vars=True) if model is not None else {}
     if canonical is None:
@@ -107,8 +110,17 @@ def bind(stage: nn.Module, model: nn.Module | None, device, canonical: dict[str,
             memo[id(t)] = by_name[key]
             continue
         source = state[key] if key is not None and key in state else t
-        value = (torch.empty_like(source, device=device) if device.type == "meta"
-                 else source.detach().to(device, copy=True))
+        if shared and isinstance(t, nn.Parameter) and key in shared:
+            from interop.live.shared_replicas import on_slot
+
+            # A deployed replica loads its own weights: the load is made (and placed on the timeline, charged on
+            # the slot) and dropped before the shared bytes are charged in its place, so that the slot's peak
+            # and clocks read as with a copy of its own.
+            source.detach().to(device, copy=True)
+            value = on_slot(shared[key], device.index)
+        else:
+            value = (torch.empty_like(source, device=device) if device.type == "meta"
+                     else source.detach().to(device, copy=True))
         if isinstance(t, nn.Parameter):
             value = nn.Parameter(value, requires_grad=source.requires_grad)
         memo[id(t)] = value

@@ -175,8 +175,16 @@ def cut(model: nn.Module, example_inputs, *, split_spec: dict[str, SplitPoint] |
 
 
 def _working_copy(model: nn.Module) -> nn.Module:
-    """The copy of the user's model that is annotated and exported (the user's own is left as it is)."""
-    work = copy.deepcopy(model)
+    """The copy of the user's model that is annotated and exported (the user's own is left as it is). Its
+    modules are copies; its parameters and buffers are new tensor objects over the model's own bytes, which
+    nothing here writes (the runners bind the model's current values, not the blocks'): a copy of their bytes
+    would double the host memory a large model takes."""
+    memo: dict[int, torch.Tensor] = {}
+    for t in list(model.parameters()) + list(model.buffers()):
+        if id(t) not in memo:
+            memo[id(t)] = (nn.Parameter(t.detach(), requires_grad=t.requires_grad) if isinstance(t, nn.Parameter)
+                           else t.detach())
+    work = copy.deepcopy(model, memo)
     config = getattr(work, "config", None)
     if config is not None and getattr(config, "use_cache", False):
         config.use_cache = False  # a KV cache is an inference output; training steps do not build one

@@ -77,11 +77,13 @@ class StageReplica:
         return self.ranks[0].names
 
 
-def replica_module(blocks: ExportedBlocks, stage_module, model: nn.Module, slots: tuple[int, ...]):
+def replica_module(blocks: ExportedBlocks, stage_module, model: nn.Module, slots: tuple[int, ...],
+                   shared: dict[str, torch.Tensor] | None = None):
     """A replica's module on its slots and its tensor ranks: the stage's blocks bound on its slot, or (several
-    slots) a :class:`~interop.live.tensor_parallel.TensorParallelChunk` of each rank's shards."""
+    slots) a :class:`~interop.live.tensor_parallel.TensorParallelChunk` of each rank's shards. ``shared``: one
+    slot's parameters held over another replica's bytes (:func:`~interop.live.bind.bind`)."""
     if len(slots) == 1:
-        module = bind(stage_module, model, torch.device("hybrid", slots[0]))
+        module = bind(stage_module, model, torch.device("hybrid", slots[0]), shared=shared)
         params, names, block_of = _unique_params(module.blocks, blocks.canonical)
         return module, [ReplicaRank(slots[0], module.blocks, params, names, block_of)]
     from interop.live.tensor_parallel import TensorParallelChunk, flatten, shard_block

@@ -76,7 +76,8 @@ class GradientReducer:
         if len(dtypes) > 1:
             raise NotImplementedError(f"stage {rep.stage.index} mixes parameter dtypes {sorted(map(str, dtypes))}; "
                                       "the runner keeps one gradient buffer per replica")
-        rank.grad_buffer = (torch.zeros(total, dtype=rank.params[0].dtype, device=torch.device("hybrid", rank.slot))
+        # Left unfilled: prepare() clears it before every step.
+        rank.grad_buffer = (torch.empty(total, dtype=rank.params[0].dtype, device=torch.device("hybrid", rank.slot))
                             if rank.params else None)
         spans = [[0, 0] for _ in rank.blocks]
         offset = 0

@@ -53,6 +53,8 @@ from interop.live.exported_blocks import ExportedBlocks
 from interop.live.pipeline import FORWARD, Pipeline, StageReplica, issue_order, replica_module
 from interop.live.record import StepRecord, busy_marks, step_record
 from interop.live.reduction import GradientReducer
+from interop.live.shared_replicas import shared_params, shares
+from interop.live.shared_replicas import step as shared_step
 from planner.layout import Layout
 
 
@@ -60,7 +62,12 @@ class PlanRunner:
     """The in-process runner :meth:`Plan.apply` returns (see the module doc)."""
 
     def __init__(self, layout: Layout, blocks: ExportedBlocks, model: nn.Module,
-                 optimizer: Callable[[list[nn.Parameter]], torch.optim.Optimizer] | None = None):
+                 optimizer: Callable[[list[nn.Parameter]], torch.optim.Optimizer] | None = None, *,
+                 share_replicas: bool = True):
+        """``share_replicas``: a data-parallel stage's replicas hold replica 0's parameters and optimizer state
+        over its bytes, each slot charged as for its own copy, and only replica 0's optimizer runs
+        (:mod:`interop.live.shared_replicas`: the result, the accounting and the timeline are the same; False
+        keeps a copy per replica, which the tests compare with)."""
         import interop
 
         layout.validate(len(blocks))
@@ -73,6 +80,9 @@ class PlanRunner:
         self.model_keys = list(model.state_dict().keys())
         self._model = model
         self.virtual = layout.virtual_stages()
+        self.share_replicas = share_replicas
+        self.shared_stages: set[int] = set()
+        """Indices of the virtual stages whose replicas share replica 0's bytes."""
         self.replicas: list[list[StageReplica]] = [self._stage_replicas(st, model, optimizer)
                                                    for st in self.virtual]
         self.pipeline = Pipeline(blocks, self.virtual, self.replicas, layout.slots)
@@ -82,14 +92,18 @@ class PlanRunner:
     def _stage_replicas(self, st, model: nn.Module, optimizer) -> list[StageReplica]:
         stage_module = self.blocks.stage_module(st.start, st.stop)
         part = self.layout.microbatch_rows // st.dp
+        shared = self.share_replicas and shares(st, self.rack)
         reps = []
         for r, slots in enumerate(st.replicas):
-            module, ranks = replica_module(self.blocks, stage_module, model, slots)
+            held = shared_params(reps[0].ranks[0]) if shared and r > 0 else None
+            module, ranks = replica_module(self.blocks, stage_module, model, slots, held)
             params = [p for rank in ranks for p in rank.params]
             rep = StageReplica(st, r, slots, module, (r * part, (r + 1) * part), ranks)
             if optimizer is not None and params:
                 rep.optimizer = optimizer(params)
             reps.append(rep)
+        if shared:
+            self.shared_stages.add(st.index)
         return reps
 
     # -- one step ------------------------------------------------------------------------
@@ -140,9 +154,13 @@ class PlanRunner:
                 self.reducer.reduce_stage(s)
         state.clear()
         self.reducer.reduce_tied()
-        for rep in (r for reps in self.replicas for r in reps):
-            if rep.optimizer is not None:
-                rep.optimizer.step()
+        for k, reps in enumerate(self.replicas):
+            if k in self.shared_stages:
+                shared_step(reps)
+                continue
+            for rep in reps:
+                if rep.optimizer is not None:
+                    rep.optimizer.step()
         timeline = current()
         t1 = max(timeline.now_ps(s) for s in slots)
         return step_record(timeline, slots, t0, t1, m, busy_before=busy_before), losses, scale

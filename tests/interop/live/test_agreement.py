@@ -178,3 +178,26 @@ def test_a_plans_verdict_is_the_same_under_each_cpu_kernel_choice(tmp_path):
                                       "replicas' shares are summed in another order"}, verdicts
     # The kernels did differ: the runs' parameters are not the same bits under every capability.
     assert len(set(figures.values())) > 1, figures
+
+
+def test_the_judgement_in_chunks_is_the_whole_tensors_one(monkeypatch):
+    """compare() walks each tensor in chunks (no full-size temporaries); the verdict and every figure are those
+    of the whole tensors at once (the step's root mean square to float64 re-association: a few ulps)."""
+    import interop.live.agreement as agreement
+
+    case = _noise_case()
+    plan_params = {n: t.clone() for n, t in case["params"].items()}
+    plan_params["weight"][17] = float("nan")  # one element never rounding, counted in its chunk
+    plan_params["weight"][4000] += 1.0  # the largest difference, in another chunk
+    args = ([1.0, 2.0], [1.0, 2.0000001], case["grads"], case["ref_grads"], plan_params, case["ref_params"],
+            case["initial"])
+    whole = compare(*args)
+    monkeypatch.setattr(agreement, "_CHUNK", 1000)  # 8192 elements: 9 chunks
+    chunked = compare(*args)
+    assert chunked.step == pytest.approx(whole.step, rel=1e-14)
+    assert chunked.param_steps == pytest.approx(whole.param_steps, rel=1e-14)
+    for field in ("loss_diff", "grad_diff", "param_diff", "differing_share", "non_finite", "bitwise", "matches"):
+        assert getattr(chunked, field) == getattr(whole, field), field
+    assert chunked.non_finite == 1 and chunked.param_diff == pytest.approx(1.0, rel=1e-3) and not chunked.matches
+    with pytest.raises(ValueError, match="shapes differ"):
+        compare(*args[:4], {**plan_params, "bias": torch.zeros(5)}, *args[5:])

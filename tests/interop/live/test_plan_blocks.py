@@ -103,3 +103,19 @@ def test_split_points_the_user_marks():
     assert [b.name for b in blocks] == ["block0", "2"]
     with pytest.raises(ValueError, match="split_spec: 'nope' names no submodule"):
         cut(seq, (torch.randn(2, 4),), split_spec={"nope": SplitPoint.BEGINNING})
+
+
+def test_the_cut_holds_the_models_bytes_and_leaves_the_model_as_it_was():
+    """cut() exports a copy of the model's modules over the model's own parameter and buffer bytes (no second
+    copy of a large model's weights on the host); the model's tensors, their values and its modules are as
+    before (BatchNorm's running statistics included: the export runs no real forward)."""
+    torch.manual_seed(0)
+    model = SmallCNN()
+    state = {n: t.clone() for n, t in model.state_dict().items()}
+    objects = {n: t for n, t in model.state_dict(keep_vars=True).items()}
+    blocks = cut(model, (torch.randn(4, 1, 28, 28),))
+    held = {t.data_ptr() for b in blocks.blocks for t in list(b.module.parameters()) + list(b.module.buffers())}
+    assert {t.data_ptr() for t in model.parameters()} <= held
+    for name, t in model.state_dict(keep_vars=True).items():
+        assert t is objects[name] and torch.equal(t, state[name]), name
+    assert not any(p is q for b in blocks.blocks for p in b.module.parameters() for q in model.parameters())
