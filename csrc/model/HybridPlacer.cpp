@@ -342,7 +342,7 @@ int64_t Placer::replay(int64_t begin, int64_t end, const std::vector<int>& from,
     p.slot = static_cast<int16_t>(to[k]);
     if (p.kind == PlacedKind::Copy) p.peer = p.slot;
     p.stream = to_streams[k];
-    p.start_ps = advance(one_key(to[k], to_streams[k]), p.duration_ps);
+    p.start_ps = advance_one(to[k], to_streams[k], p.duration_ps);
     p.shapes_begin = arena_base_ + arena_.size();
     arena_.insert(arena_.end(), item.shapes.begin(), item.shapes.end());
     keep(p);
