@@ -330,7 +330,10 @@ def test_presets_rows():
     fusion = rows[0]
     assert fusion["name"] == "fusion-default" and fusion["slots"] == "8" and fusion["kinds"] == "4 trn4, 4 b200"
     table = devices.format_table(rows, PRESET_COLUMNS)
-    assert table.splitlines()[0].split()[0] == "name" and len(table.splitlines()) == len(rows) + 1
+    lines = table.splitlines()
+    # One row a preset, its long descriptions wrapped onto lines of their own under 120 columns.
+    assert lines[0].split()[0] == "name" and all(len(line) <= 120 for line in lines)
+    assert [line.split()[0] for line in lines[1:] if line[:1] != " "] == [r["name"] for r in rows]
 
 
 def test_fabric_defaults_follow_collectives_md():
