@@ -9,14 +9,13 @@ import torch
 import torch.nn.functional as F
 
 import interop
-from interop.live.cut import cut
 from interop.live.runner import PlanRunner
 from interop.session import current_timeline
-from interop.models import GPT, GPTConfig, token_batch
+from interop.models import token_batch
 from planner import Stage
 from planner.layout import Layout
 
-CFG = GPTConfig(vocab_size=128, seq_len=16, dim=32, heads=2, layers=2)
+from tests.interop.live.test_plan_runner import CFG, model_and_blocks  # noqa: F401  (the same tiny GPT, cut once)
 # Three replicas of the first two blocks on trn3, then two of the last two on h100: the tied embedding is
 # held by both stages (its gradient summed over every copy), the rows re-split between them.
 LAYOUT = Layout((Stage(chunks=(range(0, 2),), kind="trn3", slots=(0, 1, 2)),
@@ -35,14 +34,6 @@ def sgd(params):
     # Per tensor, unfused: its momentum buffers are made by copies within each slot (clones), which the replay
     # repeats like ops.
     return torch.optim.SGD(params, lr=0.1, momentum=0.9, foreach=False)
-
-
-@pytest.fixture(scope="module")
-def model_and_blocks():
-    torch.manual_seed(0)
-    model = GPT(CFG)
-    x, _ = token_batch(CFG, 2)
-    return model, cut(model, (x,))
 
 
 def _observe(use_rack, model, blocks, optimizer, share: bool, window: int) -> dict:
