@@ -31,8 +31,6 @@ Registry& registry() {
   return *instance;
 }
 
-constexpr double kPs = 1e12;
-
 } // namespace
 
 std::recursive_mutex& placer_mutex() {
@@ -156,7 +154,7 @@ int64_t Placer::advance(const std::vector<std::pair<int, c10::StreamId>>& keys, 
 }
 
 void Placer::keep(Placed p) {
-  if (p.participants == 0 && p.slot >= 0 && (p.peer == kNoPeer || p.peer < 0 || p.peer == p.slot)) {
+  if (on_one_slot(p.slot, p.peer, p.participants)) {
     busy_[p.slot] += p.duration_ps;  // one slot, the common case: no list of slots to build
   } else {
     for (int s : involved_slots(p.slot, p.peer, p.participants)) busy_[s] += p.duration_ps;
@@ -210,7 +208,7 @@ int64_t Placer::place_op(int slot, c10::StreamId stream, uint32_t name, const in
   const Cost& c = cost_at(cost);
   // A real GPU's slot follows measured time; an emulated one, modelled time (round half to even, as Python).
   const int64_t duration = std::isnan(measured_s) ? c.duration_ps
-                                                  : static_cast<int64_t>(std::nearbyint(measured_s * kPs));
+                                                  : static_cast<int64_t>(std::nearbyint(measured_s * kPsPerSecond));
   Placed p;
   p.start_ps = advance_one(slot, stream, duration);
   p.duration_ps = duration;

@@ -15,8 +15,6 @@ SlotTuples& tuples() {
   return *instance;
 }
 
-constexpr double kPs = 1e12;
-
 } // namespace
 
 uint32_t intern_slots(const std::vector<int>& slots) {
@@ -53,7 +51,7 @@ void Totals::add(PlacedKind kind, int slot, int peer, int64_t stream, uint32_t n
   records += 1;
   const int64_t end = start_ps + duration_ps;
   if (end > makespan_ps) makespan_ps = end;
-  if (participants == 0 && slot >= 0 && (peer == kNoPeer || peer < 0 || peer == slot)) {
+  if (on_one_slot(slot, peer, participants)) {
     busy_ps.at(slot) += duration_ps;  // one slot, the common case: no list of slots to build
   } else {
     for (int s : involved_slots(slot, peer, participants)) busy_ps.at(s) += duration_ps;
@@ -71,7 +69,7 @@ void Totals::add(PlacedKind kind, int slot, int peer, int64_t stream, uint32_t n
   }
   if (kind != PlacedKind::Collective && slot >= 0) own.at(slot) += 1;
   if (cost.link != 0) {
-    const double seconds = static_cast<double>(duration_ps) / kPs;
+    const double seconds = static_cast<double>(duration_ps) / kPsPerSecond;
     auto& link = links.at(cost.link, {0.0, 0.0});
     link[0] += cost.bytes;
     link[1] += seconds;

@@ -15,6 +15,12 @@ namespace hybrid::timeline {
 
 enum class PlacedKind : uint8_t { Op = 0, Copy = 1, Kernel = 2, Collective = 3 };
 constexpr int16_t kNoPeer = INT16_MIN;  // a record with no other end (peer None in Python)
+constexpr double kPsPerSecond = 1e12;   // clocks count integer picoseconds (interop.record_costs.PS)
+
+// A record that kept one slot busy and no other: not a collective, no other slot at its far end.
+inline bool on_one_slot(int slot, int peer, uint32_t participants) {
+  return participants == 0 && slot >= 0 && (peer == kNoPeer || peer < 0 || peer == slot);
+}
 
 // What the Python cost model said about one priced item (devices.cost, collectives.transfer); its
 // sources stay in Python, under the same id.

@@ -33,18 +33,13 @@ py::tuple shapes_tuple(const int64_t*& pos, uint32_t count) {
   return out;
 }
 
-template <class V>
-py::object value(const V& v) {
-  return py::cast(v);
-}
-
 py::dict totals_dict(const Totals& t) {
   py::dict d;
   d["records"] = t.records;
   d["makespan_ps"] = t.makespan_ps;
   auto per_slot = [](const auto& ordered) {
     py::dict out;
-    for (const auto& [k, v] : ordered.items) out[py::int_(k)] = value(v);
+    for (const auto& [k, v] : ordered.items) out[py::int_(k)] = py::cast(v);
     return out;
   };
   d["busy_ps"] = per_slot(t.busy_ps);
