@@ -66,6 +66,7 @@ class ProcessGroupHybrid(Collectives, RootedCollectives, PointToPoint, dist.Proc
         self._ephemeral = timedelta(0)
         """An extension of the next operation's timeout (:meth:`add_ephemeral_timeout`)."""
         self._gloo = make_gloo(PrefixStore("gloo/", store), rank, size, timeout)
+        _wait_until_all_connected(store, rank, size, timeout)
         # c10d's own helpers look up a per-device backend (barrier, object
         # collectives, shutdown, _set_pg_timeout); CPU maps to the Gloo engine
         # underneath, and so do the options' other device types.
@@ -353,3 +354,14 @@ def exchange_slots(store, rank: int, size: int, slot: int, backing: str, problem
 
 
 __all__ = ["ProcessGroupHybrid", "exchange_slots", "choose"]
+
+
+def _wait_until_all_connected(store, rank: int, size: int, timeout: timedelta) -> None:
+    """Return once every member's engine has connected, as ``ncclCommInitRank`` returns on all ranks together.
+
+    Gloo's full-mesh connect returns on the side that dialled as soon as it has written its handshake; a group
+    destroyed at once (``new_group()`` then ``destroy_process_group``) could close that socket before a slower
+    peer had read it, and the peer's connect then failed with "Connection closed by peer"."""
+    store.set(f"connected/{rank}", "1")
+    store.wait([f"connected/{r}" for r in range(size)], timeout)
+

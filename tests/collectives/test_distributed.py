@@ -525,6 +525,21 @@ def _raw_creation_worker(rank, world, path):
     msg = _raises(lambda: create(dist.PrefixStore("b/", store), rank, world, TIMEOUT, bad),
                   *(("has 8 slots",) if rank == 0 else ("rank 0 refused to create the group", "has 8 slots")))
     assert "imed out" not in msg
+    # A group is made on every rank together, as ncclCommInitRank is: rank 0 does not return (and so cannot
+    # destroy the group, closing sockets a slower peer is still reading) before rank 1's engine has connected.
+    def slow_engine(store, rank, size, timeout):
+        engine = dist.ProcessGroupGloo(store, rank, size, timeout)
+        if rank == 1:
+            time.sleep(1.5)
+        return engine
+
+    start = time.monotonic()
+    pg = create(dist.PrefixStore("c/", store), rank, world, TIMEOUT, Options(slot=rank, set_device=False,
+                                                                            gloo=slow_engine))
+    waited = time.monotonic() - start
+    pg.shutdown()
+    if rank == 0:
+        assert waited >= 1.4, f"rank 0 returned after {waited:.2f} s, before its peer had connected"
 
 
 def test_group_creation_refusals_reach_every_rank():
