@@ -41,15 +41,22 @@ std::recursive_mutex& placer_mutex() {
 void OpCostKey::build(int32_t kind, uint32_t name, c10::ScalarType dtype, uint8_t flags, int64_t list_length,
                       uint32_t n_inputs, uint32_t n_outputs, const int64_t* shapes, size_t n_shape_values) {
   values.clear();
-  values.reserve(7 + n_shape_values);
-  values.push_back(kind);
-  values.push_back(name);
-  values.push_back(static_cast<int64_t>(dtype));
-  values.push_back(flags & (kCausal | kSparse));
-  values.push_back(list_length);
-  values.push_back(n_inputs);
-  values.push_back(n_outputs);
+  values.reserve(kHeader + n_shape_values);
+  values.resize(kHeader);
   values.insert(values.end(), shapes, shapes + n_shape_values);
+  finish(kind, name, dtype, flags, list_length, n_inputs, n_outputs);
+}
+
+void OpCostKey::finish(int32_t kind, uint32_t name, c10::ScalarType dtype, uint8_t flags, int64_t list_length,
+                       uint32_t n_inputs, uint32_t n_outputs) {
+  int64_t* header = values.data();
+  header[0] = kind;
+  header[1] = name;
+  header[2] = static_cast<int64_t>(dtype);
+  header[3] = flags & (kCausal | kSparse);
+  header[4] = list_length;
+  header[5] = n_inputs;
+  header[6] = n_outputs;
   size_t h = 1469598103934665603ull;
   for (int64_t v : values) h = (h ^ static_cast<size_t>(v)) * 1099511628211ull;
   hash = h;
@@ -116,7 +123,7 @@ void Placer::set_window(std::optional<int64_t> limit, bool auto_fold, bool immed
   limit_ = limit;
   auto_fold_ = auto_fold;
   immediate_ = immediate;
-  if (auto_fold_ && limit_ && static_cast<int64_t>(held_.size()) > *limit_) fold(held_.size() - *limit_);
+  if (auto_fold_ && limit_ && static_cast<int64_t>(held_count()) > *limit_) fold(held_count() - *limit_);
 }
 
 int64_t Placer::clock(int slot, c10::StreamId stream) const {
@@ -163,27 +170,35 @@ void Placer::keep(Placed p) {
   ++placed_;
   if (auto_fold_ && limit_) {
     const int64_t slack = std::max<int64_t>(64, *limit_ / 8);  // interop.timelines.fold_slack
-    if (static_cast<int64_t>(held_.size()) > *limit_ + slack) fold(held_.size() - *limit_);
+    if (static_cast<int64_t>(held_count()) > *limit_ + slack) fold(held_count() - *limit_);
   }
 }
 
 void Placer::fold(size_t n) {
-  n = std::min(n, held_.size());
+  n = std::min(n, held_count());
   if (n == 0) return;
-  for (size_t i = 0; i < n; ++i) {
+  for (size_t i = head_; i < head_ + n; ++i) {
     const Placed& p = held_[i];
     folded_.add(p.kind, p.slot, p.peer, p.stream, p.name, p.participants, p.start_ps, p.duration_ps,
                 cost_at(p.cost));
   }
-  held_.erase(held_.begin(), held_.begin() + static_cast<std::ptrdiff_t>(n));
-  const uint64_t keep_from = held_.empty() ? arena_base_ + arena_.size() : held_.front().shapes_begin;
-  arena_.erase(arena_.begin(), arena_.begin() + static_cast<std::ptrdiff_t>(keep_from - arena_base_));
-  arena_base_ = keep_from;
+  head_ += n;
+  if (head_ >= held_count()) {
+    held_.erase(held_.begin(), held_.begin() + static_cast<std::ptrdiff_t>(head_));
+    head_ = 0;
+  }
+  const uint64_t keep_from = held_count() == 0 ? arena_base_ + arena_.size() : held_at(0).shapes_begin;
+  const size_t dead = static_cast<size_t>(keep_from - arena_base_);
+  if (dead >= arena_.size() - dead) {
+    arena_.erase(arena_.begin(), arena_.begin() + static_cast<std::ptrdiff_t>(dead));
+    arena_base_ = keep_from;
+  }
 }
 
 Totals Placer::all() const {
   Totals out = folded_;
-  for (const Placed& p : held_) {
+  for (size_t i = head_; i < held_.size(); ++i) {
+    const Placed& p = held_[i];
     out.add(p.kind, p.slot, p.peer, p.stream, p.name, p.participants, p.start_ps, p.duration_ps, cost_at(p.cost));
   }
   return out;
@@ -322,13 +337,13 @@ int64_t Placer::replay(int64_t begin, int64_t end, const std::vector<int>& from,
   const size_t hi = static_cast<size_t>(end - first());
   items.reserve(hi - lo);
   for (size_t i = lo; i < hi; ++i) {
-    const Placed& p = held_[i];
+    const Placed& p = held_at(i);
     // A copy within one slot costs what its chip kind's memory does (no link): it repeats like an op.
     const bool local_copy = p.kind == PlacedKind::Copy && p.slot == p.peer;
     TORCH_CHECK(p.kind == PlacedKind::Op || p.kind == PlacedKind::Kernel || local_copy,
                 "replay: only ops, kernels and copies within a slot are repeated; record ",
                 first() + static_cast<int64_t>(i), " is a copy between places or a collective");
-    const uint64_t stop = i + 1 < held_.size() ? held_[i + 1].shapes_begin : arena_base_ + arena_.size();
+    const uint64_t stop = i + 1 < held_count() ? held_at(i + 1).shapes_begin : arena_base_ + arena_.size();
     const int64_t* shapes = shapes_of(p);
     items.push_back(Item{p, std::vector<int64_t>(shapes, shapes + (stop - p.shapes_begin))});
   }

@@ -107,8 +107,9 @@ class Placer {
 
   // The window and the totals.
   int64_t placed() const { return placed_; }
-  int64_t first() const { return placed_ - static_cast<int64_t>(held_.size()); }
-  const std::vector<Placed>& held() const { return held_; }
+  int64_t first() const { return placed_ - static_cast<int64_t>(held_count()); }
+  size_t held_count() const { return held_.size() - head_; }
+  const Placed& held_at(size_t i) const { return held_[head_ + i]; }  // 0: the oldest held
   const int64_t* shapes_of(const Placed& p) const { return arena_.data() + (p.shapes_begin - arena_base_); }
   void fold(size_t n);  // the n oldest held records into the folded totals
   const Totals& folded() const { return folded_; }
@@ -131,7 +132,11 @@ class Placer {
   int64_t host_floor_ps_ = 0;
   std::vector<std::map<int, int64_t>> host_floors_;  // a stack: the innermost hosts_per_slot's floors last
 
+  // The held records are held_[head_:]: a fold moves head_, and the folded prefix is dropped only once it
+  // outgrows what is held (so a steady loop neither reallocates nor moves the window at every fold). The
+  // shape arena keeps a dead prefix the same way; shapes_begin counts from arena_base_.
   std::vector<Placed> held_;
+  size_t head_ = 0;
   std::vector<int64_t> arena_;
   uint64_t arena_base_ = 0;
   int64_t placed_ = 0;
@@ -146,10 +151,18 @@ Placer* placer_for(uint64_t rack);
 // The cost table of ops, keyed by everything that decides an op's cost: chip kind, op, dtype, flags,
 // tensors-per-list, and every input and output shape. Caller holds placer_mutex().
 struct OpCostKey {
+  static constexpr size_t kHeader = 7;  // kind, name, dtype, flags, list length, inputs, outputs
   std::vector<int64_t> values;
   size_t hash = 0;
   void build(int32_t kind, uint32_t name, c10::ScalarType dtype, uint8_t flags, int64_t list_length,
              uint32_t n_inputs, uint32_t n_outputs, const int64_t* shapes, size_t n_shape_values);
+  // In place, for the hot path: start() leaves room for the header, the caller appends the shapes to
+  // `values`, finish() fills the header and hashes; no second copy of the shapes.
+  void start() { values.assign(kHeader, 0); }
+  void finish(int32_t kind, uint32_t name, c10::ScalarType dtype, uint8_t flags, int64_t list_length,
+              uint32_t n_inputs, uint32_t n_outputs);
+  const int64_t* shapes() const { return values.data() + kHeader; }
+  size_t n_shape_values() const { return values.size() - kHeader; }
 };
 int32_t op_cost(const OpCostKey& key);  // -1: not priced yet
 void set_op_cost(const OpCostKey& key, int32_t cost);

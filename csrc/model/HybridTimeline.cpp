@@ -190,9 +190,10 @@ void record_op(const c10::OperatorHandle& op, uint64_t rack, c10::DeviceIndex sl
   r.dtype = dtype;
   r.flags = flags;
   r.name = intern(op);
-  thread_local std::vector<int64_t> shapes;
+  // The shapes are gathered straight into the cost key (one thread_local, no second copy).
   thread_local OpCostKey key;
-  shapes.clear();
+  key.start();
+  std::vector<int64_t>& shapes = key.values;
   int64_t first_list = -1;
   r.n_inputs = push_shapes(shapes, inputs, n_inputs, first_list);
   r.n_outputs = push_shapes(shapes, outputs, n_outputs, first_list);
@@ -203,18 +204,18 @@ void record_op(const c10::OperatorHandle& op, uint64_t rack, c10::DeviceIndex sl
     if (!measured) {
       std::lock_guard<std::recursive_mutex> placing(placer_mutex());
       if (Placer* p = placing_now(l, rack)) {
-        key.build(p->kind_of(slot), r.name, dtype, flags, r.value, r.n_inputs, r.n_outputs, shapes.data(),
-                  shapes.size());
+        key.finish(p->kind_of(slot), r.name, dtype, flags, r.value, r.n_inputs, r.n_outputs);
         const int32_t cost = op_cost(key);
         if (cost >= 0) {
-          p->place_op(slot, r.stream, r.name, shapes.data(), shapes.size(), static_cast<uint16_t>(r.n_inputs),
-                      static_cast<uint16_t>(r.n_outputs), dtype, flags, cost, NAN);
+          p->place_op(slot, r.stream, r.name, key.shapes(), key.n_shape_values(),
+                      static_cast<uint16_t>(r.n_inputs), static_cast<uint16_t>(r.n_outputs), dtype, flags, cost,
+                      NAN);
           return;
         }
       }
     }
     r.shapes_begin = static_cast<uint32_t>(l.shapes.size());
-    l.shapes.insert(l.shapes.end(), shapes.begin(), shapes.end());
+    l.shapes.insert(l.shapes.end(), key.shapes(), key.shapes() + key.n_shape_values());
     if (measured) l.measurements.emplace_back(l.records.size(), std::move(measured));
     l.records.push_back(r);
   }

@@ -42,12 +42,22 @@ struct Ordered {
   std::unordered_map<K, size_t, H> index;
   std::vector<std::pair<K, V>> items;
   V& at(const K& k, const V& fresh = V()) {
+    // Folding a window adds record after record of one slot and, in a loop, of one op: the last key
+    // answers most lookups without hashing.
+    if (last_ < items.size() && items[last_].first == k) return items[last_].second;
     auto it = index.find(k);
-    if (it != index.end()) return items[it->second].second;
-    index.emplace(k, items.size());
+    if (it != index.end()) {
+      last_ = it->second;
+      return items[last_].second;
+    }
+    last_ = items.size();
+    index.emplace(k, last_);
     items.emplace_back(k, fresh);
     return items.back().second;
   }
+
+ private:
+  size_t last_ = SIZE_MAX;
 };
 
 struct OpStats {

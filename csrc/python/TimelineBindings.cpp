@@ -103,10 +103,9 @@ void bind_timeline(py::module& m) {
                              "The placed index of the oldest record held.")
       .def("records", [](Placer& p, int64_t begin) {
         Lock lock(placer_mutex());
-        const auto& held = p.held();
         py::list out;
-        for (size_t i = static_cast<size_t>(std::max<int64_t>(0, begin - p.first())); i < held.size(); ++i) {
-          out.append(record_tuple(p, held[i]));
+        for (size_t i = static_cast<size_t>(std::max<int64_t>(0, begin - p.first())); i < p.held_count(); ++i) {
+          out.append(record_tuple(p, p.held_at(i)));
         }
         return out;
       }, py::arg("begin"), "The held records placed at index `begin` and after, as tuples.")
