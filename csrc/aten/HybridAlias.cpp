@@ -14,7 +14,14 @@
 namespace hybrid {
 namespace {
 
-void release_keepalive(void* ctx) noexcept { delete static_cast<c10::Storage*>(ctx); }
+// An alias's bytes keep their storage alive by a reference held in the DataPtr's context (no allocation).
+void* keepalive(c10::StorageImpl* impl) {
+  c10::raw::intrusive_ptr::incref(impl);
+  return impl;
+}
+void release_keepalive(void* ctx) noexcept {
+  c10::raw::intrusive_ptr::decref(static_cast<c10::StorageImpl*>(ctx));
+}
 
 void copy_geometry(c10::TensorImpl* dst, const c10::TensorImpl* src) {
   dst->set_sizes_and_strides(src->sizes(), src->strides(), src->storage_offset());
@@ -58,7 +65,7 @@ c10::Storage AliasSet::alias_storage(const c10::Storage& original) {
   // mutable_data materialises a lazily-cloned (COW) storage before a kernel
   // may write through the alias.
   void* data = impl->nbytes() ? impl->mutable_data() : impl->mutable_data_ptr().get();
-  c10::DataPtr ptr(data, new c10::Storage(original), &release_keepalive, exec_);
+  c10::DataPtr ptr(data, keepalive(impl), &release_keepalive, exec_);
   c10::Allocator* allocator =
       exec_.is_cpu() ? c10::GetCPUAllocator() : c10::GetAllocator(c10::kCUDA);
   c10::Storage alias(c10::make_intrusive<c10::StorageImpl>(
@@ -198,7 +205,7 @@ at::Tensor shared_on_slot(const at::Tensor& source, c10::DeviceIndex slot) {
               " -> hybrid:", static_cast<int>(slot), ")");
   void* data = impl->nbytes() ? impl->mutable_data() : impl->mutable_data_ptr().get();
   // The block keeps the source's storage alive; adopt() charges the slot's account the whole size.
-  c10::DataPtr keep(data, new c10::Storage(source.storage()), &release_keepalive, c10::Device(c10::kCPU));
+  c10::DataPtr keep(data, keepalive(impl), &release_keepalive, c10::Device(c10::kCPU));
   c10::DataPtr ptr = adopt(std::move(keep), impl->nbytes(), table, slot);
   c10::Storage storage(c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), impl->nbytes(),
                                                              std::move(ptr), device_allocator(), false));
