@@ -2,7 +2,8 @@
 
 A table fits :data:`MAX_WIDTH` columns: past it, the widest columns wrap between words (never a word cut, never a
 character lost); a table whose columns cannot fit side by side even wrapped is printed as several tables one under
-the other, each repeating the first column (the labels) and its header.
+the other, each repeating the first column (the labels) and its header. :func:`paragraph` wraps the free text
+around a table to the same width; :func:`markdown` writes a table for a Markdown renderer instead of a terminal.
 """
 
 from __future__ import annotations
@@ -117,8 +118,31 @@ def _groups(natural: list[int], narrowest: list[int], width: int) -> list[list[i
 
 def paragraph(text: str, width: int = MAX_WIDTH, indent: str = "") -> str:
     """``text`` wrapped between words into lines of at most ``width`` columns (continuation lines after
-    ``indent``): the free text a CLI prints around its tables."""
-    return textwrap.fill(text, width, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False)
+    ``indent``): the free text a CLI prints around its tables. A word longer than a line (a long URL) is split
+    after its last ``/`` that fits (else at the width) and continues on the next line: every character is kept,
+    and no line passes the width."""
+    if len(indent) >= width:
+        raise ValueError(f"indent: {len(indent)} columns leave no room in a width of {width}")
+    out = []
+    for line in textwrap.wrap(text, width, subsequent_indent=indent, break_long_words=False,
+                              break_on_hyphens=False):
+        while len(line) > width:
+            cut = line.rfind("/", 0, width) + 1
+            if cut <= len(indent) or not line[:cut].strip():
+                cut = width
+            out.append(line[:cut])
+            line = indent + line[cut:]
+        out.append(line)
+    return "\n".join(out)
+
+
+def markdown(headers: list[str], rows: list[list[object]]) -> str:
+    """The same table as Markdown, for a renderer (a document, an issue): one line per row, no cell wrapped, a
+    ``|`` in a cell escaped. A terminal reads :func:`table` instead."""
+    def line(cells) -> str:
+        return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
+
+    return "\n".join([line(headers), "|" + "---|" * len(headers)] + [line(r) for r in rows])
 
 
 def _wrapped(text: str, width: int | None) -> list[str]:

@@ -1,7 +1,9 @@
 """``hybrid claims``: AWS's re:Invent 2025 Trn3 claims beside what the catalogue and the models give.
 
-    hybrid claims                      # the catalogue's answer, and the serving claim modelled (no torch)
-    hybrid claims --model llama3-8b    # plus the step model's energy, throughput and break-even price (modelled)
+    hybrid claims                      # the catalogue's answer; serving, energy, throughput and the cost claim's
+                                       # break-even modelled on llama3-70b (no torch: its profiles ship)
+    hybrid claims --model llama3-8b    # the training rows on another model (one not shipped is traced once)
+    hybrid claims --markdown           # one Markdown table, for a renderer (a document, an issue)
 """
 
 from __future__ import annotations
@@ -12,25 +14,29 @@ ORDER = 65
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--model", default=None,
-                        help="also model FP8 training of this preset on both UltraServers and 144 H200 (modelled "
-                             "energy per token, throughput per chip, the Trn3 price the cost claim needs)")
+    from planner.claims import GPU, MODEL
+
+    parser.add_argument("--model", default=MODEL,
+                        help=f"the model of the training rows: FP8 training on both UltraServers and {GPU} (modelled "
+                             f"energy per token, throughput per chip, and the Trn3 price per chip-hour at which the "
+                             f"cost claim holds: a break-even); default {MODEL}")
     parser.add_argument("--price-basis", default=None, dest="price_basis",
                         help="price basis of the cost claim: on-demand (default), capacity-block or "
                              "reserved-effective")
+    parser.add_argument("--markdown", action="store_true",
+                        help="print one Markdown table (for a renderer) instead of the terminal's tables")
 
 
 def main(args) -> int:
     from devices.chip_set import DEFAULT_BASIS, check_basis
-    from planner.claims import GPU, TRN2, TRN3, claims, table
+    from devices.text_table import paragraph
+    from planner.claims import GLOBAL_BATCH, SEQ_LEN, TRN2, TRN3, claims, table
 
     basis = check_basis(args.price_basis or DEFAULT_BASIS)
-    extra = {"price_basis": basis} if args.model else {}
-    rows = claims(args.model, **extra)
-    print(f"hybrid claims: AWS re:Invent 2025, Trn3 ({TRN3}) against Trn2 ({TRN2}); catalogue figures with their "
-          f"status in `hybrid racks`, model figures labelled modelled")
-    print(table(rows))
-    if not args.model:
-        print(f"the training cost claim's break-even (the Trn3 price per chip-hour at which it holds against "
-              f"{GPU}, modelled): hybrid claims --model llama3-8b (any named model; traces it once)")
+    rows = claims(args.model, price_basis=basis)
+    print(paragraph(f"hybrid claims: AWS re:Invent 2025, Trn3 ({TRN3}) against Trn2 ({TRN2}); catalogue figures "
+                    f"with their status in `hybrid racks`, model figures labelled modelled; the training rows: "
+                    f"{args.model}, FP8, {GLOBAL_BATCH:,} x {SEQ_LEN:,} tokens a step, each rack's default "
+                    f"configuration, prices {basis} (--model, --price-basis)"))
+    print(table(rows, markdown=args.markdown))
     return 0

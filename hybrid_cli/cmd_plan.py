@@ -38,13 +38,14 @@ def add_arguments(parser) -> None:
 
 def main(args) -> int:
     import interop
+    from devices.text_table import paragraph
     from hybrid_cli.outputs import check_outputs, draw, write_data
     from interop.live import plan_run
     from interop.live.plan_models import build
 
     check_outputs({"--json": args.json, "--plot": args.plot})  # before the search, not after
     pm = build(args.model, real=args.run > 0, batch=args.global_batch, seq=args.seq, dtype=args.dtype)
-    print(f"model: {pm.name}: {pm.description}")
+    print(paragraph(f"model: {pm.name}: {pm.description}", indent="  "))
     plan = interop.plan(pm.model, pm.inputs, args.rack, slots=args.slots, objective=args.objective,
                         microbatches=args.microbatches, schedule=args.schedule, optimizer=args.optimizer,
                         loss_fn=pm.loss_fn, example_targets=pm.targets)

@@ -61,33 +61,29 @@ def _numbers(source: str) -> str:
 
 def _print_sources(kinds) -> None:
     """Every figure's citation in full, wrapped to the width, then the numbered documents."""
-    import textwrap
-
     import devices
     from devices.sources import DOCUMENTS
+    from devices.text_table import paragraph
 
-    def paragraph(head: str, text: str) -> str:
-        # A URL longer than the width stays whole on its own line (copyable); everything else fits.
-        return textwrap.fill(text, WIDTH, initial_indent=head, subsequent_indent="    ", break_long_words=False,
-                             break_on_hyphens=False)
-
+    # A URL longer than the width continues on the next line (split after a '/'); devices/SOURCES.md has it whole.
     print("== figures and their sources ==")
     for r in devices.catalogue_rows(kinds):
-        print(paragraph(f"{r['kind']} {r['figure']} = {r['display']} [{r['status']}] {_numbers(r['source'])}: ",
-                        r["source"]))
+        print(paragraph(f"{r['kind']} {r['figure']} = {r['display']} [{r['status']}] {_numbers(r['source'])}: "
+                        f"{r['source']}", WIDTH, "    "))
     for r in devices.fabric_rows(kinds):
-        print(paragraph(f"{r['subject']} {r['figure']} = {r['display']} [{r['status']}] {_numbers(r['source'])}: ",
-                        r["source"]))
+        print(paragraph(f"{r['subject']} {r['figure']} = {r['display']} [{r['status']}] {_numbers(r['source'])}: "
+                        f"{r['source']}", WIDTH, "    "))
     print("\n== documents ==")
     for i, doc in enumerate(DOCUMENTS, 1):
         via = f"; read through {', '.join(doc.via)}" if doc.via else ""
-        print(paragraph(f"[{i}] ", f"{doc.title} ({doc.publisher}, {doc.url}; read {doc.read}{via}) [{doc.kind}]"))
+        print(paragraph(f"[{i}] {doc.title} ({doc.publisher}, {doc.url}; read {doc.read}{via}) [{doc.kind}]", WIDTH,
+                        "    "))
 
 
 def _print_capabilities(kind: str) -> None:
     """The kind's capability table: native dtypes per op class, then every exception with its source."""
     import devices
-    from devices.text_table import table
+    from devices.text_table import paragraph, table
 
     caps = devices.capabilities(kind)
     print(f"\n== capabilities of {caps.kind} (dtypes per op class; status: published / secondary / projected / "
@@ -99,22 +95,17 @@ def _print_capabilities(kind: str) -> None:
                  for r in caps.rows()], align="lllll", wrap=[22, 24, None, None, 45]))
     ident = caps.cuda
     l2 = "unset" if ident.l2_cache_size is None else f"{ident.l2_cache_size >> 20} MiB"
-    import textwrap
-
-    print(textwrap.fill(f"torch.cuda answers on a {caps.kind} slot: capability ({ident.major}, {ident.minor}), "
-                        f"multi_processor_count {ident.multi_processor_count}, L2 {l2} [{ident.status}: "
-                        f"{ident.source}]", WIDTH, initial_indent="\n", subsequent_indent="  ",
-                        break_on_hyphens=False))
+    print("\n" + paragraph(f"torch.cuda answers on a {caps.kind} slot: capability ({ident.major}, {ident.minor}), "
+                            f"multi_processor_count {ident.multi_processor_count}, L2 {l2} [{ident.status}: "
+                            f"{ident.source}]", WIDTH, "  "))
     for text in ([f"note: {ident.note}"] if ident.note else []) + [f"note: {n}" for n in caps.notes]:
-        print(textwrap.fill(text, WIDTH, subsequent_indent="  ", break_on_hyphens=False))
+        print(paragraph(text, WIDTH, "  "))
     _print_numerics(caps)
 
 
 def _print_numerics(caps) -> None:
     """The kind's numerics: rounding, block formats with their scale rules, matmul accumulation."""
-    import textwrap
-
-    from devices.text_table import table
+    from devices.text_table import paragraph, table
 
     r = caps.rounding
     if r is not None:
@@ -123,7 +114,7 @@ def _print_numerics(caps) -> None:
         print(f"\n== numerics of {caps.kind} (used by device numerics mode) ==")
         for text in ([f"rounding: default {r.default}; stochastic: {stochastic} [{r.status}: {r.source}]"]
                      + ([f"  switch: {r.switch}"] if r.switch else []) + [f"  algorithm: {r.algorithm}"]):
-            print(textwrap.fill(text, WIDTH, subsequent_indent="    ", break_on_hyphens=False))
+            print(paragraph(text, WIDTH, "    "))
     if caps.block_formats:
         print(table(["block format", "block", "element", "scale", "scale rule", "status", "source"],
                     [[b.format, b.block, b.element, b.scale, b.scale_rule, b.status,

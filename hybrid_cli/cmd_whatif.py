@@ -148,7 +148,7 @@ def main(args) -> int:
 
         for est in estimates:
             print()
-            print(est.goodput(FailureModel()).describe())
+            print(paragraph(est.goodput(FailureModel()).describe(), indent="  "))
             print(scaling_table(est))
     drawn = True
     if args.plot and estimates:

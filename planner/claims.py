@@ -5,9 +5,10 @@ catalogue gives (the Trn3 Gen2 UltraServer of 144 chips, ``trn3-ultraserver``, a
 64, ``trn2-ultraserver``; their documented totals are reproduced from the chips' figures), the arithmetic, and a
 verdict: ``reproduced`` (within the claim's rounding), ``differs`` (with the figures saying why) or ``not
 checkable`` (a figure the claim needs is not public). :func:`serving_claims` answers the serving claim with the
-serving what-if on the model AWS named (GPT-OSS), torch-free; with a model, :func:`claims` adds what the step model
-gives (energy per token, throughput per chip, the Trn3 price per chip-hour at which the cost claim would hold: a
-break-even), every such figure modelled.
+serving what-if on the model AWS named (GPT-OSS), torch-free; :func:`model_claims` adds what the step model gives
+for a training model (:data:`MODEL` unless another is named): energy per token, throughput per chip, and the Trn3
+price per chip-hour at which the cost claim would hold against :data:`GPU` (a break-even), every such figure
+modelled. :func:`table` prints them for a terminal, or as Markdown for a renderer.
 """
 
 from __future__ import annotations
@@ -26,6 +27,11 @@ GPU = "h200-node*18"
 """The GPU alternative of the cost claim: 144 H200 (the GPUs with both an on-demand and a capacity-block price)."""
 MILLION = "trn3-ultraserver*7282"
 """A Trn3 cluster of 1,048,608 chips."""
+MODEL = "llama3-70b"
+"""The training model of :func:`model_claims` when none is named (``hybrid claims``): a model of the size these
+UltraServers train, whose block profiles ship (:mod:`planner.shipped_profiles`), so the answer costs no trace."""
+GLOBAL_BATCH, SEQ_LEN = 1024, 8192
+"""The training step of :func:`model_claims`: 1,024 sequences of 8,192 tokens (8 Mi tokens)."""
 
 _LAUNCH = "AWS launch blog (2025-12-02) via AIwire"
 _TECHCRUNCH = "TechCrunch (2025-12-02)"
@@ -120,7 +126,8 @@ def catalogue_claims() -> list[Claim]:
     out.append(Claim(
         "training cost up to 50 % lower than GPU alternatives", "the seed (customer reports)", 0.5, None,
         f"needs a Trn3 price: {k3.missing('price.on-demand')}", "not checkable",
-        "no public Trn3 price; with a model, the Trn3 price per chip-hour the claim needs is computed"))
+        "no public Trn3 price; the step model gives the Trn3 price per chip-hour at which it would hold "
+        "(model_claims: a break-even, modelled)"))
 
     fp8 = k3.peak["float8"].value / k2.peak["float8"].value
     hbm = k3.hbm_bandwidth.value / k2.hbm_bandwidth.value
@@ -193,16 +200,22 @@ def serving_claims() -> list[Claim]:
         modelled=True)]
 
 
-def model_claims(model: str, *, global_batch: int = 1024, seq_len: int = 8192,
+def model_queries(model: str = MODEL, *, global_batch: int = GLOBAL_BATCH, seq_len: int = SEQ_LEN) -> list[dict]:
+    """The what-ifs :func:`model_claims` runs (:func:`planner.whatif.whatif`'s arguments): FP8 training of ``model``
+    on Trn3, Trn2 and the GPU rack, each in its default configuration (:mod:`planner.shipped_profiles` ships the
+    profiles of :data:`MODEL`'s)."""
+    return [dict(model=model, rack=rack, parallel=None, global_batch=global_batch, seq_len=seq_len, precision="fp8")
+            for rack in (TRN3, TRN2, GPU)]
+
+
+def model_claims(model: str = MODEL, *, global_batch: int = GLOBAL_BATCH, seq_len: int = SEQ_LEN,
                  price_basis: str = DEFAULT_BASIS) -> list[Claim]:
     """What the step model gives for the energy, cost and per-chip throughput claims on ``model`` (FP8 training,
     each rack's default configuration; every figure modelled)."""
     from planner.whatif import whatif
 
-    def run(rack):
-        return whatif(model, rack, global_batch=global_batch, seq_len=seq_len, precision="fp8", price_basis=price_basis)
-
-    e3, e2, eg = run(TRN3), run(TRN2), run(GPU)
+    e3, e2, eg = (whatif(q.pop("model"), q.pop("rack"), **q, price_basis=price_basis)
+                  for q in model_queries(model, global_batch=global_batch, seq_len=seq_len))
     what = f"{model}, FP8, {global_batch:,} x {seq_len:,} tokens (modelled)"
     out = []
     energy = e2.joules_per_token / e3.joules_per_token
@@ -218,42 +231,62 @@ def model_claims(model: str, *, global_batch: int = 1024, seq_len: int = 8192,
         f"{e2.tokens_per_second_per_chip:,.0f} on {TRN2}: {through:.2f}x", _verdict(through, 3.0, 0.05),
         "training, for comparison: the claim was made of serving (its row above)", modelled=True))
     gpu_cost = eg.usd_per_million_tokens
+    gpus = f"{len(devices.parse_rack(GPU))} H200 ({GPU})"
     if gpu_cost is None:
         working = f"{GPU} has no {price_basis} price: {eg.economics.price.reason}"
         price = None
     else:
         # Trn3 at price p per chip-hour costs p / (3600 x tokens/s per chip) per token: half the GPU's at p*.
         price = 0.5 * gpu_cost / 1e6 * e3.tokens_per_second_per_chip * 3600
-        working = (f"{what}: {len(devices.parse_rack(GPU))} H200 ({GPU}) ${gpu_cost:,.3f} per M tokens "
-                   f"({price_basis}); Trn3 at {e3.tokens_per_second_per_chip:,.0f} tokens/s per chip is 50 % cheaper "
-                   f"at up to ${price:,.2f} per chip-hour (the break-even)")
+        working = (f"{what}: {gpus} ${gpu_cost:,.3f} per M tokens ({price_basis}); Trn3 at "
+                   f"{e3.tokens_per_second_per_chip:,.0f} tokens/s per chip is 50 % cheaper at up to ${price:,.2f} "
+                   f"per chip-hour (the break-even)")
     out.append(Claim(
         "training cost up to 50 % lower than GPU alternatives", "as above", 0.5, None, working, "not checkable",
-        "no public Trn3 price; the figure is the Trn3 price per chip-hour at which the claim would hold "
-        "(a break-even, modelled)", modelled=True, break_even=price))
+        f"no public Trn3 price; the figure is the Trn3 price per chip-hour at which the claim would hold against "
+        f"{gpus} training {model} (a break-even, modelled)", modelled=True, break_even=price))
     return out
 
 
-def claims(model: str | None = None, **kwargs) -> list[Claim]:
-    """Every claim the catalogue checks, the serving claim modelled (:func:`serving_claims`), then (with ``model``)
-    what the step model gives."""
+def claims(model: str | None = MODEL, **kwargs) -> list[Claim]:
+    """Every claim the catalogue checks, the serving claim modelled (:func:`serving_claims`), then what the step
+    model gives on ``model`` (:func:`model_claims`; None: none of it)."""
     out = catalogue_claims() + serving_claims()
     if model is not None:
         out += model_claims(model, **kwargs)
     return out
 
 
-def table(rows: list[Claim]) -> str:
-    """The claims as a Markdown table: claim, said by, claimed, found, verdict, working and why."""
-    lines = ["| claim | said by | claimed | found | verdict | the figures | why |", "|---|---|---|---|---|---|---|"]
-    for c in rows:
-        claimed = "-" if c.claimed is None else f"{c.claimed:g}x"
-        found = "-" if c.found is None else f"{c.found:.2f}x" + (" (modelled)" if c.modelled else "")
-        if c.break_even is not None:
-            found = f"${c.break_even:,.2f} per Trn3 chip-hour (break-even, modelled)"
-        lines.append(f"| {c.claim} | {c.said_by} | {claimed} | {found} | {c.verdict} | {c.working} | {c.why} |")
-    return "\n".join(lines)
+HEADERS = ["claim", "said by", "claimed", "found", "verdict", "the figures", "why"]
+"""The columns of :func:`table`."""
 
 
-__all__ = ["GPU", "MILLION", "SERVING_LENGTHS", "SERVING_REQUESTS_PER_CHIP", "TRN2", "TRN3", "Claim",
-           "catalogue_claims", "claims", "gpt_oss_120b", "model_claims", "serving_claims", "table"]
+def _cells(c: Claim) -> list[str]:
+    claimed = "-" if c.claimed is None else f"{c.claimed:g}x"
+    found = "-" if c.found is None else f"{c.found:.2f}x" + (" (modelled)" if c.modelled else "")
+    if c.break_even is not None:
+        found = f"${c.break_even:,.2f} per Trn3 chip-hour (break-even against {GPU}, modelled)"
+    return [c.claim, c.said_by, claimed, found, c.verdict, c.working, c.why]
+
+
+def table(rows: list[Claim], *, markdown: bool = False) -> str:
+    """The claims for a terminal, within 120 columns (:func:`devices.text_table.table`): the verdicts (claim,
+    claimed, found, verdict, said by), then the figures and why of each; with ``markdown``, one Markdown table of
+    :data:`HEADERS` for a renderer (a document, an issue)."""
+    from devices.text_table import markdown as markdown_table
+    from devices.text_table import table as text_table
+
+    cells = [_cells(c) for c in rows]
+    if markdown:
+        return markdown_table(HEADERS, cells)
+    verdicts = text_table(["claim", "claimed", "found", "verdict", "said by"],
+                          [[r[0], r[2], r[3], r[4], r[1]] for r in cells], align="lrrll",
+                          wrap=[32, None, 24, None, None])
+    figures = text_table(["claim", "the figures", "why"], [[r[0], r[5], r[6]] for r in cells], align="lll",
+                         wrap=[24, None, None])
+    return verdicts + "\n\n" + figures
+
+
+__all__ = ["GLOBAL_BATCH", "GPU", "HEADERS", "MILLION", "MODEL", "SEQ_LEN", "SERVING_LENGTHS",
+           "SERVING_REQUESTS_PER_CHIP", "TRN2", "TRN3", "Claim", "catalogue_claims", "claims", "gpt_oss_120b",
+           "model_claims", "model_queries", "serving_claims", "table"]

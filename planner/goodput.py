@@ -143,19 +143,23 @@ SCENARIOS = {
 """Failure models of the scaling table (both assumptions; the chip failure rate is Meta's)."""
 
 
-def scaling_table(estimate=None, scales=SCALES, scenarios=None) -> str:
-    """Goodput from 16K to 1M chips under each scenario (Markdown, modelled)."""
+def scaling_table(estimate=None, scales=SCALES, scenarios=None, *, markdown: bool = False) -> str:
+    """Goodput from 16K to 1M chips under each scenario (modelled), with its source: for a terminal, within 120
+    columns (:func:`devices.text_table.table`), or as Markdown for a renderer (``markdown``)."""
+    from devices.text_table import markdown as markdown_table
+    from devices.text_table import paragraph, table
+
     scenarios = scenarios or SCENARIOS
-    lines = ["| chips | interruptions/day | mean time between | " + " | ".join(scenarios) + " |",
-             "|---|---|---|" + "---|" * len(scenarios)]
+    headers = ["chips", "interruptions/day", "mean time between", *scenarios]
+    rows = []
     for n in scales:
         first = job_goodput(n, next(iter(scenarios.values())))
-        cells = [f"{job_goodput(n, f).fraction:.1%}" for f in scenarios.values()]
-        lines.append(f"| {n:,} | {first.interruptions_per_day:,.0f} | {first.mtbi / 60:,.1f} min | "
-                     + " | ".join(cells) + " |")
-    lines.append("")
-    lines.append("goodput = share of wall time that trains (modelled); chip failure rate from " + _LLAMA3)
-    return "\n".join(lines)
+        rows.append([f"{n:,}", f"{first.interruptions_per_day:,.0f}", f"{first.mtbi / 60:,.1f} min"]
+                    + [f"{job_goodput(n, f).fraction:.1%}" for f in scenarios.values()])
+    note = "goodput = share of wall time that trains (modelled); chip failure rate from " + _LLAMA3
+    if markdown:
+        return markdown_table(headers, rows) + "\n\n" + note
+    return table(headers, rows, align="r" * len(headers)) + "\n\n" + paragraph(note)
 
 
 __all__ = ["CHECKPOINT_COST", "CHIP_FAILURE_RATE", "PLANNED_RATE", "RESTART", "SCALES", "SCENARIOS",

@@ -2,9 +2,9 @@
 ``interop.whatif`` / ``hybrid whatif`` on them neither imports transformers nor traces (issue 29: 2.5 s and
 6.8 s before, against 0.1 s and 0.6 s once the profile cache was warm).
 
-:data:`QUERIES` are the what-ifs of README.md, docs/whatif.md and ``benchmarks/bench_whatif.py``. :func:`build`
-runs them with an empty cache and the shipped file ignored, so every profile they need is traced, and keeps
-each entry exactly as the on-disk cache stores it, under the cache's own key
+:data:`QUERIES` are the what-ifs of README.md, docs/whatif.md, ``benchmarks/bench_whatif.py`` and ``hybrid
+claims``. :func:`build` runs them with an empty cache and the shipped file ignored, so every profile they need
+is traced, and keeps each entry exactly as the on-disk cache stores it, under the cache's own key
 (:func:`planner.profile_cache.key`: the model's architecture, the block's signature, the shard, and the hash
 of the tracing code and of the torch and transformers versions). A key the file lacks, from another torch or
 another query, is traced as before; a file built by other code holds keys nothing asks for.
@@ -21,7 +21,7 @@ import sys
 import tempfile
 from typing import Any
 
-from planner import profile_cache
+from planner import claims, profile_cache
 
 QUERIES: tuple[dict[str, Any], ...] = (
     # README.md's Python example and docs/whatif.md's
@@ -42,6 +42,8 @@ QUERIES: tuple[dict[str, Any], ...] = (
     # benchmarks/bench_whatif.py and issue 29's first-run query
     dict(model="llama3.1-405b", rack="trn3-ultraserver*7282", parallel={"tp": 16, "pp": 16, "cp": 4, "vp": 2},
          global_batch=16384, seq_len=8192, precision="fp8"),
+    # hybrid claims: its training rows on planner.claims.MODEL (Trn3, Trn2 and the GPU rack)
+    *claims.model_queries(),
 )
 """The documented what-ifs whose profiles ship (each a dict of :func:`planner.whatif` arguments)."""
 

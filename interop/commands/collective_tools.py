@@ -91,9 +91,10 @@ def bench(op: str, sizes: list[int], *, dtype: str = "float32", redop: str = "su
     item = torch.empty(0, dtype=dt).element_size()
     printer(f"# hybrid bench collectives: {op} on rack {rack.name}, slots {slots}, {dtype}, redop {redop}")
     printer("# time/algbw/busbw: modelled on the rack's topology; meas: measured wall time of the emulation here")
-    printer(f"# {'':>44}{'out-of-place':>46}{'in-place':>30}")
-    printer(f"# {'size':>12} {'count':>10} {'type':>8} {'redop':>6} {'root':>4} {'algorithm':>13} "
-            f"{'time(us)':>10} {'algbw':>7} {'busbw':>7} {'#wrong':>6} {'meas(us)':>10} {'#wrong':>6} {'meas(us)':>10}")
+    # 120 columns: the columns of nccl-tests' table, each as narrow as its widest usual value
+    printer(f"# {'':>56}{'out-of-place':^44}{'in-place':^18}".rstrip())
+    printer(f"# {'size':>11} {'count':>10} {'type':>8} {'redop':>6} {'root':>4} {'algorithm':>12} "
+            f"{'time(us)':>9} {'algbw':>7} {'busbw':>7} {'#wrong':>6} {'meas(us)':>10} {'#wrong':>6} {'meas(us)':>10}")
     rows = []
     for size in sizes:
         count = size // item // (p if op in SCALED else 1)
@@ -105,8 +106,8 @@ def bench(op: str, sizes: list[int], *, dtype: str = "float32", redop: str = "su
         rows.append(row)
         ip = ("{:>6} {:>10}".format("n/a", "n/a") if wrong_ip is None
               else f"{wrong_ip:>6} {secs_ip * 1e6:>10.1f}")
-        printer(f"  {est.nbytes:>12} {count:>10} {dtype:>8} {redop:>6} {root:>4} {est.algorithm:>13} "
-                f"{est.seconds * 1e6:>10.2f} {est.algbw / 1e9:>7.2f} {est.busbw / 1e9:>7.2f} {wrong:>6} "
+        printer(f"  {est.nbytes:>11} {count:>10} {dtype:>8} {redop:>6} {root:>4} {est.algorithm:>12} "
+                f"{est.seconds * 1e6:>9.2f} {est.algbw / 1e9:>7.2f} {est.busbw / 1e9:>7.2f} {wrong:>6} "
                 f"{secs * 1e6:>10.1f} {ip}")
     total = sum(r.wrong_oop + max(r.wrong_ip, 0) for r in rows)
     printer(f"# Out of bounds values : {total} {'OK' if total == 0 else 'FAILED'}")

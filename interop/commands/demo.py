@@ -225,7 +225,7 @@ def _echo_divergences(echo) -> None:
     met = {(d.kind, d.op, d.dtype, d.outcome, d.instead) for d in divergences()}
     if met:
         echo("\n== device fidelity: ops a real chip would treat differently (computed exactly here; "
-             "interop.divergences() has the sources) ==")
+             "sources: interop.divergences()) ==")
         for kind, op, dtype, outcome, instead in sorted(met):
             echo(f"  {op} in {dtype} on {kind}: {outcome} (instead: {instead or '-'})")
 

@@ -8,7 +8,7 @@ import json
 import os
 
 import devices
-from devices.text_table import table
+from devices.text_table import paragraph, table
 from devices.units import format_bytes
 
 
@@ -24,32 +24,36 @@ def _block_span(plan, chunks) -> str:
     return " + ".join(f"{c.start}-{c.stop - 1} ({names[c.start]}..{names[c.stop - 1]})"
                       if len(c) > 1 else f"{c.start} ({names[c.start]})" for c in chunks)
 
+
 def plan_table(plan) -> str:
-    """A :class:`~interop.live.plan.Plan` as a printed table (every time and byte modelled; * = projected chip)."""
+    """A :class:`~interop.live.plan.Plan` as printed text within 120 columns: its stages' layout, then their
+    modelled figures, then the step (every time and byte modelled; * = projected chip)."""
     p = plan.predicted
-    rows = []
+    layout, figures = [], []
     for st in plan.stages:
-        projected = "*" if devices.chip(st.kind).projected else ""
-        rows.append([st.index, _block_span(plan, st.chunks), st.kind + projected,
-                     _slot_list(st.slots), st.tp, st.dp, st.microbatch,
-                     f"{st.forward[0] * 1e6:.1f}", f"{st.backward[0] * 1e6:.1f}",
-                     f"{st.busy * 1e3:.3f}", f"{st.idle * 1e3:.3f}",
-                     format_bytes(st.memory.total), f"{100 * st.memory.total / st.memory.capacity:.2f} %"])
-    head = (f"plan for {plan.blocks.name} ({len(plan.blocks)} blocks) on rack {plan.rack.name}: "
-            f"{len(plan.stages)} stage(s), {plan.schedule}, {plan.microbatches} microbatch(es) of "
-            f"{plan.global_batch // plan.microbatches} rows, objective {plan.objective}")
-    body = table(["stage", "blocks", "kind", "slots", "tp", "dp", "rows/replica", "fwd us/mb", "bwd us/mb",
-                  "busy ms", "idle ms", "peak mem", "of HBM"], rows, align="rlllrrrrrrrrr",
-                 width=None)  # unlimited until README.md's sample of `hybrid plan` shows it within 120 columns
+        kind = st.kind + ("*" if devices.chip(st.kind).projected else "")
+        layout.append([st.index, kind, _slot_list(st.slots), st.tp, st.dp, st.microbatch,
+                       _block_span(plan, st.chunks)])
+        figures.append([st.index, kind, f"{st.forward[0] * 1e6:.1f}", f"{st.backward[0] * 1e6:.1f}",
+                        f"{st.busy * 1e3:.3f}", f"{st.idle * 1e3:.3f}", format_bytes(st.memory.total),
+                        f"{100 * st.memory.total / st.memory.capacity:.2f} %"])
+    head = paragraph(f"plan for {plan.blocks.name} ({len(plan.blocks)} blocks) on rack {plan.rack.name}: "
+                     f"{len(plan.stages)} stage(s), {plan.schedule}, {plan.microbatches} microbatch(es) of "
+                     f"{plan.global_batch // plan.microbatches} rows, objective {plan.objective}", indent="  ")
+    # Two tables rather than one of 13 columns: the block names alone would leave the figures no room in 120.
+    body = (table(["stage", "kind", "slots", "tp", "dp", "rows/replica", "blocks"], layout, align="rllrrrl")
+            + "\n\n" + table(["stage", "kind", "fwd us/mb", "bwd us/mb", "busy ms", "idle ms", "peak mem", "of HBM"],
+                              figures, align="rlrrrrrr"))
     bd = ", ".join(f"{k} {v * 1e3:.3f}" for k, v in p.breakdown.items() if v)
-    foot = (f"predicted step (modelled): {p.seconds * 1e3:.3f} ms  [{bd} ms on the critical stage]\n"
-            f"search: {plan.stats.candidates} layouts bounded, {plan.stats.evaluated} evaluated with the step "
-            f"model, {'exact' if plan.stats.exact else 'bounded'}, {plan.stats.seconds:.2f} s (measured)")
     money = plan.economics()
-    foot += f"\ncost (modelled): {money.cost_text()}\nenergy (modelled): {money.energy_text()}"
+    foot = [f"predicted step (modelled): {p.seconds * 1e3:.3f} ms  [{bd} ms on the critical stage]",
+            f"search: {plan.stats.candidates} layouts bounded, {plan.stats.evaluated} evaluated with the step "
+            f"model, {'exact' if plan.stats.exact else 'bounded'}, {plan.stats.seconds:.2f} s (measured)",
+            f"cost (modelled): {money.cost_text()}", f"energy (modelled): {money.energy_text()}"]
     if any(devices.chip(st.kind).projected for st in plan.stages):
-        foot += "\n* projected chip: its figures are projections, not published specifications"
-    return "\n".join([head, body, foot])
+        foot.append("* projected chip: its figures are projections, not published specifications")
+    return "\n".join([head, body] + [paragraph(line, indent="  ") for line in foot])
+
 
 def plan_json(plan) -> str:
     """The plan as JSON: stages, schedule, batch split, the modelled step and per-slot figures."""

@@ -16,7 +16,7 @@ import gc
 from dataclasses import dataclass, field
 
 from devices.units import format_bytes
-from devices.text_table import table
+from devices.text_table import paragraph, table
 from interop.live.agreement import TOLERANCE, Agreement
 
 
@@ -129,10 +129,11 @@ def _report(c: RunCheck, plan, slot: int, echo) -> None:
                [[k + 1, f"{a:.6f}", f"{b:.6f}", f"{abs(a - b):.1e}"]
                 for k, (a, b) in enumerate(zip(c.losses, c.reference_losses))], align="rrrr"))
     agreed = c.agreement
-    echo(f"first step's gradients: largest |difference| {agreed.grad_diff:.1e} of the largest gradient; parameters "
-         f"after {c.steps} step(s): largest |difference| {agreed.param_diff:.1e} = {agreed.param_steps:.2f} of the "
-         f"optimizer's step ({agreed.step:.1e}), {100 * agreed.differing_share:.4f} % of the elements more than "
-         f"{TOLERANCE.param_step:g} step apart")
+    echo(paragraph(f"first step's gradients: largest |difference| {agreed.grad_diff:.1e} of the largest gradient; "
+                   f"parameters after {c.steps} step(s): largest |difference| {agreed.param_diff:.1e} = "
+                   f"{agreed.param_steps:.2f} of the optimizer's step ({agreed.step:.1e}), "
+                   f"{100 * agreed.differing_share:.4f} % of the elements more than {TOLERANCE.param_step:g} step "
+                   f"apart", indent="  "))
     if agreed.bitwise:
         echo("matches single-device: bit for bit (losses, gradients, parameters)")
         return _report_time(c, plan, echo)
@@ -141,7 +142,7 @@ def _report(c: RunCheck, plan, slot: int, echo) -> None:
              f"shares are summed in another order")
     else:
         echo("DIFFERS from single-device" + (f", by design: {c.by_design}" if c.by_design else ""))
-    echo(f"(the rule: {TOLERANCE.describe()})")
+    echo(paragraph(f"(the rule: {TOLERANCE.describe()})", indent="  "))
     _report_time(c, plan, echo)
 
 

@@ -3,6 +3,8 @@ any write, and the modelled time placed on every participant's timeline."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
@@ -12,7 +14,7 @@ import collectives
 import interop
 from collectives import verify
 from collectives import in_process as hc
-from interop.commands.collective_tools import check, run_case
+from interop.commands.collective_tools import bench, check, run_case
 
 OPS = ["all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all", "gather", "scatter"]
 
@@ -155,3 +157,18 @@ def test_check_reports_wrong_elements(monkeypatch):
     monkeypatch.setattr(hc, "run", corrupting)
     assert check(participants=(2,), sizes=(5,), dtypes=("float32",), ops=("all_reduce",), algorithms=False,
                  progress=False, printer=lambda *_: None) > 0
+
+
+def test_bench_prints_the_nccl_tests_table_within_120_columns(use_rack):
+    use_rack("trn3:4+h100:4")  # its all-reduce is hierarchical: the longest algorithm name
+    lines = []
+    rows = bench("all_reduce", [8, 1 << 16], algorithm="hierarchical", printer=lines.append)
+    assert max(len(line) for line in lines) <= 120, lines
+    printed = [line.split() for line in lines if not line.startswith("#")]
+    assert printed == [[str(r.nbytes), str(r.count), "float32", "sum", "0", "hierarchical", f"{r.modelled_us:.2f}",
+                        f"{r.algbw:.2f}", f"{r.busbw:.2f}", "0", f"{r.measured_oop_us:.1f}", "0",
+                        f"{r.measured_ip_us:.1f}"] for r in rows]
+    # every header ends over its column (right-aligned, as nccl-tests prints them)
+    head = next(line for line in lines if "algorithm" in line)
+    ends = [[m.end() for m in re.finditer(r"\S+", line)] for line in (head, lines[-2])]
+    assert ends[0][1:] == ends[1], lines

@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from devices.text_table import MAX_WIDTH, table
+from devices.text_table import MAX_WIDTH, markdown, paragraph, table
 
 
 def _words(rows) -> Counter:
@@ -46,3 +46,23 @@ def test_bad_widths_are_refused_by_name():
         table(["a"], [["b"]], width=0)
     with pytest.raises(ValueError, match="table: wrap gives 2 widths for 1 columns"):
         table(["a"], [["b"]], wrap=[3, 4])
+
+
+def test_a_paragraph_splits_a_word_longer_than_a_line_after_a_slash_and_keeps_every_character():
+    url = "https://example.org/" + "/".join(f"part{k:02d}" for k in range(30)) + ".pdf"  # 233 characters
+    text = f"[7] A document (its publisher, {url}; read 2025-12-02) [primary]"
+    lines = paragraph(text, 80, "    ").splitlines()
+    assert max(len(line) for line in lines) <= 80 < len(url)
+    assert "".join(text.split()) == "".join("".join(lines).split())  # every character, in order
+    pieces = [line for line in lines if "part" in line]
+    assert "".join(p.strip() for p in pieces) == url + ";"
+    # each piece ends after a '/' and is as long as fits: the next segment ("partNN/") would pass the width
+    assert all(p.endswith("/") and len(p) + len("part00/") > 80 for p in pieces[:-1]) and len(pieces) == 4
+    assert paragraph("x" * 30, 12) == "x" * 12 + "\n" + "x" * 12 + "\n" + "x" * 6  # no slash: at the width
+    with pytest.raises(ValueError, match="indent: 12 columns leave no room in a width of 12"):
+        paragraph("a b", 12, " " * 12)
+
+
+def test_the_markdown_form_keeps_cells_whole_and_escapes_bars():
+    assert markdown(["a", "b"], [[1, "x | y"], ["long " * 40, 2.5]]) == (
+        "| a | b |\n|---|---|\n| 1 | x \\| y |\n| " + "long " * 40 + " | 2.5 |")

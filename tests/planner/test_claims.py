@@ -1,8 +1,11 @@
 """hybrid claims: AWS's Trn3 vs Trn2 UltraServer claims against the catalogue (the arithmetic of the Neuron
-documents' totals, written out here) and the step model; the CLI imports no torch."""
+documents' totals, written out here) and the step model; the CLI imports no torch and traces nothing (its default
+model's profiles ship)."""
 
 from __future__ import annotations
 
+import os
+import re
 import subprocess
 import sys
 
@@ -39,24 +42,27 @@ def test_catalogue_verdicts_and_figures():
     assert "1,048,608" in rows["clusters of up to 1 million chips, 10x the previous generation"].working
     assert "no public Trn3" in rows["training cost up to 50 % lower than GPU alternatives"].why
     assert "estimate" in rows["40 % better energy efficiency (some quotes: 4x)"].why
-    text = table(catalogue_claims())
+    text = table(catalogue_claims(), markdown=True)
     assert text.count("\n") == len(EXPECTED) + 1 and "| verdict |" in text
 
 
 def test_modelled_claims():
-    pytest.importorskip("transformers", reason="the model is built from a transformers config")
-    rows = claims_module.model_claims("llama3-8b", global_batch=256, seq_len=2048, price_basis="capacity-block")
+    # The default model's profiles ship: no transformers, no trace.
+    rows = claims_module.model_claims(price_basis="capacity-block")
     assert all(c.modelled for c in rows) and [c.verdict for c in rows][2] == "not checkable"
     energy, through, cost = rows
     assert energy.found > 0 and through.found > 0
-    assert "H200 (h200-node*18) $" in cost.working and "(the break-even)" in cost.working
-    assert "(capacity-block)" in cost.working
+    model = claims_module.MODEL
+    assert cost.working.startswith(f"{model}, FP8, 1,024 x 8,192 tokens (modelled): 144 H200 (h200-node*18) $")
+    assert "(the break-even)" in cost.working and "(capacity-block)" in cost.working
+    assert f"against 144 H200 (h200-node*18) training {model} (a break-even, modelled)" in cost.why
     # the break-even: Trn3 at that price per chip-hour costs half the H200 rack's dollars per token (from the
     # figures as printed: rounded to 3 decimals and whole tokens/s, hence 1 %)
     gpu_per_token = float(cost.working.split("$", 1)[1].split()[0].replace(",", "")) / 1e6
     trn3_tokens = float(cost.working.split("Trn3 at ", 1)[1].split()[0].replace(",", ""))
     assert cost.break_even == pytest.approx(0.5 * gpu_per_token * trn3_tokens * 3600, rel=0.01)
-    assert f"${cost.break_even:,.2f} per Trn3 chip-hour (break-even, modelled)" in table(rows)
+    label = f"${cost.break_even:,.2f} per Trn3 chip-hour (break-even against h200-node*18, modelled)"
+    assert f"| {label} |" in table(rows, markdown=True)
 
 
 def test_the_serving_claim_is_the_serving_whatif_of_gpt_oss_on_both_ultraservers():
@@ -78,13 +84,23 @@ def test_the_serving_claim_is_the_serving_whatif_of_gpt_oss_on_both_ultraservers
     assert "gpt-oss-120b, 1,024 in / 1,024 out tokens" in row.working and "assumed" in row.why
 
 
-def test_claims_command_prints_the_table_without_torch():
-    code = ("import sys, argparse\nfrom hybrid_cli import cmd_claims\np = argparse.ArgumentParser()\n"
+def test_plain_claims_gives_the_break_even_from_shipped_profiles_without_torch():
+    # No cache directory and tracing refused: the default model's rows come from planner/shipped_profiles.bin.
+    code = ("import sys, argparse\nimport planner.decoder_blocks as d\n"
+            "def refuse(self, index, shard):\n    raise AssertionError(f'traced {self.name} at {shard}: not shipped')\n"
+            "d.DecoderBlocks._trace = refuse\nfrom hybrid_cli import cmd_claims\np = argparse.ArgumentParser()\n"
             "cmd_claims.add_arguments(p)\nrc = cmd_claims.main(p.parse_args([]))\n"
             "assert 'torch' not in sys.modules, 'hybrid claims imported torch'\nsys.exit(rc)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180, cwd=ROOT)
+    env = dict(os.environ, HYBRID_INTEROP_CACHE="off")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180, cwd=ROOT, env=env)
     assert out.returncode == 0, out.stderr
-    assert "| up to 4.4x compute |" in out.stdout and "reproduced" in out.stdout and "not checkable" in out.stdout
+    flat = " ".join(out.stdout.split())
+    assert "up to 4.4x compute 4.4x 4.36x reproduced" in flat and "not checkable" in flat
+    model = claims_module.MODEL
+    assert f"the training rows: {model}, FP8, 1,024 x 8,192 tokens a step" in flat
+    # the cost claim's modelled row: a price (its cell wraps beside the others), labelled break-even and modelled
+    assert re.search(r"0\.5x +\$[\d.,]+ per Trn3 chip-hour +not checkable", out.stdout), out.stdout
+    assert "(break-even against" in out.stdout and "h200-node*18, modelled)" in out.stdout
     bad = subprocess.run([sys.executable, "-m", "hybrid_cli", "claims", "--price-basis", "spot"], capture_output=True,
                          text=True, timeout=180, cwd=ROOT)
     assert bad.returncode == 2 and "price_basis: unknown basis 'spot'" in bad.stderr

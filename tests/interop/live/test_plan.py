@@ -104,6 +104,13 @@ def test_plan_reports(gpt, use_rack, tmp_path):
     assert plan.stages[0].chunks[0].start == 0 and plan.stages[-1].chunks[-1].stop == len(plan.blocks)
     text = plan.table()
     assert "predicted step (modelled)" in text and "embedding" in text
+    # Within 120 columns (`hybrid plan` prints it), every stage's figures and block names kept.
+    assert max(len(line) for line in text.splitlines()) <= 120, text
+    for st in plan.stages:
+        for figure in (f"{st.forward[0] * 1e6:.1f}", f"{st.backward[0] * 1e6:.1f}", f"{st.busy * 1e3:.3f}",
+                       f"{st.idle * 1e3:.3f}", f"{100 * st.memory.total / st.memory.capacity:.2f} %"):
+            assert figure in text, (figure, text)
+        assert all(plan.blocks.names[i] in text for c in st.chunks for i in (c.start, c.stop - 1)), text
     # Cost and energy of the step over the slots used: trn3 has no public price, so the cost says why.
     money = plan.economics()
     assert money.basis == "on-demand" and money.usd is None and money.price.reason.startswith("trn3: ")
