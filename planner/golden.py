@@ -256,7 +256,7 @@ def table(outcomes: Sequence[Outcome]) -> str:
     lines.append("")
     lines.append(f"fit rows: median {_median(fit)}, largest {_largest(fit)} over {len(fit)}; test rows (out of sample): "
                  f"median {_median(test)}, largest {_largest(test)} over {len(test)} (all figures modelled; "
-                 f"published: {_SUMMARY} and, for 24.07, NVIDIA/NeMo's performance summary; containers "
+                 f"published: {_SUMMARY} and its archive, for 24.07 NVIDIA/NeMo's performance summary; containers "
                  f"{', '.join(sorted({o.row.container for o in outcomes}))})")
     if notes:
         lines += ["", "Notes:", *notes]
