@@ -3,7 +3,7 @@
 :data:`ROWS` are NVIDIA Megatron-Bridge's performance summary (25.11 container,
 FP8 current scaling, sequence length 8192) with the parallel settings of the
 published recipes; :data:`FOUND_ROWS` the same tables' other Llama FP8 rows (DGX-B200,
-DGX-GB300, the 25.09 and 26.02 containers). :func:`evaluate` models each row with
+DGX-GB300, the 25.09 and 26.02-26.06 containers, NeMo 24.07). :func:`evaluate` models each row with
 :func:`interop.whatif`'s machinery; :func:`fit` solves the step efficiencies of a chip family
 (:mod:`planner.fitted_efficiency`) from chosen rows only, the same factors for every row and
 model, and :func:`fit_kind` one kind's FP8 GEMM factor from its 8-GPU row (the row least
@@ -36,6 +36,8 @@ SOURCES = {
     "25.09": f"{_SUMMARY} @5776a6d90 (2025-12-10), section '25.09 NeMo Container'",
     "26.02": f"{_SUMMARY} @c0b9a0003 (2026-02-26), 26.02 NeMo container",
     "24.07": "NVIDIA/NeMo docs/source/performance/performance_summary.md @070a0bb1, NeMo 24.07 container, DGX-H100, FP8",
+    **{c: f"NVIDIA-NeMo/Megatron-Bridge docs/performance-summary-archive.md @067f987df (2026-08-22), section '{c} NeMo "
+          f"Container', precision FP8 (current scaling)" for c in ("26.02.01", "26.04", "26.04.01", "26.06")},
 }
 """Each container's table: the repository, file and commit read (https://github.com/NVIDIA-NeMo/Megatron-Bridge);
 every row is FP8 (current scaling), pre-training, sequence length 8192 unless the row says (NeMo 24.07: Llama 2 at
@@ -89,6 +91,22 @@ ROWS: tuple[GoldenRow, ...] = (
 )
 """The six rows of issue 11 (reference/planning.md)."""
 
+def _blackwell_fp8(container: str, gb300_70b, gb200_70b, gb300_405b, gb200_405b,
+                   gb300_405b_par: tuple[int, int, int, int] = (4, 8, 1, 4)) -> tuple[GoldenRow, ...]:
+    """One container's DGX-GB300 and DGX-GB200 FP8 Llama rows, (tokens/s/GPU, TFLOP/s/GPU) each (None: not in the
+    table), with the recipes every 26.x container lists: Llama3 70B on 64 GPUs, FSDP, MBS 2, GBS 256; Llama3.1 405B
+    on 256 GPUs, GBS 1,536, GB300 at TP4 PP8 VP4 (``gb300_405b_par``: TP, PP, CP, VP) and GB200 at TP4 PP16 VP4."""
+    tp, pp, cp, vp = gb300_405b_par
+    rows = []
+    for system, rack, fig in (("DGX-GB300", "gb300-nvl72", gb300_70b), ("DGX-GB200", "gb200-nvl72", gb200_70b)):
+        if fig is not None:
+            rows.append(GoldenRow("llama3-70b", 64, system, rack, 256, 2, 1, 1, 1, 1, True, *fig, container=container))
+    for system, rack, fig, (t, p, c, v) in (("DGX-GB300", "gb300:64*4", gb300_405b, (tp, pp, cp, vp)),
+                                            ("DGX-GB200", "gb200:64*4", gb200_405b, (4, 16, 1, 4))):
+        rows.append(GoldenRow("llama3.1-405b", 256, system, rack, 1536, 1, t, p, c, v, False, *fig, container=container))
+    return tuple(rows)
+
+
 FOUND_ROWS: tuple[GoldenRow, ...] = (
     # 25.11: the other systems' Llama rows of the same table.
     GoldenRow("llama3-8b", 8, "DGX-B200", "b200-node", 128, 2, 1, 1, 1, 1, False, 30624, 1576),
@@ -120,6 +138,24 @@ FOUND_ROWS: tuple[GoldenRow, ...] = (
     GoldenRow("llama3-70b", 64, "DGX-H100", "h100-node*8", 256, 1, 4, 8, 1, 5, False, 1621, 728, container="26.02"),
     GoldenRow("llama3.1-405b", 1024, "DGX-H100", "h100-node*128", 1536, 1, 8, 8, 2, 8, False, 311, 784,
               container="26.02"),
+    # 25.11 after its corrections: GB300's Llama3 70B at GBS 256 (2 microbatches of 2 per GPU).
+    GoldenRow("llama3-70b", 64, "DGX-GB300", "gb300-nvl72", 256, 2, 1, 1, 1, 1, True, 4520, 2030, container="25.11.1"),
+    # 26.02: the Blackwell FP8 rows of the same table (FSDP 70B recipes at GBS 256; 405B on 256 GPUs at GBS 1,536).
+    *_blackwell_fp8("26.02", (5003, 2248), (4040, 1815), (988, 2495), (793, 2004)),
+    # 26.02.01 .. 26.06: the later containers' FP8 rows of the archive (GB300's 405B at TP2 CP2 in 26.02.01).
+    *_blackwell_fp8("26.02.01", (5243, 2353), (4357, 1956), (1024, 2585), (818, 2063), gb300_405b_par=(2, 8, 2, 4)),
+    GoldenRow("llama3-70b", 64, "DGX-H100", "h100-node*8", 256, 1, 4, 8, 1, 5, False, 1639, 736, container="26.02.01"),
+    *_blackwell_fp8("26.04", (5243, 2355), (4143, 1861), (1036, 2615), (842, 2126)),
+    GoldenRow("llama3-70b", 64, "DGX-H100", "h100-node*8", 256, 1, 4, 8, 1, 5, False, 1633, 734, container="26.04"),
+    *_blackwell_fp8("26.04.01", (5248, 2348), (4224, 1892), (1024, 2617), (864, 2144)),
+    GoldenRow("llama3-70b", 64, "DGX-H100", "h100-node*8", 256, 1, 4, 8, 1, 5, False, 1664, 731, container="26.04.01",
+              note="published TFLOP/s/GPU (731) disagrees with its tokens/s/GPU (1,664 x 449 GFLOP per token = 747; "
+                   "the 26.04 and 26.02.01 rows of the same recipe agree): one of the two is misprinted; tokens/s kept"),
+    GoldenRow("llama3.1-405b", 1024, "DGX-H100", "h100-node*128", 1536, 1, 8, 8, 2, 8, False, 328, 827,
+              container="26.04.01"),
+    *_blackwell_fp8("26.06", None, None, (1048, 2646), (843, 2129)),
+    GoldenRow("llama3.1-405b", 1024, "DGX-H100", "h100-node*128", 1536, 1, 8, 8, 2, 8, False, 326, 822,
+              container="26.06"),
     # 24.07 (NeMo, before Megatron-Bridge): the DGX-H100 Llama rows, Llama 2 at sequence 4,096.
     GoldenRow("llama2-7b", 8, "DGX-H100", "h100-node", 128, 1, 1, 1, 1, 1, False, 16847, 776, container="24.07",
               seq_len=4096),
@@ -130,12 +166,16 @@ FOUND_ROWS: tuple[GoldenRow, ...] = (
     GoldenRow("llama3-8b", 8, "DGX-H100", "h100-node", 128, 1, 1, 1, 2, 1, False, 12036, 697, container="24.07"),
     GoldenRow("llama3-70b", 64, "DGX-H100", "h100-node*8", 128, 1, 4, 4, 2, 5, False, 1533, 738, container="24.07"),
 )
-"""Rows found since issue 11 in the same summary's history (each container's commit: :data:`SOURCES`): every
-dense Llama FP8-CS row of DGX-H100, DGX-B200, DGX-GB200 and DGX-GB300; and NeMo 24.07's DGX-H100 Llama rows
-(FP8, the summary before Megatron-Bridge)."""
+"""Rows found since issue 11 in the same summary's history and its archive (each container's commit:
+:data:`SOURCES`): every dense Llama FP8 (current scaling) pre-training row of DGX-H100, DGX-B200, DGX-GB200 and
+DGX-GB300 from 25.09 to 26.06; and NeMo 24.07's DGX-H100 Llama rows (FP8, the summary before Megatron-Bridge)."""
 
 ALL_ROWS: tuple[GoldenRow, ...] = ROWS + FOUND_ROWS
 """Every published row the step model is checked against."""
+
+TFLOPS_MISPRINTED = frozenset({"llama3-70b 64 DGX-H100 (26.04.01)"})
+"""Rows whose published TFLOP/s/GPU contradicts their own tokens/s/GPU (each row's note says how); kept as published,
+left out of the FLOPs-per-token convention check."""
 
 FIT_SYSTEM = "DGX-H100"
 """The rows the GPU family's step efficiencies are fitted to (those of :data:`ROWS`)."""
@@ -212,11 +252,14 @@ def table(outcomes: Sequence[Outcome]) -> str:
                      f"{role(r)} |")
     fit = [abs(o.error) for o in outcomes if role(o.row) != "test"]
     test = [abs(o.error) for o in outcomes if role(o.row) == "test"]
+    notes = [f"- {r.label}: {r.note}" for r in (o.row for o in outcomes) if r.note]
     lines.append("")
     lines.append(f"fit rows: median {_median(fit)}, largest {_largest(fit)} over {len(fit)}; test rows (out of sample): "
                  f"median {_median(test)}, largest {_largest(test)} over {len(test)} (all figures modelled; "
-                 f"published: {_SUMMARY} and, for 24.07, NVIDIA/NeMo's performance summary; containers "
+                 f"published: {_SUMMARY} and its archive, for 24.07 NVIDIA/NeMo's performance summary; containers "
                  f"{', '.join(sorted({o.row.container for o in outcomes}))})")
+    if notes:
+        lines += ["", "Notes:", *notes]
     return "\n".join(lines)
 
 

@@ -11,7 +11,8 @@ catalogue, cost model, collectives and topology.
 * Modules: :mod:`.model_shape` (what a model moves and multiplies), :mod:`.precision` (bfloat16/fp8/fp4 per
   kind), :mod:`.kv_cache` (memory and the paged cache), :mod:`.iteration` (one iteration's time),
   :mod:`.simulation` (the discrete-event simulation), :mod:`.pools` (where pools sit on a rack),
-  :mod:`.search` (the SLO search), :mod:`.golden` (published rows and the fit of :mod:`.fitted`),
+  :mod:`.search` (the SLO search), :mod:`.golden_rows` (published rows), :mod:`.golden` (the model against
+  them and the fit of :mod:`.fitted`),
   :mod:`.eager` (the op stream ``interop.serve`` runs, priced op by op), :mod:`.economics` (price, power).
 """
 

@@ -4,7 +4,8 @@ An iteration of a fused engine runs, per layer and chip: an RMS norm, the QKV GE
 rotary embedding with the KV cache write, attention (prefill chunks against their
 prefix, decode tokens against the paged cache: one kernel reading every cached token
 of the batch), the output projection, the tensor-parallel all-reduce, a norm, the
-MLP (or the router, an expert all-to-all, the experts' grouped GEMMs and the combine),
+MLP (or the router, the all-gather of the ranks' tokens, the experts' grouped GEMMs and the
+reduce-scatter of their outputs),
 and the second all-reduce; then the LM head on the sequences that sample, and the
 argmax. Every kernel is priced by ``devices.estimate`` on the kind (GEMMs in the
 serving precision, with its bytes per element), every collective by
@@ -12,8 +13,8 @@ serving precision, with its bytes per element), every collective by
 and the serving efficiencies of :mod:`planner.serving.fitted` apply (GEMMs' compute term, every kernel's
 memory term, attention, a time per iteration).
 
-With ``ep`` ranks, attention is data parallel (each rank runs its own sequences) and the
-experts are divided over the ranks; with ``pp`` stages the batch is split into ``pp``
+With ``ep`` ranks, attention is data parallel (each rank runs its own sequences, under its own batch
+and token limits: :func:`planner.serving.run.simulate`) and the experts are divided over the ranks; with ``pp`` stages the batch is split into ``pp``
 microbatches in flight, so one token of every sequence takes ``pp`` stage times.
 """
 
@@ -161,8 +162,16 @@ class FusedCost:
                 k, n = g.local(tp)
                 self._gemm(parts, per_expert, k, n, times=local, grouped=True)
         if ep > 1:
-            routed = tokens * s.topk * s.hidden * self.precision.activation_bytes
-            parts["communication"] += 2 * self.pricer.seconds("all_to_all", routed * ep, self.placement.ep_group())
+            # Attention is data parallel, so every rank's tokens reach every rank holding their experts: the engines'
+            # default exchange (TensorRT-LLM's AllGatherReduceScatter, vLLM's and SGLang's data-parallel attention)
+            # all-gathers the ranks' hidden states, quantized to the GEMMs' input precision before the gather, with
+            # each token's expert ids and weights (int32 and float32), and reduce-scatters the experts' BF16 outputs:
+            # per rank S = the instance's tokens x hidden x bytes each way, not one copy per routed expert.
+            group = self.placement.ep_group()
+            gathered = tokens * ep * (s.hidden * self.precision.weight_bytes + s.topk * 8)
+            parts["communication"] += self.pricer.seconds("all_gather", gathered, group)
+            parts["communication"] += self.pricer.seconds(
+                "reduce_scatter", tokens * ep * s.hidden * self.precision.activation_bytes, group)
 
     def _decode_attention_parts(self, kv_tokens: int) -> dict:
         """Attention of decode tokens over ``kv_tokens`` cached tokens (summed over the rank's sequences):

@@ -91,6 +91,18 @@ def _transfer(spec, prefill: Priced, decode: Priced, shape: ModelShape, reqs: Re
     return transfer
 
 
+def _limits(engine: Engine, pool, *, prompts: bool = True) -> dict:
+    """An instance's scheduling limits: the engine's per rank. With ``ep`` ranks attention is data parallel and
+    each rank schedules its own sequences (TensorRT-LLM's ``max_batch_size`` and ``max_num_tokens`` with attention
+    DP, vLLM's per data-parallel engine), so the instance holds ``ep`` times the engine's batch and token budget."""
+    ranks = pool.ep
+    out = {"max_batch": engine.batch_limit * ranks,
+           "budget": engine.max_num_tokens * ranks if engine.chunked_prefill else 1 << 30}
+    if prompts:
+        out["max_prompts"] = None if engine.prefill_requests is None else engine.prefill_requests * ranks
+    return out
+
+
 def simulate(shape: ModelShape, spec, config: Config, workload: Workload, *, record: bool = True,
              calibrated: bool = True, priced: tuple[Priced, ...] | None = None):
     """Run the simulation of ``config``; returns (Requests, Simulation, priced pools, units simulated)."""
@@ -99,7 +111,6 @@ def simulate(shape: ModelShape, spec, config: Config, workload: Workload, *, rec
         names = ("parallel",) if not config.disaggregated else ("prefill", "decode")
         priced = tuple(price_pool(shape, spec, p, config.precision, engine, workload, name=n, calibrated=calibrated)
                        for p, n in zip(config.pools, names))
-    budget = engine.max_num_tokens if engine.chunked_prefill else 1 << 30
     if config.disaggregated:
         pre, dec = priced
         units = math.gcd(pre.pool.instances, dec.pool.instances)
@@ -108,12 +119,11 @@ def simulate(shape: ModelShape, spec, config: Config, workload: Workload, *, rec
         sim = Simulation(reqs, concurrency=share.concurrency, record=record)
         for i in range(pre.pool.instances // units):
             sim.add(f"prefill {i} ({pre.pool.kind})", "prefill", pre.cost, capacity=pre.kv.kv * pre.kv.ranks,
-                    need=lambda r, kv=pre.kv: kv.sequence_bytes(reqs.inputs[r]), max_batch=engine.batch_limit,
-                    budget=budget, max_prompts=engine.prefill_requests)
+                    need=lambda r, kv=pre.kv: kv.sequence_bytes(reqs.inputs[r]), **_limits(engine, pre.pool))
         for j in range(dec.pool.instances // units):
             sim.add(f"decode {j} ({dec.pool.kind})", "decode", dec.cost, capacity=dec.kv.kv * dec.kv.ranks,
                     need=lambda r, kv=dec.kv: kv.sequence_bytes(reqs.inputs[r] + share.reserved(reqs.outputs[r])),
-                    max_batch=engine.batch_limit, budget=budget)
+                    **_limits(engine, dec.pool, prompts=False))
         prefill_index = {k: k for k in range(pre.pool.instances // units)}
         first_decode = pre.pool.instances // units
         transfer = _transfer(spec, pre, dec, shape, reqs)
@@ -126,7 +136,7 @@ def simulate(shape: ModelShape, spec, config: Config, workload: Workload, *, rec
         sim = Simulation(reqs, concurrency=share.concurrency, record=record)
         sim.add(f"replica 0 ({col.pool.kind})", "colocated", col.cost, capacity=col.kv.kv * col.kv.ranks,
                 need=lambda r, kv=col.kv: kv.sequence_bytes(reqs.inputs[r] + share.reserved(reqs.outputs[r])),
-                max_batch=engine.batch_limit, budget=budget, max_prompts=engine.prefill_requests)
+                **_limits(engine, col.pool))
     sim.run()
     return reqs, sim, priced, units
 

@@ -232,3 +232,27 @@ def test_engine_checks_its_fields():
         Engine(kernels="jit")
     with pytest.raises(ValueError, match="kv_fraction: expected a share in"):
         Engine(kv_fraction=1.5)
+
+
+def test_expert_parallel_ranks_gather_tokens_once_and_schedule_their_own_batches():
+    # With ep ranks attention is data parallel: the engines all-gather the ranks' hidden states once per token (in
+    # the GEMMs' input precision, with each token's expert ids and weights) and reduce-scatter the BF16 outputs,
+    # whatever top-k is; each rank keeps its own batch and token limits (TensorRT-LLM's max_batch_size and
+    # max_num_tokens apply per rank under attention DP). Reference: the same pricer called with those sizes.
+    from planner.comm import pricer_for
+    from planner.serving.config import configure, price_pool, spec_of
+    from planner.serving.run import _limits
+
+    shape, spec, workload = model_shape("mixtral-8x7b"), spec_of("h100:8"), Workload(512, 64, requests=8)
+    config = configure(shape, spec, parallel=dict(ep=4), precision="fp8", prefill=None, decode=None,
+                       engine=Engine(), workload=workload)
+    (pool,) = config.pools
+    cost = price_pool(shape, spec, pool, "fp8", config.engine, workload, name="parallel").cost
+    tokens, group = 256, list(pool.instance(0))[:4]
+    pricer = pricer_for(spec)
+    expected = (pricer.seconds("all_gather", tokens * 4 * (shape.hidden * 1.0 + shape.topk * 8), group)
+                + pricer.seconds("reduce_scatter", tokens * 4 * shape.hidden * 2, group))
+    assert cost._layer_parts(tokens)["communication"] == pytest.approx(expected, rel=1e-12)
+    limits = _limits(Engine(max_batch=16, max_num_tokens=1024), pool)
+    assert limits == {"max_batch": 64, "budget": 4096, "max_prompts": None}
+    assert _limits(Engine(max_batch=16), dataclasses.replace(pool, ep=1))["max_batch"] == 16

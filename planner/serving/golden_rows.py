@@ -1,0 +1,277 @@
+"""The published serving rows the serving model is checked against: their models, sources, configurations and figures.
+
+Each :class:`GoldenRow` is a published configuration as its source states it (model as a transformers config, rack,
+parallelism, precision, workload, the engine's limits) and the figures it reports (output tokens/s, TTFT, TPOT).
+:data:`ROWS` are the given rows of ``reference/inference.md`` (A-D); :data:`FOUND_ROWS` the rows found since (E-J);
+:data:`CONTRADICTED` the published figures another publication contradicts. :mod:`planner.serving.golden` models
+them and fits the serving efficiencies on the rows it names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from planner.decoder_blocks import DecoderBlocks
+from planner.serving.engine import Engine
+from planner.serving.workload import Workload
+
+
+def _llama70b(vocab: int, context: int, rope: dict) -> dict:
+    return dict(vocab_size=vocab, hidden_size=8192, intermediate_size=28672, num_hidden_layers=80,
+                num_attention_heads=64, num_key_value_heads=8, max_position_embeddings=context, rms_norm_eps=1e-5,
+                rope_parameters=rope, tie_word_embeddings=False)
+
+
+_ARCH = "reference/inference.md: Llama 3.3 70B = Llama 3.1 70B; Llama-3-70B; Llama 2 70B (transformers configs)"
+MODELS = {
+    "llama3.3-70b": DecoderBlocks(name="llama3.3-70b", source=_ARCH, config_class="LlamaConfig", arch=_llama70b(
+        128256, 131072, {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
+                         "high_freq_factor": 4.0, "original_max_position_embeddings": 8192})),
+    "llama3-70b": DecoderBlocks(name="llama3-70b", source=_ARCH, config_class="LlamaConfig", arch=_llama70b(
+        128256, 8192, {"rope_type": "default", "rope_theta": 500000.0})),
+    "llama2-70b": DecoderBlocks(name="llama2-70b", source=_ARCH, config_class="LlamaConfig", arch=_llama70b(
+        32000, 4096, {"rope_type": "default", "rope_theta": 10000.0})),
+    "llama3.1-405b": DecoderBlocks(
+        name="llama3.1-405b", config_class="LlamaConfig",
+        source="meta-llama/Llama-3.1-405B config.json (126 layers, d 16384, FFN 53248, 128 heads, 8 kv heads)",
+        arch=dict(vocab_size=128256, hidden_size=16384, intermediate_size=53248, num_hidden_layers=126,
+                  num_attention_heads=128, num_key_value_heads=8, max_position_embeddings=131072, rms_norm_eps=1e-5,
+                  rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
+                                   "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                   "original_max_position_embeddings": 8192}, tie_word_embeddings=False)),
+    "qwen3-30b-a3b": DecoderBlocks(
+        name="qwen3-30b-a3b", config_class="Qwen3MoeConfig",
+        source="Qwen/Qwen3-30B-A3B config.json (48 layers, d 2048, 32 heads of 128, 4 kv heads, 128 experts of FFN "
+               "768, top-8)",
+        arch=dict(vocab_size=151936, hidden_size=2048, intermediate_size=6144, moe_intermediate_size=768,
+                  num_hidden_layers=48, num_attention_heads=32, num_key_value_heads=4, head_dim=128, num_experts=128,
+                  num_experts_per_tok=8, norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[],
+                  max_position_embeddings=40960, rms_norm_eps=1e-6, rope_theta=1000000.0, tie_word_embeddings=False)),
+    "qwen3-235b-a22b": DecoderBlocks(
+        name="qwen3-235b-a22b", config_class="Qwen3MoeConfig",
+        source="Qwen/Qwen3-235B-A22B config.json (94 layers, d 4096, 64 heads of 128, 4 kv heads, 128 experts of FFN "
+               "1536, top-8)",
+        arch=dict(vocab_size=151936, hidden_size=4096, intermediate_size=12288, moe_intermediate_size=1536,
+                  num_hidden_layers=94, num_attention_heads=64, num_key_value_heads=4, head_dim=128, num_experts=128,
+                  num_experts_per_tok=8, norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[],
+                  max_position_embeddings=40960, rms_norm_eps=1e-6, rope_theta=1000000.0, tie_word_embeddings=False)),
+}
+"""The rows' models, as their transformers configs' numbers."""
+
+TRTLLM = ("NVIDIA TensorRT-LLM docs/source/developer-guide/perf-overview.md @ 03e27c7d (trtllm-bench throughput, "
+          "PyTorch backend, Llama-3.3-70B-Instruct-FP8, every request queued at once)")
+MLPERF = ("MLCommons inference_results_v4.1 @ a2f5d66d, closed/NVIDIA DGX-H100_H100-SXM-80GBx8_TRT llama2-70b-99 "
+          "(TensorRT 10.2, FP8, TP2 x 4; batch limits 896 Offline, 1024 Server); every request asks for up to 1,024 "
+          "new tokens (mlcommons/inference language/llama2-70b/SUT.py gen_kwargs max_new_tokens=1024), which a "
+          "guaranteed-no-evict engine reserves")
+NIM = "NVIDIA NIM for LLMs Benchmarking Guide v1.0.0, Performance (NIM 1.8.0, AIPerf, 5000 in / 500 out)"
+TRTLLM_FP4 = ("NVIDIA TensorRT-LLM docs/source/developer-guide/perf-overview.md @ 03e27c7d (trtllm-bench throughput, "
+              "PyTorch backend, nvidia/Llama-3.3-70B-Instruct-FP4: NVFP4 weights and activations, FP8 KV cache; DGX "
+              "B200 and GB200 NVL72, TP1; every request queued at once; "
+              "https://github.com/NVIDIA/TensorRT-LLM/blob/03e27c7d5ff0c6e89f8328838c0a8e64f1b34f9d/docs/source/"
+              "developer-guide/perf-overview.md)")
+NIM_COPY = ("points other than 1 and 25 read from a public copy of the page's table: zivbeker42/llm-guesstimator "
+            "tested_benchmarks/nim_llama33_70b_v1.8.0_2xH100_fp8TP2.csv (https://github.com/zivbeker42/llm-guesstimator)")
+NXDI = ("AWS Neuron docs, NxD Inference tutorials on trn2.48xlarge (aws-neuron/aws-neuron-sdk @ 81ce03ae, "
+        "libraries/nxd-inference/tutorials/trn2-llama3.3-70b-tutorial.rst and "
+        "trn2-llama3.1-405b-speculative-tutorial.rst, scenario 1 without speculation; "
+        "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/libraries/nxd-inference/tutorials/): NxD Inference "
+        "+ vLLM, BF16, TP 64 NeuronCores at LNC=2 = 16 Trainium2, batch 1, NKI QKV/attention/MLP kernels, sequence "
+        "parallelism; LLMPerf, 10,000 input tokens, 50 requests one at a time; published p50 TTFT and inter-token "
+        "latency")
+NXDI_FIRST = ("AWS Neuron docs, NxD Inference tutorial 'Deploying Llama3.3 70B on Trn2' as first published "
+              "(aws-neuron/aws-neuron-sdk @ 06f33784, 2024-12-18, libraries/nxd-inference/tutorials/"
+              "trn2-llama3.3-70b-tutorial.rst and llama70b_perf_comparison.csv, scenario 1 without speculation: TTFT p50 "
+              "0.5757 s, inter-token latency p50 0.019832 s, 47.5 tokens/s): NxD Inference + vLLM, BF16, TP 64 "
+              "NeuronCores at LNC=2 = 16 Trainium2, batch 1, --max-context-length 12288, --seq-len 12800, "
+              "--enable-bucketing (default buckets), NKI QKV/attention/MLP kernels, sequence parallelism; LLMPerf, "
+              "10,000 input and 1,500 output tokens, 50 requests one at a time")
+NEURON = ("AWS Neuron docs, Trn1 inference performance, throughput_data_decoder.csv / latency_data_decoder.csv "
+          "(Transformers NeuronX, Neuron 2.18.1, TP 32 NeuronCores, BF16)")
+
+
+def STATIC(batch: int) -> Engine:
+    """A static batch (Transformers NeuronX): ``batch`` prompts prefilled together, then decoded together."""
+    return Engine(chunked_prefill=False, max_batch=batch)
+
+
+@dataclass(frozen=True, slots=True)
+class GoldenRow:
+    """One published configuration and what it reported."""
+
+    label: str
+    model: str
+    """A key of :data:`MODELS`."""
+    rack: str
+    parallel: dict
+    precision: str
+    workload: Workload
+    published: dict
+    """Metric -> published value: ``tokens_per_s`` (total), ``tokens_per_s_per_chip``, ``ttft_p50``,
+    ``tpot_p50`` (seconds)."""
+    source: str
+    limits: dict | None = None
+    """Metric -> upper bound the run had to meet (``ttft_p99``, ``tpot_p99``), checked, not fitted."""
+    engine: Engine = Engine()
+    """The engine's limits as the source states them (MLPerf's batch limits, Neuron's static batches)."""
+    prompt_bucket: int | None = None
+    """The compiled context-encoding bucket Neuron pads the prompt to (``--context-encoding-buckets``), as the
+    source states it: the row is modelled with prompts of that length (the padded prefill is computed)."""
+    note: str = ""
+    """What a reader of the row must know that its figures do not say: a published figure that contradicts another
+    publication (:data:`CONTRADICTED` names those rows and metrics); printed under the table."""
+
+    def modelled_workload(self) -> Workload:
+        """The workload the row is modelled with: as published, with each prompt padded to its bucket."""
+        if self.prompt_bucket is None:
+            return self.workload
+        w = self.workload
+        return Workload([(max(a, self.prompt_bucket), b) for a, b in w.lengths], requests=w.requests,
+                        concurrency=w.concurrency, rate=w.rate, seed=w.seed, max_output_tokens=w.max_output_tokens)
+
+
+ROWS: tuple[GoldenRow, ...] = (
+    GoldenRow("TRT-LLM H100 TP2 1000/1000", "llama3.3-70b", "h100:2", {"tp": 2}, "fp8",
+              Workload(1000, 1000, requests=3000), {"tokens_per_s_per_chip": 2209}, TRTLLM),
+    GoldenRow("TRT-LLM H200 TP2 1000/1000", "llama3.3-70b", "h200:2", {"tp": 2}, "fp8",
+              Workload(1000, 1000, requests=3000), {"tokens_per_s_per_chip": 2587}, TRTLLM),
+    GoldenRow("TRT-LLM H100 TP2 8192/1024", "llama3.3-70b", "h100:2", {"tp": 2}, "fp8",
+              Workload(8192, 1024, requests=1500), {"tokens_per_s_per_chip": 398}, TRTLLM),
+    GoldenRow("TRT-LLM H200 TP2 8192/1024", "llama3.3-70b", "h200:2", {"tp": 2}, "fp8",
+              Workload(8192, 1024, requests=1500), {"tokens_per_s_per_chip": 537}, TRTLLM),
+    GoldenRow("MLPerf v4.1 Offline 8xH100", "llama2-70b", "h100:8", {"tp": 2, "replicas": 4}, "fp8",
+              Workload(222, 290, requests=24576, max_output_tokens=1024), {"tokens_per_s": 24524.9}, MLPERF,
+              engine=Engine(max_batch=896)),
+    GoldenRow("MLPerf v4.1 Server 8xH100", "llama2-70b", "h100:8", {"tp": 2, "replicas": 4}, "fp8",
+              Workload(222, 290, requests=24576, rate=75, max_output_tokens=1024), {"tokens_per_s": 21605.79},
+              MLPERF, limits={"ttft_p99": 2.0, "tpot_p99": 0.2}, engine=Engine(max_batch=1024)),
+    GoldenRow("NIM 2xH100 TP2 c1", "llama3.3-70b", "h100:2", {"tp": 2}, "fp8",
+              Workload(5000, 500, concurrency=1, requests=8),
+              {"ttft_p50": 0.40677, "tpot_p50": 0.01858, "tokens_per_s": 51.67}, NIM),
+    GoldenRow("NIM 2xH100 TP2 c25", "llama3.3-70b", "h100:2", {"tp": 2}, "fp8",
+              Workload(5000, 500, concurrency=25, requests=250),
+              {"ttft_p50": 0.68869, "tpot_p50": 0.03875, "tokens_per_s": 623.4}, NIM),
+    GoldenRow("Neuron trn1 TP16 b4 128/1024", "llama3-70b", "trn1:16", {"tp": 16}, "bfloat16",
+              Workload(128, 1024, concurrency=4, requests=4),
+              {"tokens_per_s": 140.51, "ttft_p50": 0.12986, "tpot_p50": 0.02838}, NEURON, engine=STATIC(4)),
+    GoldenRow("Neuron trn1 TP16 b4 2048/2048", "llama3-70b", "trn1:16", {"tp": 16}, "bfloat16",
+              Workload(2048, 2048, concurrency=4, requests=4),
+              {"tokens_per_s": 120.36, "ttft_p50": 1.66112, "tpot_p50": 0.03233}, NEURON, engine=STATIC(4)),
+    GoldenRow("Neuron trn1 TP16 b1 128/1024", "llama3-70b", "trn1:16", {"tp": 16}, "bfloat16",
+              Workload(128, 1024, concurrency=1, requests=1),
+              {"tokens_per_s": 40.64, "ttft_p50": 0.0532, "tpot_p50": 0.02448}, NEURON, engine=STATIC(1)),
+    GoldenRow("Neuron trn1 TP16 b1 2048/2048", "llama3-70b", "trn1:16", {"tp": 16}, "bfloat16",
+              Workload(2048, 2048, concurrency=1, requests=1),
+              {"tokens_per_s": 37.70, "ttft_p50": 0.547, "tpot_p50": 0.0262}, NEURON, engine=STATIC(1)),
+)
+"""The given rows of reference/inference.md (A: TensorRT-LLM, B: MLPerf, C: NIM, D: Neuron)."""
+
+
+_CHECKPOINTS = {("qwen3-30b-a3b", "fp4"): "nvidia/Qwen3-30B-A3B-FP4", ("qwen3-235b-a22b", "fp4"): "nvidia/Qwen3-235B-A22B-FP4",
+                ("qwen3-235b-a22b", "fp8"): "nvidia/Qwen3-235B-A22B-FP8"}
+_DEP = ("; DEP: attention data parallel over the ranks and the experts divided over them (llm_options "
+        "enable_attention_dp: true; trtllm-bench --tp N --ep N)")
+
+
+def _trtllm(kind: str, tp: int, precision: str, isl: int, osl: int, value: float,
+            model: str = "llama3.3-70b", ep: int = 1, note: str = "") -> GoldenRow:
+    # perf-overview's requests per length pair ("Preparing a Dataset"): 3000 at 1k/1k, 1500 at 8k/1k and 1k/8k,
+    # 1000 at 32k/1k and 1k/32k (1000/1000 is not listed: 1024/1024's 3000, as the given rows).
+    requests = {(1000, 1000): 3000, (1024, 1024): 3000, (8192, 1024): 1500, (1024, 8192): 1500,
+                (32768, 1024): 1000, (1024, 32768): 1000}[isl, osl]
+    name = "" if model == "llama3.3-70b" else f"{model} "
+    source = TRTLLM if precision == "fp8" else TRTLLM_FP4
+    if model != "llama3.3-70b":
+        checkpoint = _CHECKPOINTS[model, precision]
+        source = (source.replace("nvidia/Llama-3.3-70B-Instruct-FP4", checkpoint) if precision == "fp4" else
+                  source.replace("Llama-3.3-70B-Instruct-FP8", checkpoint))
+    parallel, cut = ({"tp": tp}, f"TP{tp}") if ep == 1 else ({"ep": ep}, f"DEP{ep}")
+    return GoldenRow(f"TRT-LLM {name}{kind.upper()} {cut} {isl}/{osl}", model, f"{kind}:{tp * ep}", parallel,
+                     precision, Workload(isl, osl, requests=requests), {"tokens_per_s_per_chip": value},
+                     source + (_DEP if ep > 1 else ""), note=note)
+
+
+_GB200_BELOW_B200 = ("published GB200 figure below B200's (every other length of the table has GB200 above B200, as "
+                     "its chip figures do); kept as published")
+
+
+FOUND_ROWS: tuple[GoldenRow, ...] = (
+    # E. TensorRT-LLM perf-overview, Llama 3.3 70B, the Blackwell NVFP4 columns (B200 and GB200, TP1).
+    *(_trtllm(kind, 1, "fp4", isl, osl, v) for kind, values in (("b200", (6920, 6842, 3242, 1362, 274)),
+                                                                 ("gb200", (7769, 7751, 3805, 1491, 302)))
+      for (isl, osl), v in zip(((1000, 1000), (1024, 1024), (1024, 8192), (8192, 1024), (32768, 1024)), values)),
+    # I. The same table's Qwen3 30B A3B (a mixture of experts: 128 experts, top-8) NVFP4 columns, TP1: a model family
+    # no factor was fitted on (all six lengths).
+    *(_trtllm(kind, 1, "fp4", isl, osl, v, "qwen3-30b-a3b",
+              note=_GB200_BELOW_B200 if kind == "gb200" and osl == isl else "")
+      for kind, values in (("b200", (26971, 26611, 13497, 4494, 5735, 1265)),
+                           ("gb200", (22856, 22201, 14272, 4925, 6201, 1380)))
+      for (isl, osl), v in zip(((1000, 1000), (1024, 1024), (1024, 8192), (1024, 32768), (8192, 1024), (32768, 1024)),
+                               values)),
+    # J. The same table's Qwen3 235B A22B columns: expert parallelism with attention data parallelism (DEP4 on B200
+    # and GB200 in NVFP4, on H200 in FP8; DEP8 on H100 in FP8).
+    *(_trtllm(kind, 1, precision, isl, osl, v, "qwen3-235b-a22b", ep=ep)
+      for kind, ep, precision, values in (
+          ("b200", 4, "fp4", {(1000, 1000): 5764, (1024, 1024): 5756, (1024, 8192): 3389, (1024, 32768): 1255,
+                              (8192, 1024): 1410, (32768, 1024): 319}),
+          ("gb200", 4, "fp4", {(1000, 1000): 6172, (1024, 1024): 5862, (1024, 8192): 3423, (8192, 1024): 1464,
+                               (32768, 1024): 333}),
+          ("h200", 4, "fp8", {(1000, 1000): 3288, (1024, 1024): 3268, (1024, 8192): 1417, (8192, 1024): 627,
+                              (32768, 1024): 134}),
+          ("h100", 8, "fp8", {(1000, 1000): 1932, (1024, 1024): 1935, (1024, 8192): 873}))
+      for (isl, osl), v in values.items()),
+    # F. The same table's other H200 TP2 FP8 points.
+    _trtllm("h200", 2, "fp8", 1024, 1024, 2582),
+    _trtllm("h200", 2, "fp8", 1024, 8192, 2009),
+    _trtllm("h200", 2, "fp8", 32768, 1024, 120),
+    # H. NIM's curve at its other concurrencies (the page of the given rows C; read through a public copy of its table:
+    # zivbeker42/llm-guesstimator tested_benchmarks/nim_llama33_70b_v1.8.0_2xH100_fp8TP2.csv).
+    *(GoldenRow(f"NIM 2xH100 TP2 c{c}", "llama3.3-70b", "h100:2", {"tp": 2}, "fp8",
+                Workload(5000, 500, concurrency=c, requests=10 * c),
+                {"ttft_p50": ttft, "tpot_p50": itl, "tokens_per_s": tps}, NIM + "; " + NIM_COPY)
+      for c, ttft, itl, tps in ((5, 0.5467, 0.02183, 218.48), (50, 0.83451, 0.05973, 814.37),
+                                (100, 7.99625, 0.09291, 917.26))),
+    # G. AWS's Trn2 tutorials (LLMPerf inter-token latency p50 as TPOT: the Neuron guide's patch excludes the TTFT).
+    # LLMPerf sent 50 identical requests one at a time; five model the same p50 (each runs alone) at a tenth the cost.
+    GoldenRow("NxDI trn2 TP64 b1 10000/1500", "llama3.3-70b", "trn2:16", {"tp": 16}, "bfloat16",
+              Workload(10000, 1500, concurrency=1, requests=5), {"ttft_p50": 0.81428, "tpot_p50": 0.01966},
+              NXDI + "; Llama-3.3-70B-Instruct, context-encoding buckets 2048/4096/8192/12288", engine=STATIC(1),
+              prompt_bucket=12288),
+    # The Llama 3.3 70B tutorial as first published (December 2024: the same compile and LLMPerf commands; its default
+    # buckets, powers of two from 128 to --max-context-length 12288, pad the prompt to 12288 as well).
+    GoldenRow("NxDI trn2 TP64 b1 10000/1500 (Dec 2024)", "llama3.3-70b", "trn2:16", {"tp": 16}, "bfloat16",
+              Workload(10000, 1500, concurrency=1, requests=5), {"ttft_p50": 0.57568, "tpot_p50": 0.019832},
+              NXDI_FIRST, engine=STATIC(1), prompt_bucket=12288,
+              note="TTFT p50 575.7 ms; the same configuration republished seven weeks later (the fit row above) "
+                   "reports 814.3 ms, and the model lies between the two; its TPOT agrees with the later run"),
+    GoldenRow("NxDI trn2 TP64 b1 405B 10000/1785", "llama3.1-405b", "trn2:16", {"tp": 16}, "bfloat16",
+              Workload(10000, 1785, concurrency=1, requests=5), {"ttft_p50": 2.44196, "tpot_p50": 0.03793},
+              NXDI + "; Llama-3.1-405B-Instruct, context-encoding buckets 2048/4096/10240/12288, p50 output 1,785 "
+                     "tokens", engine=STATIC(1), prompt_bucket=10240),
+)
+"""Published rows found since the given ones, each with its configuration and source: E TensorRT-LLM's
+Blackwell NVFP4 columns, I its Qwen3 30B A3B (MoE) NVFP4 columns, J its Qwen3 235B A22B columns (expert parallel,
+attention data parallel), F its other H200 points, H NIM's other concurrencies (requests per point: ten times the
+concurrency, as the given rows), G AWS's Trn2 tutorials (and the 70B tutorial as first published).
+:data:`FIT_ROWS` says which fit an entry, the others test."""
+
+ALL_ROWS: tuple[GoldenRow, ...] = ROWS + FOUND_ROWS
+"""Every published row the serving model is checked against."""
+
+CONTRADICTED: dict[str, tuple[str, ...]] = {
+    "NxDI trn2 TP64 b1 10000/1500 (Dec 2024)": ("ttft_p50",),
+    "TRT-LLM qwen3-30b-a3b GB200 TP1 1000/1000": ("tokens_per_s_per_chip",),
+    "TRT-LLM qwen3-30b-a3b GB200 TP1 1024/1024": ("tokens_per_s_per_chip",),
+}
+"""Row label -> the metrics whose published figure another publication of the same configuration or the same table
+contradicts (each row's :attr:`GoldenRow.note` says which): kept as published and shown, held to that contradiction
+rather than to a bound."""
+
+
+def is_moe(row: GoldenRow) -> bool:
+    """The row's model is a mixture of experts (a family no serving factor was fitted on)."""
+    arch = MODELS[row.model].arch
+    return any(arch.get(k) for k in ("num_experts", "num_local_experts"))
+
+
+__all__ = ["ALL_ROWS", "CONTRADICTED", "FOUND_ROWS", "MODELS", "ROWS", "STATIC", "GoldenRow", "is_moe"]
