@@ -137,12 +137,15 @@ class DecoderBlocks(ModelBlocks):
         self.layers = range(1, self.num_layers + 1)
         self._model = model
         self._small = None
+        self._whole_rotary = None
         self._layer_sigs: list[Hashable] | None = None
         self._summary = config
 
     @staticmethod
     def _prepared(config, kernels: str = "fused"):
-        config = copy.deepcopy(config)
+        # A multimodal config (Gemma 3, Llama 4, Qwen2-VL) holds its language model's: that decoder is cut.
+        text = config.get_text_config() if hasattr(config, "get_text_config") else config
+        config = copy.deepcopy(text if text is not None else config)
         config._attn_implementation = "sdpa"
         if _first_attr(config, _EXPERT_COUNTS) and kernels == "fused":
             # The grouped-GEMM expert path traces on meta. Eager keeps the library's own choice, as a slot runs
@@ -196,13 +199,22 @@ class DecoderBlocks(ModelBlocks):
                 if isinstance(value, (list, tuple)) and len(value) >= layers and hint == "layer_types":
                     setattr(cfg, hint, list(value[:layers]))
         with torch.device("meta"):
-            model = AutoModelForCausalLM.from_config(cfg, dtype=self._torch_dtype())
+            try:
+                model = AutoModelForCausalLM.from_config(cfg, dtype=self._torch_dtype())
+            except ValueError as e:
+                if "scaled_dot_product_attention" not in str(e):
+                    raise
+                # A model transformers runs only with its own attention (Gemma 2's soft-capping): traced so.
+                cfg._attn_implementation = "eager"
+                model = AutoModelForCausalLM.from_config(cfg, dtype=self._torch_dtype())
         return model
 
     @staticmethod
     def parts(model) -> dict[str, Any]:
         """The embedding, layer list, final norm, rotary and head modules of a causal LM."""
         base = getattr(model, "base_model", model)
+        if not any(hasattr(base, n) for n in _LAYER_LISTS) and hasattr(getattr(base, "decoder", None), "layers"):
+            base = base.decoder  # OPT: the decoder stack sits one level down (model.decoder.layers)
         layers = next((getattr(base, n) for n in _LAYER_LISTS if hasattr(base, n)), None)
         if layers is None:
             raise ValueError(f"model: {type(model).__name__} has no decoder layer list "
@@ -307,7 +319,8 @@ class DecoderBlocks(ModelBlocks):
 
     # -- tracing ---------------------------------------------------------------
 
-    def _position_inputs(self, shard: Shard):
+    def _position_inputs(self, shard: Shard, index: int = 1):
+        """The hidden state, positions and rotary (cos, sin) layer ``index`` is called with."""
         import torch
 
         tokens = shard.seq_len // shard.cp
@@ -316,9 +329,36 @@ class DecoderBlocks(ModelBlocks):
         positions = torch.zeros(shard.microbatch, tokens, dtype=torch.long, device="meta")
         cos_sin = None
         if skeleton["rotary"] is not None:
-            cos, sin = skeleton["rotary"](hidden, positions)
+            cos, sin = self._rotary(skeleton["rotary"], hidden, positions, index)
             cos_sin = (cos.to(hidden.dtype), sin.to(hidden.dtype))
         return hidden, positions, cos_sin
+
+    def _alibi(self, shard: Shard, hidden):
+        """The ALiBi bias a layer of rank 0 of ``shard.tp`` is handed (its heads' share; None where the config
+        turns ALiBi off, as Falcon's default does)."""
+        import torch
+
+        if not getattr(self.config, "alibi", True):
+            return None
+        tokens = hidden.shape[1]
+        return torch.zeros(shard.microbatch * max(1, self.heads // shard.tp), 1, tokens, dtype=hidden.dtype,
+                           device="meta")
+
+    def _rotary(self, rotary, hidden, positions, index: int = 1):
+        """Call the model's rotary module as its decoder does: one that keeps a table per attention type
+        (Gemma 3: local and global bases) is asked for layer ``index``'s type."""
+        if "layer_type" not in inspect.signature(rotary.forward).parameters:
+            return rotary(hidden, positions)
+        types = getattr(self.config, "layer_types", None) or ()
+        layer_type = types[index - 1] if 0 < index <= len(types) else (types[0] if types else None)
+        if self._whole_rotary is None:
+            # The skeleton's one layer knows one attention type: the table of every type comes from the whole
+            # config, as the model builds it.
+            import torch
+
+            with torch.device("meta"):
+                self._whole_rotary = type(rotary)(config=self.config)
+        return self._whole_rotary(hidden, positions, layer_type)
 
     def _trace(self, index: int, shard: Shard) -> BlockProfile:
         if self._eager:
@@ -338,13 +378,15 @@ class DecoderBlocks(ModelBlocks):
 
     def _trace_layer(self, index: int, shard: Shard) -> BlockProfile:
         layer = self._layer_module(index, shard.tp)
-        hidden, positions, cos_sin = self._position_inputs(shard)
+        hidden, positions, cos_sin = self._position_inputs(shard, index)
         accepts = inspect.signature(layer.forward).parameters
         kwargs: dict[str, Any] = {}
         if "position_embeddings" in accepts and cos_sin is not None:
             kwargs["position_embeddings"] = cos_sin
         if "position_ids" in accepts:
             kwargs["position_ids"] = positions
+        if "alibi" in accepts:  # BLOOM, Falcon-RW: the linear biases the model builds once for every layer
+            kwargs["alibi"] = self._alibi(shard, hidden)
         if "attention_mask" in accepts:
             kwargs["attention_mask"] = self._causal_mask(shard) if self._eager else None
 
@@ -428,18 +470,29 @@ class DecoderBlocks(ModelBlocks):
         params = list(embed.parameters()) + (list(positions_module.parameters()) if positions_module else [])
 
         eager = self._eager
+        by_mask = positions_module is not None and \
+            "attention_mask" in inspect.signature(positions_module.forward).parameters
+        # The decoder computes the rotary table once per attention type its layers use (once for most models).
+        types = getattr(self.config, "layer_types", None) if rotary is not None and \
+            "layer_type" in inspect.signature(rotary.forward).parameters else None
+        rotary_layers = [list(types).index(t) + 1 for t in dict.fromkeys(types)] if types else [1]
 
         def block(x):
             h = embed(x)
             if positions_module is not None:
-                h = h + positions_module(torch.zeros(x.shape[-1], dtype=torch.long, device=x.device))
+                if by_mask:  # OPT's learned positions count the attention mask's ones
+                    h = h + positions_module(torch.ones(x.shape, dtype=torch.long, device=x.device))
+                else:
+                    h = h + positions_module(torch.zeros(x.shape[-1], dtype=torch.long, device=x.device))
             if eager:  # as the model's forward: positions from an arange, the mask materialised (see below)
                 positions = (torch.arange(x.shape[-1], device=x.device) + 0).unsqueeze(0)
                 if rotary is not None:
-                    rotary(h, positions)
+                    for index in rotary_layers:
+                        self._rotary(rotary, h, positions, index)
                 _materialise_causal_mask(self.config, h, positions)
             elif rotary is not None:
-                rotary(h, torch.zeros(x.shape, dtype=torch.long, device=x.device))
+                for index in rotary_layers:
+                    self._rotary(rotary, h, torch.zeros(x.shape, dtype=torch.long, device=x.device), index)
             return h
 
         return trace_profile("embedding", block, (ids,), shard=shard, params=params, hidden_size=self.hidden_size,
