@@ -411,7 +411,11 @@ class DecoderBlocks(ModelBlocks):
         if "alibi" in accepts:  # BLOOM, Falcon-RW: the linear biases the model builds once for every layer
             kwargs["alibi"] = self._alibi(shard, hidden)
         if "attention_mask" in accepts:
-            kwargs["attention_mask"] = self._causal_mask(shard) if self._eager else None
+            # a linear-attention layer (Qwen3-Next's gated delta net) is recurrent: its decoder hands it only a
+            # padding mask, None for unpadded rows
+            types = getattr(self.config, "layer_types", None) or ()
+            recurrent = index <= len(types) and types[index - 1] == "linear_attention"
+            kwargs["attention_mask"] = self._causal_mask(shard) if self._eager and not recurrent else None
 
         def block(x):
             out = layer(x, **kwargs)

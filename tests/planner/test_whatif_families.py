@@ -120,3 +120,14 @@ def test_a_state_space_model_is_refused_by_name():
                                          num_attention_heads=4, num_key_value_heads=2)
     with pytest.raises(ValueError, match="model: falcon_h1 has state-space \\(Mamba\\) layers"):
         DecoderBlocks(config)
+
+
+def test_a_linear_attention_layer_is_traced_without_a_causal_mask_matrix():
+    # eager hands full-attention layers the materialised causal mask; Qwen3-Next's decoder hands its gated delta
+    # net layers none (a recurrent layer takes only a padding mask): given the matrix, its forward fails
+    import interop  # noqa: F401 -- eager expands composites as a slot (PrivateUse1) does: the extension registers it
+
+    blocks = DecoderBlocks(CONFIGS["qwen3_next"], dtype="bfloat16", kernels="eager")
+    shard = Shard(microbatch=1, seq_len=16)
+    linear, full = blocks.profile(1, shard), blocks.profile(2, shard)
+    assert linear.forward and full.forward and linear.params != full.params
