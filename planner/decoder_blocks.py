@@ -439,6 +439,10 @@ class DecoderBlocks(ModelBlocks):
             model_flops_scale=shard.tp * shard.cp, note="; ".join(notes), **self._trace_options(params))
         from planner import rewrite
 
+        if self._experts_as_written and self.topk:
+            rows = hidden.shape[0] * hidden.shape[1]
+            shapes = {tuple(p.shape[1:]) for p in experts if p.dim() == 3}
+            profile = rewrite.dense_experts_as_routed(profile, self.experts, self.topk, rows, shapes)
         profile = rewrite.grouped_gemms(profile, groups, self.experts)
         if shard.cp > 1:
             profile = rewrite.context_parallel_attention(profile, shard)

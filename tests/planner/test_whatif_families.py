@@ -1,9 +1,9 @@
 """What-ifs cut public model families beyond the common decoder: each one's layers traced as its decoder calls
 them (Gemma 3's per-type rotary tables, BLOOM's ALiBi, OPT's nested decoder and mask-counted positions, Gemma 2's
 own attention, a multimodal config's language model, Llama 4's complex rotary table and unmarked (in, out)
-experts, HunYuan's derived head size), and cut by Megatron's rules at tp=2 where a family holds more than
-projections per head (OLMo 2's full-width q/k norms, GPT-OSS's attention sinks and expert biases, DeepSeek's
-multi-head latent attention, Qwen3-Next's gated delta net).
+experts written dense and priced routed, HunYuan's derived head size), and cut by Megatron's rules at tp=2 where
+a family holds more than projections per head (OLMo 2's full-width q/k norms, GPT-OSS's attention sinks and
+expert biases, DeepSeek's multi-head latent attention, Qwen3-Next's gated delta net).
 
 Reference: the transformers model itself, built from the same config on the meta device: every traced layer holds
 exactly that layer's parameters, and the embedding its token (and learned position) table; at tp=2 a rank holds
@@ -110,9 +110,18 @@ def test_a_tensor_parallel_rank_holds_megatrons_share(family):
         assert blocks.profile(i, shard).params == (total - kept) // 2 + kept, (family, i)
 
 
-def test_experts_that_refuse_grouped_mm_are_traced_as_written_and_say_so():
+def test_experts_written_dense_are_priced_routed_and_say_so():
+    # Llama 4 refuses transformers' grouped_mm and writes its experts dense (every expert on every token, the
+    # router's scores zeroing the rest). Reference: the layer's forward GEMMs as a routed stack runs them, 16 tokens
+    # through the attention projections, the router and the shared expert, 16 x top-1 through the routed experts.
     blocks = DecoderBlocks(CONFIGS["llama4"], dtype="bfloat16")
-    assert "refuse transformers' grouped_mm" in blocks.profile(1, Shard(microbatch=1, seq_len=16)).note
+    profile = blocks.profile(1, Shard(microbatch=1, seq_len=16))
+    assert "refuse transformers' grouped_mm" in profile.note and "priced routed (top-1 of 4)" in profile.note
+    dense = 64 * 64 + 2 * 64 * 32 + 64 * 64 + 64 * 4 + 3 * 64 * 128  # q, k, v, o; router; shared gate, up, down
+    routed = 64 * 256 + 128 * 64  # an expert's gate_up and down
+    mm = [r.shapes for r in profile.forward if r.op.split(".")[0] in ("aten::mm", "aten::bmm", "aten::_grouped_mm")]
+    flops = sum(2 * a[-2] * a[-1] * b[-1] * (a[0] if len(a) == 3 else 1) for a, b in mm)
+    assert flops == 2 * 16 * dense + 2 * 16 * 1 * routed
 
 
 def test_a_state_space_model_is_refused_by_name():
