@@ -33,7 +33,8 @@ _EXPERT_COUNTS = ("num_local_experts", "num_experts", "n_routed_experts")
 _TOPK = ("num_experts_per_tok", "moe_topk", "top_k")
 _STATE_SPACE = ("mamba_d_state", "ssm_state_size", "state_size")
 """Config fields of a model with state-space (Mamba) layers (Falcon-H1, Jamba, Bamba, Zamba, Nemotron-H, Mamba)."""
-_WIDTHS = ("intermediate_size", "moe_intermediate_size", "shared_expert_intermediate_size", "ffn_hidden_size")
+_WIDTHS = ("intermediate_size", "moe_intermediate_size", "shared_expert_intermediate_size", "ffn_hidden_size",
+           "linear_num_key_heads", "linear_num_value_heads")
 
 
 def _rms_norm_class():

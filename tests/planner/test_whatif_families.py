@@ -140,3 +140,11 @@ def test_a_linear_attention_layer_is_traced_without_a_causal_mask_matrix():
     shard = Shard(microbatch=1, seq_len=16)
     linear, full = blocks.profile(1, shard), blocks.profile(2, shard)
     assert linear.forward and full.forward and linear.params != full.params
+
+
+def test_a_tensor_parallelism_that_does_not_divide_the_linear_attention_heads_is_refused_up_front():
+    # the search skips a layout check_shard refuses; one it lets through must trace
+    blocks = DecoderBlocks(CONFIGS["qwen3_next"], dtype="bfloat16")
+    blocks.check_shard(Shard(seq_len=16, tp=2))
+    with pytest.raises(ValueError, match="tp: tensor parallelism 4 does not divide linear_num_key_heads=2 of"):
+        blocks.check_shard(Shard(seq_len=16, tp=4))
