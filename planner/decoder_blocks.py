@@ -31,7 +31,10 @@ _PER_LAYER_HINTS = ("layer_types", "mlp_only_layers", "decoder_sparse_step", "fi
                     "moe_layer_freq", "sliding_window_pattern", "no_rope_layers")
 _EXPERT_COUNTS = ("num_local_experts", "num_experts", "n_routed_experts")
 _TOPK = ("num_experts_per_tok", "moe_topk", "top_k")
-_WIDTHS = ("intermediate_size", "moe_intermediate_size", "shared_expert_intermediate_size", "ffn_hidden_size")
+_STATE_SPACE = ("mamba_d_state", "ssm_state_size", "state_size")
+"""Config fields of a model with state-space (Mamba) layers (Falcon-H1, Jamba, Bamba, Zamba, Nemotron-H, Mamba)."""
+_WIDTHS = ("intermediate_size", "moe_intermediate_size", "shared_expert_intermediate_size", "ffn_hidden_size",
+           "linear_num_key_heads", "linear_num_value_heads")
 
 
 def _rms_norm_class():
@@ -117,6 +120,12 @@ class DecoderBlocks(ModelBlocks):
         self.name = name or getattr(config, "model_type", "model")
         self.source = source
         self.dtype = dtype
+        state = [f for f in _STATE_SPACE if getattr(config, f, None) is not None]
+        if state:
+            raise ValueError(f"model: {self.name} has state-space (Mamba) layers (config.{state[0]}); a what-if "
+                             f"prices attention decoders: their selective scan would be traced as transformers' "
+                             f"reference PyTorch loop, not the fused kernel a GPU runs, and no tensor-parallel cut "
+                             f"of a Mamba mixer is modelled")
         for field in ("num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size"):
             value = getattr(config, field, None)
             if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
@@ -139,6 +148,7 @@ class DecoderBlocks(ModelBlocks):
         self._small = None
         self._whole_rotary = None
         self._layer_sigs: list[Hashable] | None = None
+        self._experts_as_written = False
         self._summary = config
 
     @staticmethod
@@ -147,6 +157,10 @@ class DecoderBlocks(ModelBlocks):
         text = config.get_text_config() if hasattr(config, "get_text_config") else config
         config = copy.deepcopy(text if text is not None else config)
         config._attn_implementation = "sdpa"
+        if hasattr(config, "head_dim") and config.head_dim is None:
+            # A default config that leaves the head size to be derived (HunYuan) while its attention reads it as
+            # given: the derivation every family uses.
+            config.head_dim = config.hidden_size // config.num_attention_heads
         if _first_attr(config, _EXPERT_COUNTS) and kernels == "fused":
             # The grouped-GEMM expert path traces on meta. Eager keeps the library's own choice, as a slot runs
             # it: its loop over the experts is traced with balanced offsets (devices.cost.trace_ops).
@@ -194,27 +208,36 @@ class DecoderBlocks(ModelBlocks):
         cfg = copy.deepcopy(config)
         if layers is not None:
             cfg.num_hidden_layers = layers
-            for hint in ("layer_types", "mlp_only_layers", "no_rope_layers"):
-                value = getattr(cfg, hint, None)
-                if isinstance(value, (list, tuple)) and len(value) >= layers and hint == "layer_types":
-                    setattr(cfg, hint, list(value[:layers]))
+            value = getattr(cfg, "layer_types", None)
+            if isinstance(value, (list, tuple)) and len(value) >= layers:
+                try:
+                    cfg.layer_types = list(value[:layers])
+                except AttributeError:
+                    pass  # derived from num_hidden_layers (Falcon-H1's layers_block_type): follows it
         with torch.device("meta"):
-            try:
-                model = AutoModelForCausalLM.from_config(cfg, dtype=self._torch_dtype())
-            except ValueError as e:
-                if "scaled_dot_product_attention" not in str(e):
-                    raise
-                # A model transformers runs only with its own attention (Gemma 2's soft-capping): traced so.
-                cfg._attn_implementation = "eager"
-                model = AutoModelForCausalLM.from_config(cfg, dtype=self._torch_dtype())
-        return model
+            while True:
+                try:
+                    return AutoModelForCausalLM.from_config(cfg, dtype=self._torch_dtype())
+                except ValueError as e:
+                    if "scaled_dot_product_attention" in str(e) and cfg._attn_implementation != "eager":
+                        # A model transformers runs only with its own attention (Gemma 2's soft-capping): traced so.
+                        cfg._attn_implementation = "eager"
+                    elif "experts implementation" in str(e) and getattr(cfg, "_experts_implementation", None):
+                        # Experts the library runs only as written (Llama 4's batched bmm over every expert).
+                        cfg._experts_implementation = None
+                        self._experts_as_written = True
+                    else:
+                        raise
 
     @staticmethod
     def parts(model) -> dict[str, Any]:
         """The embedding, layer list, final norm, rotary and head modules of a causal LM."""
         base = getattr(model, "base_model", model)
-        if not any(hasattr(base, n) for n in _LAYER_LISTS) and hasattr(getattr(base, "decoder", None), "layers"):
-            base = base.decoder  # OPT: the decoder stack sits one level down (model.decoder.layers)
+        for inner in ("decoder", "model"):
+            # OPT: the decoder stack sits one level down (model.decoder.layers); Llama 4's causal LM names its
+            # base model prefix after the multimodal model's (language_model) and holds the stack as model
+            if not any(hasattr(base, n) for n in _LAYER_LISTS) and hasattr(getattr(base, inner, None), "layers"):
+                base = getattr(base, inner)
         layers = next((getattr(base, n) for n in _LAYER_LISTS if hasattr(base, n)), None)
         if layers is None:
             raise ValueError(f"model: {type(model).__name__} has no decoder layer list "
@@ -329,8 +352,9 @@ class DecoderBlocks(ModelBlocks):
         positions = torch.zeros(shard.microbatch, tokens, dtype=torch.long, device="meta")
         cos_sin = None
         if skeleton["rotary"] is not None:
-            cos, sin = self._rotary(skeleton["rotary"], hidden, positions, index)
-            cos_sin = (cos.to(hidden.dtype), sin.to(hidden.dtype))
+            table = self._rotary(skeleton["rotary"], hidden, positions, index)
+            # (cos, sin) in the activations' dtype; Llama 4's one complex table (freqs_cis) as the model hands it
+            cos_sin = tuple(t.to(hidden.dtype) for t in table) if isinstance(table, (tuple, list)) else table
         return hidden, positions, cos_sin
 
     def _alibi(self, shard: Shard, hidden):
@@ -388,7 +412,11 @@ class DecoderBlocks(ModelBlocks):
         if "alibi" in accepts:  # BLOOM, Falcon-RW: the linear biases the model builds once for every layer
             kwargs["alibi"] = self._alibi(shard, hidden)
         if "attention_mask" in accepts:
-            kwargs["attention_mask"] = self._causal_mask(shard) if self._eager else None
+            # a linear-attention layer (Qwen3-Next's gated delta net) is recurrent: its decoder hands it only a
+            # padding mask, None for unpadded rows
+            types = getattr(self.config, "layer_types", None) or ()
+            recurrent = index <= len(types) and types[index - 1] == "linear_attention"
+            kwargs["attention_mask"] = self._causal_mask(shard) if self._eager and not recurrent else None
 
         def block(x):
             out = layer(x, **kwargs)
@@ -402,6 +430,9 @@ class DecoderBlocks(ModelBlocks):
         if self.experts:
             notes.append(f"MoE: {self.experts} experts, top-{self.topk}, balanced routing assumed; "
                          f"{groups} experts per chip (ep={shard.ep})")
+        if self._experts_as_written and self.kernels == "fused":
+            notes.append(f"{type(self.config).__name__}'s experts refuse transformers' grouped_mm: traced as "
+                         f"the model writes them")
         params = list(layer.parameters())
         profile = trace_profile(
             self.names[index], block, (hidden,), shard=shard, params=params, expert_params=experts,
@@ -409,6 +440,10 @@ class DecoderBlocks(ModelBlocks):
             model_flops_scale=shard.tp * shard.cp, note="; ".join(notes), **self._trace_options(params))
         from planner import rewrite
 
+        if self._experts_as_written and self.topk:
+            rows = hidden.shape[0] * hidden.shape[1]
+            shapes = {tuple(p.shape[1:]) for p in experts if p.dim() == 3}
+            profile = rewrite.dense_experts_as_routed(profile, self.experts, self.topk, rows, shapes)
         profile = rewrite.grouped_gemms(profile, groups, self.experts)
         if shard.cp > 1:
             profile = rewrite.context_parallel_attention(profile, shard)

@@ -8,6 +8,7 @@
   ``seq_len / 2`` keys over the ring; the traced local attention (``seq_len / cp``
   keys, causal) is replaced by that.
 * :func:`shard_experts`: expert parameters divided over ``ep`` chips.
+* :func:`dense_experts_as_routed`: experts a model writes dense (every expert on every token) priced routed.
 """
 
 from __future__ import annotations
@@ -73,6 +74,39 @@ _ATTENTION_QKV = {  # op base name -> positions of q, k, v in shapes (SDPA layou
 }
 
 
+def dense_experts_as_routed(profile: BlockProfile, experts: int, topk: int, rows: int,
+                            expert_shapes: set[tuple[int, int]]) -> BlockProfile:
+    """``profile`` with the batched GEMMs of experts written dense (Llama 4: every expert runs every token, the
+    router's scores zeroing the rest) recorded as the routed ``_grouped_mm`` a production stack runs: ``rows *
+    topk`` token-expert pairs instead of ``rows * experts`` (:func:`grouped_gemms` then splits them evenly over the
+    chip's experts). ``rows``: the tokens the block sees; ``expert_shapes``: the expert tensors' (in, out) shapes,
+    which tell a weight gradient (its output) from a forward or input-gradient GEMM. The elementwise ops around the
+    experts stay dense, as written (said in the note)."""
+    routed = math.ceil(rows * topk)
+
+    def as_routed(r):
+        if r.op.split(".")[0] != "aten::bmm" or len(r.shapes) != 2:
+            return r
+        a, b = r.shapes
+        if len(a) != 3 or len(b) != 3 or a[0] != experts:
+            return r
+        if a[2] == rows and (a[1], b[2]) in expert_shapes:  # weight gradient: the tokens are contracted
+            return devices.cost.OpRecord("aten::_grouped_mm", ((a[1], routed), (routed, b[2])), r.dtype,
+                                         ((experts, a[1], b[2]),))
+        if a[1] == rows:  # forward, input gradient: one row per token
+            return devices.cost.OpRecord("aten::_grouped_mm", ((routed, a[2]), b), r.dtype, ((routed, b[2]),))
+        return r
+
+    forward, backward = tuple(map(as_routed, profile.forward)), tuple(map(as_routed, profile.backward))
+    if forward == profile.forward and backward == profile.backward:
+        return profile
+    note = (profile.note + "; " if profile.note else "") + (
+        f"experts written dense (every expert on every token): their GEMMs priced routed (top-{topk} of "
+        f"{experts}), the elementwise ops around them as written")
+    return replace(profile, forward=forward, backward=backward, note=note,
+                   model_flops=3.0 * gemm_flops(forward) * profile.flops_scale)
+
+
 def context_parallel_attention(profile: BlockProfile, shard: Shard) -> BlockProfile:
     """Attention of one chip in a load-balanced causal CP ring (see the module doc)."""
     keys = shard.seq_len // 2
@@ -117,4 +151,5 @@ def shard_experts(profile: BlockProfile, ep: int) -> BlockProfile:
     return replace(profile, params=params, expert_params=kept, param_bytes=int(params * per))
 
 
-__all__ = ["context_parallel_attention", "expand_grouped_mm", "grouped_gemms", "shard_experts"]
+__all__ = ["context_parallel_attention", "dense_experts_as_routed", "expand_grouped_mm", "grouped_gemms",
+           "shard_experts"]

@@ -339,9 +339,11 @@ def _lowering_class() -> type:
 
     def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
         if (attn_mask is None and query.dtype in (torch.float16, torch.bfloat16)
-                and query.shape[-1] <= 256):
+                and query.shape[-1] <= 256 and value.shape[-1] == query.shape[-1]):
             # What CUDA picks for half precision without a mask: FlashAttention-2,
-            # which handles grouped-query attention natively.
+            # which handles grouped-query attention natively. Value heads narrower than the query's
+            # (multi-head latent attention: 128 against 192) it refuses; CUDA picks the
+            # memory-efficient kernel, which takes them.
             return torch.ops.aten._scaled_dot_product_flash_attention(
                 query, key, value, dropout_p, is_causal, scale=scale)[0]
         if key.shape[-3] != query.shape[-3]:

@@ -1,11 +1,17 @@
 """What-ifs cut public model families beyond the common decoder: each one's layers traced as its decoder calls
 them (Gemma 3's per-type rotary tables, BLOOM's ALiBi, OPT's nested decoder and mask-counted positions, Gemma 2's
-own attention, a multimodal config's language model).
+own attention, a multimodal config's language model, Llama 4's complex rotary table and unmarked (in, out)
+experts written dense and priced routed, HunYuan's derived head size), and cut by Megatron's rules at tp=2 where
+a family holds more than projections per head (OLMo 2's full-width q/k norms, GPT-OSS's attention sinks and
+expert biases, DeepSeek's multi-head latent attention, Qwen3-Next's gated delta net).
 
 Reference: the transformers model itself, built from the same config on the meta device: every traced layer holds
-exactly that layer's parameters, and the embedding its token (and learned position) table."""
+exactly that layer's parameters, and the embedding its token (and learned position) table; at tp=2 a rank holds
+half of every parameter but those Megatron keeps whole, named per family below."""
 
 from __future__ import annotations
+
+import copy
 
 import pytest
 
@@ -30,21 +36,58 @@ def _configs():
         "falcon": transformers.FalconConfig(vocab_size=128, hidden_size=64, num_hidden_layers=2,
                                             num_attention_heads=4, alibi=True, new_decoder_architecture=False,
                                             multi_query=False, parallel_attn=False, bias=True),
+        "olmo2": transformers.Olmo2Config(**_NO_HEAD_DIM),
+        "gpt_oss": transformers.GptOssConfig(**SMALL, num_local_experts=4, num_experts_per_tok=2,
+                                             layer_types=["sliding_attention", "full_attention"], sliding_window=8),
+        "deepseek_v3": transformers.DeepseekV3Config(
+            vocab_size=128, hidden_size=64, intermediate_size=128, moe_intermediate_size=32, num_hidden_layers=2,
+            num_attention_heads=4, num_key_value_heads=4, n_routed_experts=4, num_experts_per_tok=2, n_group=2,
+            topk_group=1, first_k_dense_replace=1, q_lora_rank=32, kv_lora_rank=16, qk_rope_head_dim=8,
+            qk_nope_head_dim=16, v_head_dim=16),
+        "qwen3_next": transformers.Qwen3NextConfig(
+            **SMALL, moe_intermediate_size=32, shared_expert_intermediate_size=32, num_experts=4,
+            num_experts_per_tok=2, layer_types=["linear_attention", "full_attention"], linear_num_value_heads=4,
+            linear_num_key_heads=2, linear_key_head_dim=16, linear_value_head_dim=16),
+        "llama4": transformers.Llama4TextConfig(**SMALL, intermediate_size_mlp=128, num_local_experts=4,
+                                                num_experts_per_tok=1),
+        "hunyuan_v1_dense": transformers.HunYuanDenseV1Config(**_NO_HEAD_DIM),
     }
 
 
+_NO_HEAD_DIM = {k: v for k, v in SMALL.items() if k != "head_dim"}
 CONFIGS = _configs()
+
+KEPT_WHOLE = {
+    # Megatron keeps whole: the layer norms, row-parallel biases, routers, MLA's down-projections into its latents
+    # and their norms, norms of one head's width; OLMo 2's q/k norms span every head and are cut with them.
+    "olmo2": ("post_attention_layernorm", "post_feedforward_layernorm"),
+    "gpt_oss": ("layernorm", "o_proj.bias", "router.", "experts.down_proj_bias"),
+    "deepseek_v3": ("layernorm", "q_a_proj", "kv_a_proj_with_mqa", "mlp.gate."),
+    "qwen3_next": ("layernorm", "linear_attn.norm", "q_norm", "k_norm", "mlp.gate.", "shared_expert_gate"),
+    "llama4": ("layernorm", "router."),
+    "hunyuan_v1_dense": ("layernorm",),
+}
+"""Parameters a tensor-parallel rank holds whole (by name); a rank holds half of every other one at tp=2."""
+
+
+def _reference_model(config):
+    import torch
+
+    text = copy.deepcopy(config.get_text_config())
+    if getattr(text, "head_dim", 0) is None:  # HunYuan's default leaves it to be derived: hidden / heads
+        text.head_dim = text.hidden_size // text.num_attention_heads
+    with torch.device("meta"):
+        return transformers.AutoModelForCausalLM.from_config(text)
 
 
 @pytest.mark.parametrize("family", list(CONFIGS))
 def test_every_layer_is_traced_with_the_models_own_parameters(family):
-    import torch
-
     config = CONFIGS[family]
-    blocks = DecoderBlocks(config, dtype="float32")
+    # experts' grouped GEMMs run in bfloat16 only (float32 experts would be priced as written: kernels="eager")
+    moe = family in ("gpt_oss", "deepseek_v3", "qwen3_next", "llama4")
+    blocks = DecoderBlocks(config, dtype="bfloat16" if moe else "float32")
     text = config.get_text_config()
-    with torch.device("meta"):
-        model = transformers.AutoModelForCausalLM.from_config(text)
+    model = _reference_model(config)
     parts = DecoderBlocks.parts(model)
     shard = Shard(microbatch=1, seq_len=16)
     for i, layer in enumerate(parts["layers"], start=1):
@@ -55,3 +98,53 @@ def test_every_layer_is_traced_with_the_models_own_parameters(family):
                                                  if parts["positions"] is not None else 0)
     assert blocks.profile(0, shard).params == embedding
     assert blocks.num_layers == text.num_hidden_layers
+
+
+@pytest.mark.parametrize("family", list(KEPT_WHOLE))
+def test_a_tensor_parallel_rank_holds_megatrons_share(family):
+    blocks = DecoderBlocks(CONFIGS[family], dtype="bfloat16")
+    shard = Shard(microbatch=1, seq_len=16, tp=2, sequence_parallel=False)
+    for i, layer in enumerate(DecoderBlocks.parts(_reference_model(CONFIGS[family]))["layers"], start=1):
+        total = sum(p.numel() for p in layer.parameters())
+        kept = sum(p.numel() for n, p in layer.named_parameters() if any(k in n for k in KEPT_WHOLE[family]))
+        assert blocks.profile(i, shard).params == (total - kept) // 2 + kept, (family, i)
+
+
+def test_experts_written_dense_are_priced_routed_and_say_so():
+    # Llama 4 refuses transformers' grouped_mm and writes its experts dense (every expert on every token, the
+    # router's scores zeroing the rest). Reference: the layer's forward GEMMs as a routed stack runs them, 16 tokens
+    # through the attention projections, the router and the shared expert, 16 x top-1 through the routed experts.
+    blocks = DecoderBlocks(CONFIGS["llama4"], dtype="bfloat16")
+    profile = blocks.profile(1, Shard(microbatch=1, seq_len=16))
+    assert "refuse transformers' grouped_mm" in profile.note and "priced routed (top-1 of 4)" in profile.note
+    dense = 64 * 64 + 2 * 64 * 32 + 64 * 64 + 64 * 4 + 3 * 64 * 128  # q, k, v, o; router; shared gate, up, down
+    routed = 64 * 256 + 128 * 64  # an expert's gate_up and down
+    mm = [r.shapes for r in profile.forward if r.op.split(".")[0] in ("aten::mm", "aten::bmm", "aten::_grouped_mm")]
+    flops = sum(2 * a[-2] * a[-1] * b[-1] * (a[0] if len(a) == 3 else 1) for a, b in mm)
+    assert flops == 2 * 16 * dense + 2 * 16 * 1 * routed
+
+
+def test_a_state_space_model_is_refused_by_name():
+    config = transformers.FalconH1Config(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                         num_attention_heads=4, num_key_value_heads=2)
+    with pytest.raises(ValueError, match="model: falcon_h1 has state-space \\(Mamba\\) layers"):
+        DecoderBlocks(config)
+
+
+def test_a_linear_attention_layer_is_traced_without_a_causal_mask_matrix():
+    # eager hands full-attention layers the materialised causal mask; Qwen3-Next's decoder hands its gated delta
+    # net layers none (a recurrent layer takes only a padding mask): given the matrix, its forward fails
+    import interop  # noqa: F401 -- eager expands composites as a slot (PrivateUse1) does: the extension registers it
+
+    blocks = DecoderBlocks(CONFIGS["qwen3_next"], dtype="bfloat16", kernels="eager")
+    shard = Shard(microbatch=1, seq_len=16)
+    linear, full = blocks.profile(1, shard), blocks.profile(2, shard)
+    assert linear.forward and full.forward and linear.params != full.params
+
+
+def test_a_tensor_parallelism_that_does_not_divide_the_linear_attention_heads_is_refused_up_front():
+    # the search skips a layout check_shard refuses; one it lets through must trace
+    blocks = DecoderBlocks(CONFIGS["qwen3_next"], dtype="bfloat16")
+    blocks.check_shard(Shard(seq_len=16, tp=2))
+    with pytest.raises(ValueError, match="tp: tensor parallelism 4 does not divide linear_num_key_heads=2 of"):
+        blocks.check_shard(Shard(seq_len=16, tp=4))
