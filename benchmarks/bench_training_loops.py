@@ -39,21 +39,21 @@ def run(repeats: int = 7, write: bool = True) -> Section:
     after = measure(repeats)
     label = f"before ({os.path.basename(tree.rstrip('/'))})" if before else "before: not measured in this run"
 
-    def was(name: str, key: str, fmt: str) -> str:
-        return f"{label} {format(before[name][key], fmt)}" if before else label
+    def was(name: str, key: str, fmt: str, unit: str) -> str:
+        return f"{label} {format(before[name][key], fmt)}{unit}" if before else label
 
     for name, (what, _, goal) in LOOPS.items():
         ratio = after[name]["ratio"]
         section.add(f"{what}: hybrid:4 / CPU", f"{ratio:.3f}x", f"<= {goal}x", ratio <= goal,
                     f"median of {repeats} interleaved steps, CPU {after[name]['cpu_ms']:.1f} ms/step; "
-                    f"{was(name, 'ratio', '.3f')}x")
+                    f"{was(name, 'ratio', '.3f', 'x')}")
     for name in ("gpt2", "lstm"):
         on_off = after[name]["recording"]
         section.add(f"{LOOPS[name][0]}: recording on / off", f"{on_off:.3f}x", "<= 1.03x", on_off <= 1.03,
-                    f"median of {repeats} interleaved steps; {was(name, 'recording', '.3f')}x")
+                    f"median of {repeats} interleaved steps; {was(name, 'recording', '.3f', 'x')}")
     overhead = after["add_"]["overhead_us"]
     section.add("one-element add_ overhead over the CPU (recording on)", f"{overhead:.2f} us", "<= 1 us",
-                overhead <= 1.0, f"median of {repeats} x 20,000 calls; {was('add_', 'overhead_us', '.2f')} us")
+                overhead <= 1.0, f"median of {repeats} x 20,000 calls; {was('add_', 'overhead_us', '.2f', ' us')}")
     section.notes.append("One intra-op thread (torch.set_num_threads(1)) on both sides: see benchmarks/training_loops.py.")
     if write:
         write_section(section)
