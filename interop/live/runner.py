@@ -85,8 +85,8 @@ class PlanRunner:
         """Indices of the virtual stages whose replicas share replica 0's bytes."""
         self.replicas: list[list[StageReplica]] = [self._stage_replicas(st, model, optimizer)
                                                    for st in self.virtual]
-        self.pipeline = Pipeline(blocks, self.virtual, self.replicas, layout.slots)
-        self.reducer = GradientReducer(self.replicas, blocks.tied, self.pipeline.streams)
+        self.pipeline = Pipeline(blocks, self.virtual, self.replicas, layout.slots, lockstep=self.shared_stages)
+        self.reducer = GradientReducer(self.replicas, blocks.tied, self.pipeline.streams, self.shared_stages)
         self.last_step: StepRecord | None = None
 
     def _stage_replicas(self, st, model: nn.Module, optimizer) -> list[StageReplica]:
