@@ -84,45 +84,103 @@ def compare(losses, ref_losses, grads: dict, ref_grads: dict, params: dict, ref_
             tolerance: Tolerance = TOLERANCE) -> Agreement:
     """Judge a run (``losses`` per step, first-step ``grads``, ``params`` after the last step) against the
     reference's, ``initial`` being the parameters both started from (name -> tensor, on the CPU; ``params`` may
-    hold buffers too, compared alike). Names of ``ref_grads``/``ref_params`` missing from the run raise KeyError."""
-    import torch
+    hold buffers too, compared alike). Names of ``ref_grads``/``ref_params`` missing from the run raise KeyError.
+    The same judgement as :class:`Judgement` fed the tensors one by one (what ``hybrid plan --run`` does, so that
+    neither run's tensors need be held whole while the other trains)."""
+    judge = Judgement(tolerance)
+    judge.losses(losses, ref_losses)
+    for name, ref in ref_grads.items():
+        judge.gradient(grads[name], ref)
+    judge.step(((ref_params[name], start) for name, start in initial.items() if name in ref_params))
+    for name, ref in ref_params.items():
+        judge.parameter(params[name], ref)
+    return judge.verdict()
 
-    if len(losses) != len(ref_losses) or not ref_losses:
-        raise ValueError(f"losses: {len(losses)} step(s) against the reference's {len(ref_losses)}")
-    loss_diff = max(abs(a - b) / max(abs(b), 1e-12) for a, b in zip(losses, ref_losses))
-    scale = max((float(g.abs().max()) for g in ref_grads.values() if g.numel()), default=0.0) or 1.0
-    grad_diff = max((float((a.float() - b.float()).abs().max())
-                     for n, g in ref_grads.items() if g.numel() for a, b in _chunks(grads[n], g)),
-                    default=0.0) / scale
-    moved_sq, moved_n = 0.0, 0
-    for name, start in initial.items():
-        if start.is_floating_point() and name in ref_params:
-            moved_sq += sum(float((r.double() - s.double()).square().sum())
-                            for r, s in _chunks(ref_params[name], start))
-            moved_n += start.numel()
-    step = (moved_sq / moved_n) ** 0.5 if moved_n else 0.0
-    limit = tolerance.param_step * step
-    param_diff, differing, total, non_finite = 0.0, 0, 0, 0
-    for name, whole in ref_params.items():
-        total += whole.numel()
-        if not whole.is_floating_point():
-            differing += 0 if torch.equal(params[name], whole) else whole.numel()
-            continue
-        for got, ref in _chunks(params[name], whole):
-            got, ref = got.float(), ref.float()
-            diff = (got - ref).abs()
-            same = (diff <= limit) | (got == ref) | (got.isnan() & ref.isnan())
-            differing += int((~same).sum())
-            non_finite += int((got.isfinite() != ref.isfinite()).sum())
+
+class Judgement:
+    """:func:`compare`'s judgement, fed one tensor at a time: the losses (:meth:`losses`, any time), every
+    first-step gradient pair (:meth:`gradient`), the optimizer's step (:meth:`step`) and then every parameter
+    pair (:meth:`parameter`), then :meth:`verdict`. Each pair is walked in chunks; nothing is kept but running
+    figures."""
+
+    def __init__(self, tolerance: Tolerance = TOLERANCE):
+        self.tolerance = tolerance
+        self.loss_diff: float | None = None
+        self.equal = True
+        """Bit for bit so far."""
+        self._grad_scale: float | None = None
+        self._grad_diff: float | None = None
+        self._step: float | None = None
+        self._param_diff, self._differing, self._total, self._non_finite = 0.0, 0, 0, 0
+
+    def losses(self, losses, ref_losses) -> None:
+        """The run's loss per step and the reference's."""
+        if len(losses) != len(ref_losses) or not ref_losses:
+            raise ValueError(f"losses: {len(losses)} step(s) against the reference's {len(ref_losses)}")
+        self.loss_diff = max(abs(a - b) / max(abs(b), 1e-12) for a, b in zip(losses, ref_losses))
+        self.equal = self.equal and list(losses) == list(ref_losses)
+
+    def gradient(self, got, ref) -> None:
+        """One first-step gradient of the run (``got``) and the reference's (``ref``), on the CPU."""
+        import torch
+
+        if ref.numel():
+            self._grad_scale = _larger(self._grad_scale, float(ref.abs().max()))
+            for a, b in _chunks(got, ref):
+                self._grad_diff = _larger(self._grad_diff, float((a.float() - b.float()).abs().max()))
+        self.equal = self.equal and torch.equal(got, ref)
+
+    def step(self, moved) -> float:
+        """The optimizer's step from ``moved``: (reference's last value, initial value) pairs, every parameter
+        the reference trained (floating ones count), in the model's order. Returns it."""
+        moved_sq, moved_n = 0.0, 0
+        for ref, start in moved:
+            if start.is_floating_point():
+                moved_sq += sum(float((r.double() - s.double()).square().sum()) for r, s in _chunks(ref, start))
+                moved_n += start.numel()
+        self._step = (moved_sq / moved_n) ** 0.5 if moved_n else 0.0
+        return self._step
+
+    def parameter(self, got, ref) -> None:
+        """One parameter or buffer after the last step: the run's (``got``) and the reference's (``ref``), on
+        the CPU (after :meth:`step`)."""
+        import torch
+
+        if self._step is None:
+            raise RuntimeError("Judgement.parameter: call step() first (a parameter is judged in its units)")
+        self._total += ref.numel()
+        self.equal = self.equal and torch.equal(got, ref)
+        if not ref.is_floating_point():
+            self._differing += 0 if torch.equal(got, ref) else ref.numel()
+            return
+        limit = self.tolerance.param_step * self._step
+        for a, b in _chunks(got, ref):
+            a, b = a.float(), b.float()
+            diff = (a - b).abs()
+            same = (diff <= limit) | (a == b) | (a.isnan() & b.isnan())
+            self._differing += int((~same).sum())
+            self._non_finite += int((a.isfinite() != b.isfinite()).sum())
             finite = diff[diff.isfinite()]
-            param_diff = max(param_diff, float(finite.max()) if finite.numel() else 0.0)
-    share = differing / total if total else 0.0
-    bitwise = (list(losses) == list(ref_losses) and all(torch.equal(grads[n], g) for n, g in ref_grads.items())
-               and all(torch.equal(params[n], t) for n, t in ref_params.items()))
-    matches = bitwise or (loss_diff <= tolerance.loss and grad_diff <= tolerance.grads
-                          and share <= tolerance.param_share and non_finite == 0)
-    in_steps = param_diff / step if step else (0.0 if param_diff == 0 else float("inf"))
-    return Agreement(loss_diff, grad_diff, param_diff, step, in_steps, share, non_finite, bitwise, matches)
+            self._param_diff = max(self._param_diff, float(finite.max()) if finite.numel() else 0.0)
+
+    def verdict(self) -> Agreement:
+        """The :class:`Agreement` of everything fed."""
+        if self.loss_diff is None:
+            raise RuntimeError("Judgement.verdict: the losses were not given (losses())")
+        tolerance, step = self.tolerance, self._step or 0.0
+        grad_diff = (self._grad_diff or 0.0) / (self._grad_scale or 1.0)
+        share = self._differing / self._total if self._total else 0.0
+        matches = self.equal or (self.loss_diff <= tolerance.loss and grad_diff <= tolerance.grads
+                                 and share <= tolerance.param_share and self._non_finite == 0)
+        param_diff = self._param_diff
+        in_steps = param_diff / step if step else (0.0 if param_diff == 0 else float("inf"))
+        return Agreement(self.loss_diff, grad_diff, param_diff, step, in_steps, share, self._non_finite,
+                         self.equal, matches)
+
+
+def _larger(current: float | None, value: float) -> float:
+    """The running maximum as Python's ``max`` keeps it over a sequence (the first of equals; a NaN first stays)."""
+    return value if current is None or value > current else current
 
 
 _CHUNK = 1 << 20

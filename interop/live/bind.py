@@ -39,6 +39,11 @@ class StageModule(nn.Module):
         """Per block, the inputs it copies before it writes them in place (:func:`copied_inputs`)."""
 
     def forward(self, *args):
+        return lockstep([self.steps(*args)])[0]
+
+    def steps(self, *args):
+        """:meth:`forward` one block at a time: a generator that yields after each block and returns what
+        ``forward`` returns (:func:`lockstep` runs several in step)."""
         env = dict(zip(self.input_names, args))
         for module, (ins, outs), copies in zip(self.blocks, self.wiring, self.copies):
             result = module(*(env[n].clone() if n in copies else env[n] for n in ins))
@@ -46,10 +51,28 @@ class StageModule(nn.Module):
                 env[outs[0]] = result
             else:
                 env.update(zip(outs, result))
+            yield
         values = [env[n] for n in self.output_names]
         if self.last:
             return pytree.tree_unflatten(values, self.out_spec)
         return tuple(values)
+
+
+def lockstep(runs) -> list:
+    """Run generators (:meth:`StageModule.steps`) in step, one block of each in turn, and return what each
+    returned. Data-parallel replicas run so (:mod:`interop.live.shared_replicas`) make their autograd nodes block
+    by block, so that one backward over all of them runs block by block too: each replica's block ``k`` before
+    any replica's block ``k - 1`` (autograd runs the latest-made node first)."""
+    out: list = [None] * len(runs)
+    live = dict(enumerate(runs))
+    while live:
+        for i, run in list(live.items()):
+            try:
+                next(run)
+            except StopIteration as stop:
+                out[i] = stop.value
+                del live[i]
+    return out
 
 
 def copied_inputs(blocks, index: int, stage_inputs=()) -> frozenset[str]:
@@ -174,4 +197,4 @@ def split_rows(value, spec, start: int, stop: int, symbol, total: int):
     return value.narrow(spec.batch_dim, start, stop - start)
 
 
-__all__ = ["StageModule", "bind", "canonical_names", "eval_size", "split_rows", "tensor_attrs"]
+__all__ = ["StageModule", "bind", "canonical_names", "eval_size", "lockstep", "split_rows", "tensor_attrs"]

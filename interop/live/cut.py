@@ -165,6 +165,7 @@ def cut(model: nn.Module, example_inputs, *, split_spec: dict[str, SplitPoint] |
         _annotate(work, points.spec, after=points.after)
         split = _split(work, args, batch_dims, canonical, points, type(model).__name__)
     ep, symbol, blocks, values, inputs, outputs = split
+    _share_replicated(blocks, work, canonical)
     holders: dict[str, list[int]] = {}
     for b in blocks:
         for p in b.params:
@@ -189,6 +190,33 @@ def _working_copy(model: nn.Module) -> nn.Module:
     if config is not None and getattr(config, "use_cache", False):
         config.use_cache = False  # a KV cache is an inference output; training steps do not build one
     return work
+
+
+def _share_replicated(blocks: list[ExportedBlock], work: nn.Module, canonical: dict[str, str]) -> None:
+    """Give the blocks' copies of a parameter several blocks use (a tied embedding: pipelining's REPLICATE
+    deep-copies it into each block) the working copy's bytes, that is the model's, as every other block
+    parameter has: each block keeps a parameter object of its own, and nothing writes them (the runners bind
+    the model's current values), so the copies only doubled the host memory such a parameter takes (GPT-2: two
+    copies of its 154 MB embedding)."""
+    state = work.state_dict(keep_vars=True)
+    shared: dict[int, tuple] = {}  # a parameter held under two names within a block stays one object
+    for block in blocks:
+        for mod_name, mod in block.module.named_modules(remove_duplicate=False):
+            prefix = f"{mod_name}." if mod_name else ""
+            for key, p in list(mod._parameters.items()):
+                if p is None:
+                    continue
+                source = state.get(canonical.get(prefix + key, prefix + key))
+                if (source is None or p.is_meta or source.shape != p.shape or source.dtype != p.dtype
+                        or source.device != p.device or _same_bytes(source, p)):
+                    continue
+                if id(p) not in shared:
+                    shared[id(p)] = (p, nn.Parameter(source.detach(), requires_grad=p.requires_grad))
+                mod._parameters[key] = shared[id(p)][1]
+
+
+def _same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
 
 
 def _split(work: nn.Module, args: tuple, batch_dims, canonical, points: _SplitPoints, model_name: str):

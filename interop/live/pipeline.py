@@ -19,7 +19,7 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-from interop.live.bind import bind, split_rows
+from interop.live.bind import bind, lockstep, split_rows
 from interop.live.exported_blocks import ExportedBlocks
 from planner.layout import VirtualStage
 
@@ -139,8 +139,12 @@ class Pipeline:
     forward and backward (``"fwd_event"``, ``"bwd_event"``)."""
 
     def __init__(self, blocks: ExportedBlocks, virtual: list[VirtualStage], replicas: list[list[StageReplica]],
-                 slots) -> None:
+                 slots, lockstep: set[int] = frozenset()) -> None:
+        """``lockstep``: the stages whose replicas run in step (:func:`~interop.live.bind.lockstep`): their
+        forwards block by block, their backwards as one, so that each block's gradients are final on every
+        replica together (:mod:`interop.live.shared_replicas`). Each slot's own work is the same either way."""
         self.blocks, self.virtual, self.replicas = blocks, virtual, replicas
+        self.lockstep = lockstep
         self.streams = {(slot, purpose): torch.hybrid.Stream(device=slot) for slot in slots
                         for purpose in STREAM_PURPOSES}
 
@@ -166,13 +170,22 @@ class Pipeline:
         """Forward of microbatch ``i`` on every replica of stage ``s`` (the last stage computes the loss)."""
         reps = self.replicas[s]
         lastp = s == len(self.replicas) - 1
-        for rep in reps:
-            if s == 0:
+        if s in self.lockstep:
+            inputs = [(staged_in.pop((i, rep.index)), []) if s == 0 else self.receive(s, i, rep, state)
+                      for rep in reps]
+            outs = lockstep([rep.module.steps(*args) for rep, (args, _) in zip(reps, inputs)])
+        else:
+            inputs = outs = [None] * len(reps)
+        for rep, given, out in zip(reps, inputs, outs):
+            if given is not None:
+                args, leaves = given
+            elif s == 0:
                 args = staged_in.pop((i, rep.index))
                 leaves = []
             else:
                 args, leaves = self.receive(s, i, rep, state)
-            out = rep.module(*args)
+            if out is None:
+                out = rep.module(*args)
             if lastp:
                 loss = loss_fn(out, staged_tgt.pop((i, rep.index)))
                 losses.append(loss.detach())
@@ -189,20 +202,16 @@ class Pipeline:
         """Backward of microbatch ``i`` on every replica of stage ``s``, seeded by the next stage's input
         gradients (the last stage: by the loss scale)."""
         lastp = s == len(self.replicas) - 1
-        for rep in self.replicas[s]:
-            outs = state.pop(("out", s, i, rep.index))
-            if lastp:
-                # Seeded with the loss scale 1/(microbatches x replicas): the mean over the global batch.
-                torch.autograd.backward(outs[0], rep.seed)
-            else:
-                tensors, grads = [], []
-                for k, out in enumerate(outs):
-                    if not isinstance(out, torch.Tensor) or not out.requires_grad:
-                        continue
-                    g = self.gather_grad(s, i, rep, k, state)
-                    if g is not None:
-                        tensors.append(out)
-                        grads.append(g)
+        reps = self.replicas[s]
+        together = None
+        if s in self.lockstep:
+            together = [self._seeds(s, i, rep, state, lastp) for rep in reps]
+            tensors = [t for outs, _ in together for t in outs]
+            if tensors:
+                torch.autograd.backward(tensors, [g for _, grads in together for g in grads])
+        for rep in reps:
+            if together is None:
+                tensors, grads = self._seeds(s, i, rep, state, lastp)
                 if tensors:
                     torch.autograd.backward(tensors, grads)
             state["bwd_event", s, i, rep.index] = record_event(rep.home)
@@ -215,6 +224,22 @@ class Pipeline:
                 state.pop(("in", s + 1, i, nxt.index), None)
                 state.pop(("bwd_event", s + 1, i, nxt.index), None)
         state.pop(("fwd_event", s, i, 0), None)
+
+    def _seeds(self, s: int, i: int, rep: StageReplica, state, lastp: bool) -> tuple[list, list]:
+        """What ``rep``'s backward of microbatch ``i`` starts from: (outputs, their gradients)."""
+        outs = state.pop(("out", s, i, rep.index))
+        if lastp:
+            # Seeded with the loss scale 1/(microbatches x replicas): the mean over the global batch.
+            return [outs[0]], [rep.seed]
+        tensors, grads = [], []
+        for k, out in enumerate(outs):
+            if not isinstance(out, torch.Tensor) or not out.requires_grad:
+                continue
+            g = self.gather_grad(s, i, rep, k, state)
+            if g is not None:
+                tensors.append(out)
+                grads.append(g)
+        return tensors, grads
 
     # -- transport -----------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ against the predicted one.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import gc
 from dataclasses import dataclass, field
@@ -49,55 +50,116 @@ class RunCheck:
 
 
 def run_and_check(plan, pm, steps: int, *, echo=print) -> RunCheck:
-    import torch
-
-    import interop
-    from interop.live.agreement import compare
+    """Train ``plan`` on ``pm``'s model and batches for ``steps`` steps, then the same model on the plan's first
+    slot alone, and compare (see the module doc). One training is in memory at a time: what the check compares
+    of the plan's (its first step's gradients, its last parameters) waits in a :class:`~interop.live.spill.Spill`
+    file while the reference trains, and is compared tensor by tensor as the reference produces its own."""
     from interop.live.exported_blocks import default_loss
     from interop.live.plan import default_optimizer
+    from interop.live.spill import Spill
 
     optimizer = default_optimizer(plan.optimizer)
     loss_fn = pm.loss_fn or default_loss
     batches = [pm.batch(seed=s) for s in range(steps)]
-    # The runner copies the model's values onto its slots and never writes the model: no copy of it is needed.
-    runner = plan.apply(pm.model, optimizer=optimizer)
-    losses, grads = [], None
-    for k, (x, y) in enumerate(batches):
-        losses.append(float(runner.step(x, y, loss_fn)))
-        if k == 0:
-            grads = runner.gradients()
-    record = runner.last_step
-    state = runner.state_dict()
-    del runner
-    gc.collect()
+    with Spill() as kept:
+        # The runner copies the model's values onto its slots and never writes the model: no copy of it is needed.
+        runner = plan.apply(pm.model, optimizer=optimizer)
+        losses = []
+        with _set_aside(pm.model, kept):  # the reference starts from them: they wait on disk meanwhile
+            for k, (x, y) in enumerate(batches):
+                losses.append(float(runner.step(x, y, loss_fn)))
+                if k == 0:
+                    kept.put_all("grad", runner.gradients())
+            runner.end_training()
+        record = runner.last_step
+        kept.put_all("param", runner.state_dict())
+        del runner
+        gc.collect()
+        slot = plan.layout.stages[0].slots[0]
+        ref_losses, agreement = _reference(plan, pm, batches, optimizer, loss_fn, slot, losses, kept)
+    check = RunCheck(steps, losses, ref_losses, agreement, record.modelled_seconds, plan.predicted.seconds,
+                     dict(record.peak_bytes), dict(plan.predicted.peak_bytes), _by_design(plan, pm.model))
+    _report(check, plan, slot, echo)
+    return check
 
-    slot = plan.layout.stages[0].slots[0]
+
+def _reference(plan, pm, batches, optimizer, loss_fn, slot: int, losses, kept) -> tuple[list[float], Agreement]:
+    """Train ``pm``'s model on ``slot`` alone with the plan's batches and optimizer, judging it against the plan's
+    run as it goes (``kept``: the plan's first-step gradients and last parameters): (its losses, the verdict)."""
+    import torch
+
+    from interop.live.agreement import Judgement
+
     device = torch.device("hybrid", slot)
-    ref = copy.deepcopy(pm.model).to(device)
+    ref = _copy_on(pm.model, device)
     opt = optimizer(list(ref.parameters()))
-    ref_losses, ref_grads = [], None
+    judge = Judgement()
+    ref_losses = []
     canonical = plan.blocks.canonical
     for k, (x, y) in enumerate(batches):
         opt.zero_grad(set_to_none=True)
         out = ref(*(t.to(device) for t in x))
         targets = y.to(device) if isinstance(y, torch.Tensor) else y
         loss = loss_fn(out, targets)
+        del out  # the outputs (an LM's logits) are not kept into the next step's forward
         loss.backward()
         ref_losses.append(float(loss.detach().cpu()))
         if k == 0:
-            ref_grads = {canonical.get(n, n): p.grad.detach().cpu() for n, p in ref.named_parameters()
-                         if p.grad is not None}
+            for n, p in ref.named_parameters():
+                if p.grad is not None:
+                    judge.gradient(kept.get(f"grad/{canonical.get(n, n)}"), p.grad.detach().cpu())
         opt.step()
+    del opt, loss
+    ref.zero_grad(set_to_none=True)
     ref_state = {n: t.detach().cpu() for n, t in ref.state_dict().items()}
-    del ref, opt
+    del ref
     gc.collect()
+    judge.losses(losses, ref_losses)
+    judge.step((ref_state[n], p.detach()) for n, p in pm.model.named_parameters() if n in ref_state)
+    for name, t in ref_state.items():
+        judge.parameter(kept.get(f"param/{name}"), t)
+    return ref_losses, judge.verdict()
 
-    initial = {n: p.detach() for n, p in pm.model.named_parameters()}
-    agreement = compare(losses, ref_losses, grads, ref_grads, state, ref_state, initial)
-    check = RunCheck(steps, losses, ref_losses, agreement, record.modelled_seconds, plan.predicted.seconds,
-                     dict(record.peak_bytes), dict(plan.predicted.peak_bytes), _by_design(plan, pm.model))
-    _report(check, plan, slot, echo)
-    return check
+
+@contextlib.contextmanager
+def _set_aside(model, kept):
+    """Within: ``model``'s parameters and buffers hold no bytes, theirs written to ``kept`` and read back on the
+    way out (the storages emptied and refilled, as FSDP frees what a rank does not hold: every tensor over them,
+    a block's included, sees the same values after). Storages that cannot be resized stay."""
+    import itertools
+
+    import torch
+
+    storages = {}
+    for t in itertools.chain(model.parameters(), model.buffers()):
+        storage = t.untyped_storage()
+        if storage.device.type == "cpu" and storage.nbytes() and storage.resizable():
+            storages.setdefault(storage.data_ptr(), storage)
+    aside = list(storages.values())
+    for i, storage in enumerate(aside):
+        kept.put(f"aside/{i}", torch.empty(0, dtype=torch.uint8).set_(storage))
+        storage.resize_(0)
+    try:
+        yield
+    finally:
+        for i, storage in enumerate(aside):
+            saved = kept.get(f"aside/{i}")
+            storage.resize_(saved.numel())
+            torch.empty(0, dtype=torch.uint8).set_(storage).copy_(saved)
+
+
+def _copy_on(model, device):
+    """A copy of ``model`` whose parameters and buffers are made on ``device`` (no copy of them on the host)."""
+    import itertools
+
+    import torch.nn as nn
+
+    memo = {}
+    for t in itertools.chain(model.parameters(), model.buffers()):
+        if id(t) not in memo:
+            value = t.detach().to(device, copy=True)
+            memo[id(t)] = nn.Parameter(value, requires_grad=t.requires_grad) if isinstance(t, nn.Parameter) else value
+    return copy.deepcopy(model, memo)
 
 
 def _by_design(plan, model) -> str:

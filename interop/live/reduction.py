@@ -24,10 +24,14 @@ from interop.live.pipeline import StageReplica, record_event
 class GradientReducer:
     """The gradient buffers, buckets and reductions of a runner's replicas (see the module doc)."""
 
-    def __init__(self, replicas: list[list[StageReplica]], tied: dict[str, tuple[int, ...]], streams: dict) -> None:
+    def __init__(self, replicas: list[list[StageReplica]], tied: dict[str, tuple[int, ...]], streams: dict,
+                 shared: set[int] = frozenset()) -> None:
         """``tied``: parameters the model's blocks share (the exported blocks' ``tied``); ``streams``: the
-        pipeline's side streams, of which each slot's ``reduce`` one is used here."""
-        self.replicas, self.streams = replicas, streams
+        pipeline's side streams, of which each slot's ``reduce`` one is used here; ``shared``: the stages whose
+        replicas share replica 0's parameters and run in step (:mod:`interop.live.shared_replicas`): each of
+        their buckets is all-reduced as soon as every replica's copy is final, during the backward, and then
+        only replica 0 keeps the bytes of the (equal) result."""
+        self.replicas, self.streams, self.shared = replicas, streams, shared
         self.tied = self._tied_groups(tied)
         tied_names = {n for n, _ in self.tied}
         self.buckets: list[list[list[list[tuple[int, int]]]]] = [
@@ -41,6 +45,8 @@ class GradientReducer:
         self._armed: set[int] = set()
         self._ready: dict[tuple[int, int, int, int], Any] = {}
         self._counts: dict[tuple[int, int, int, int], int] = {}
+        self._next: dict[tuple[int, int], list[int]] = {}
+        """(stage, tensor rank) -> its buckets not yet reduced this step, in the order they are reduced."""
         for s, reps in enumerate(replicas):
             for rep in reps:
                 for t, rank in enumerate(rep.ranks):
@@ -104,24 +110,35 @@ class GradientReducer:
             self_._counts[key] = self_._counts.get(key, 0) + 1
             if self_._counts[key] == size:  # the bucket's gradients are final: it may be reduced from now
                 self_._ready[key] = record_event(slot)
+                if s in self_.shared:
+                    self_._reduce_ready(s, t)
 
         return ready
 
     def prepare(self) -> None:
         """Point every parameter's ``.grad`` at its slice of its rank's flat buffer, cleared."""
+        from interop.live.shared_replicas import zero_replicas
+
         self._armed.clear()
         self._ready.clear()
         self._counts.clear()
-        for reps in self.replicas:
+        for s, reps in enumerate(self.replicas):
+            if s in self.shared:
+                zero_replicas([rep.ranks[0].grad_buffer for rep in reps])
             for rep in reps:
                 for rank in rep.ranks:
                     if rank.grad_buffer is None:
                         continue
-                    rank.grad_buffer.zero_()
+                    if s not in self.shared:
+                        rank.grad_buffer.zero_()
                     offset = 0
                     for p in rank.params:
                         p.grad = rank.grad_buffer[offset:offset + p.numel()].view_as(p)
                         offset += p.numel()
+            if len(reps) > 1:
+                for t, rank in enumerate(reps[0].ranks):
+                    spans = self.buckets[s][0][t]
+                    self._next[s, t] = sorted((k for k, (a, b) in enumerate(spans) if b > a), key=lambda k: -k)
 
     def arm(self, s: int) -> None:
         """Stage ``s``'s next backward makes its gradients final: its buckets count toward reduction from now."""
@@ -136,23 +153,43 @@ class GradientReducer:
         if len(reps) < 2:
             return
         for t in range(len(reps[0].ranks)):
-            spans = self.buckets[s][0][t]
-            blocks = [k for k, (a, b) in enumerate(spans) if b > a]
-            order = sorted(blocks, key=lambda k: -k)  # backward finishes the last block first
-            slots = [rep.ranks[t].slot for rep in reps]
-            streams = [self.streams[slot, "reduce"] for slot in slots]
-            for k in order:
-                for rep, stream in zip(reps, streams):
-                    self._ready.pop((s, rep.index, t, k)).wait(stream)
-                with contextlib.ExitStack() as stack:
-                    for stream in streams:
-                        stack.enter_context(torch.hybrid.stream(stream))
-                    collectives.all_reduce([rep.ranks[t].grad_buffer[slice(*self.buckets[s][rep.index][t][k])]
-                                            for rep in reps], op="sum")
-            for slot, stream in zip(slots, streams):
+            for k in self._next.pop((s, t), []):  # the buckets not reduced during the backward
+                self._reduce_bucket(s, t, k)
+            for rep in reps:
+                slot = rep.ranks[t].slot
                 done = torch.hybrid.Event()
-                done.record(stream)
+                done.record(self.streams[slot, "reduce"])
                 done.wait(torch.hybrid.default_stream(slot))
+
+    def _reduce_ready(self, s: int, t: int) -> None:
+        """All-reduce tensor rank ``t``'s next buckets of stage ``s`` while every replica's copy is final (the
+        backward finishes the last block first: buckets go in that order, each when the last replica finishes
+        it, as DDP's overlap does)."""
+        pending = self._next.get((s, t), [])
+        reps = self.replicas[s]
+        while pending and all((s, rep.index, t, pending[0]) in self._ready for rep in reps):
+            self._reduce_bucket(s, t, pending.pop(0))
+
+    def _reduce_bucket(self, s: int, t: int, k: int) -> None:
+        """All-reduce bucket ``k`` of tensor rank ``t`` across stage ``s``'s replicas on their reduce streams,
+        after each replica's copy of it is final; in a shared stage, replicas 1.. then give back the bytes of
+        the (equal) result (:func:`~interop.live.shared_replicas.release`)."""
+        import collectives
+
+        from interop.live.shared_replicas import release
+
+        reps = self.replicas[s]
+        streams = [self.streams[rep.ranks[t].slot, "reduce"] for rep in reps]
+        for rep, stream in zip(reps, streams):
+            self._ready.pop((s, rep.index, t, k)).wait(stream)
+        parts = [rep.ranks[t].grad_buffer[slice(*self.buckets[s][rep.index][t][k])] for rep in reps]
+        with contextlib.ExitStack() as stack:
+            for stream in streams:
+                stack.enter_context(torch.hybrid.stream(stream))
+            collectives.all_reduce(parts, op="sum")
+        if s in self.shared:
+            for part in parts[1:]:
+                release(part)
 
     def reduce_tied(self) -> None:
         """Sum a tied parameter's gradient over every (stage, replica) holding it (their first tensor rank's

@@ -85,9 +85,11 @@ class PlanRunner:
         """Indices of the virtual stages whose replicas share replica 0's bytes."""
         self.replicas: list[list[StageReplica]] = [self._stage_replicas(st, model, optimizer)
                                                    for st in self.virtual]
-        self.pipeline = Pipeline(blocks, self.virtual, self.replicas, layout.slots)
-        self.reducer = GradientReducer(self.replicas, blocks.tied, self.pipeline.streams)
+        self.pipeline = Pipeline(blocks, self.virtual, self.replicas, layout.slots, lockstep=self.shared_stages)
+        self.reducer = GradientReducer(self.replicas, blocks.tied, self.pipeline.streams, self.shared_stages)
         self.last_step: StepRecord | None = None
+        self.trained = False
+        """True after :meth:`end_training`."""
 
     def _stage_replicas(self, st, model: nn.Module, optimizer) -> list[StageReplica]:
         stage_module = self.blocks.stage_module(st.start, st.stop)
@@ -114,6 +116,9 @@ class PlanRunner:
         mean over microbatches of ``loss_fn(outputs, targets)``)."""
         from interop.session import current_timeline as current
 
+        if self.trained:
+            raise RuntimeError("PlanRunner.step: training was ended (end_training() freed the optimizers and "
+                               "gradients); apply the plan again to train more")
         staged_in, staged_tgt = self._stage_batch(inputs, targets)
         # Each slot is driven as a deployed plan drives it, by a process of its own: a stage's host reads (an
         # experts' loop reading its offsets) do not hold back the other stages.
@@ -190,6 +195,18 @@ class PlanRunner:
                 staged_tgt[i, rep.index] = pytree.tree_map(
                     lambda t: t[lo:hi].to(rep.device) if isinstance(t, torch.Tensor) else t, targets)
         return staged_in, staged_tgt
+
+    def end_training(self) -> None:
+        """Free what only further steps need (each replica's optimizer and its state, the gradient buffers):
+        the trained parameters stay, for :meth:`state_dict`; :meth:`step` refuses from now on."""
+        self.trained = True
+        for reps in self.replicas:
+            for rep in reps:
+                rep.optimizer = None
+                for rank in rep.ranks:
+                    rank.grad_buffer = None
+                    for p in rank.params:
+                        p.grad = None
 
     # -- results ---------------------------------------------------------------------------
 

@@ -13,10 +13,23 @@ replica 0's, on its slots, so its ``state_dict()`` is what its own steps would h
 
 A stage is shared only where that holds: more than one replica, one slot per replica (tensor-parallel ranks
 shard after binding), every replica on an emulated slot of replica 0's chip kind (the costs are the kind's; a
-cuda-backed slot's bytes live on its own GPU). Gradients, activations and buffers stay each replica's own.
+cuda-backed slot's bytes live on its own GPU). Activations and buffers stay each replica's own.
+
+Gradients differ between replicas until they are all-reduced, and are equal after. So a shared stage's replicas
+run in step (:func:`interop.live.bind.lockstep`: forward block by block, one backward over all of them), each
+bucket of gradients is all-reduced as soon as every replica's copy is final, and replicas 1.. then give the
+bytes of the result back to the host (:func:`release`: zeros, the slot still charged): the host holds one
+replica's gradients plus the buckets in flight, not one set per replica. Each step's clearing of their buffers
+is replica 0's op, its records replayed on their slots (:func:`zero_replicas`). Replica 0's gradients are the
+stage's (its optimizer, ``gradients()``); the others' read zero after their bucket is reduced. Each slot's work,
+accounting and timeline are what its own replica's would be (``tests/interop/live/test_shared_replicas.py``).
 """
 
 from __future__ import annotations
+
+import ctypes
+import mmap
+import sys
 
 import torch
 
@@ -86,4 +99,58 @@ def _mirror_state(source: torch.optim.Optimizer, mirror: torch.optim.Optimizer, 
                     own[key] = value
 
 
-__all__ = ["on_slot", "shared_params", "shares", "step"]
+def release(tensor: torch.Tensor) -> None:
+    """Zero ``tensor`` (contiguous, on an emulated slot) without a record, giving its whole pages back to the
+    host: its slot stays charged for it, and a page is taken again when next written. Where pages cannot be
+    given back (not Linux), the bytes are zeroed in place."""
+    from interop import _C
+
+    if not tensor.is_contiguous():
+        raise ValueError("release: the tensor must be contiguous")
+    view = _C._execution_alias(tensor, "release").view(-1)  # the host's bytes, no record
+    start, size = view.data_ptr(), view.element_size()
+    first = -(-start // _PAGE) * _PAGE
+    last = (start + view.numel() * size) // _PAGE * _PAGE
+    if last > first and _give_back(first, last - first):
+        view[:(first - start) // size].zero_()
+        view[(last - start) // size:].zero_()
+    else:
+        view.zero_()
+
+
+def zero_replicas(buffers: list) -> None:
+    """Clear a shared stage's gradient buffers (replica 0's first) as each replica's ``zero_()`` would: replica
+    0's op runs, and its records are replayed on the other replicas' slots; then every buffer is released
+    (:func:`release`: zeros, its pages not taken until the backward writes them)."""
+    from interop.session import current_timeline
+
+    first = buffers[0]
+    if first is None:
+        return
+    timeline = current_timeline()
+    with timeline.holding():
+        timeline.ingest()
+        begin = timeline.placed
+        first.zero_()
+        timeline.ingest()
+        end = timeline.placed
+        release(first)
+        for buffer in buffers[1:]:
+            release(buffer)
+            timeline.replay(begin, end, [first.device.index], [buffer.device.index])
+
+
+_PAGE = mmap.PAGESIZE
+_MADV_DONTNEED = 4  # Linux: drop a private anonymous page; read again, it is zero
+_libc = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+
+
+def _give_back(address: int, length: int) -> bool:
+    """Drop the host's pages ``[address, address + length)`` (page-aligned, private anonymous memory: malloc's);
+    False where that cannot be done."""
+    if _libc is None:
+        return False
+    return _libc.madvise(ctypes.c_void_p(address), ctypes.c_size_t(length), _MADV_DONTNEED) == 0
+
+
+__all__ = ["on_slot", "release", "shared_params", "shares", "step", "zero_replicas"]

@@ -119,3 +119,20 @@ def test_the_cut_holds_the_models_bytes_and_leaves_the_model_as_it_was():
     for name, t in model.state_dict(keep_vars=True).items():
         assert t is objects[name] and torch.equal(t, state[name]), name
     assert not any(p is q for b in blocks.blocks for p in b.module.parameters() for q in model.parameters())
+
+
+def test_a_tied_parameter_is_held_over_the_models_bytes_in_every_block_using_it():
+    """pipelining's split deep-copies a parameter two blocks use (the embedding an LM head is tied to); the cut
+    gives each block's copy the model's bytes, as every other block parameter has (one parameter object per block
+    still, the same values)."""
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=128, seq_len=16, dim=32, heads=2, layers=2))
+    blocks = cut(model, (torch.randint(0, 128, (2, 16)),))
+    tied = next(iter(blocks.tied))
+    source = model.get_parameter(tied)
+    holders = [p for b in blocks.blocks for n, p in b.module.named_parameters(remove_duplicate=False)
+               if blocks.canonical.get(n, n) == tied]
+    assert len(holders) >= 2 and len({id(p) for p in holders}) == len(holders)
+    assert all(p.data_ptr() == source.data_ptr() and p is not source for p in holders)
+    model_bytes = {t.untyped_storage().data_ptr() for t in model.state_dict().values()}
+    assert {p.untyped_storage().data_ptr() for b in blocks.blocks for p in b.module.parameters()} <= model_bytes

@@ -15,7 +15,11 @@ from interop.models import token_batch
 from planner import Stage
 from planner.layout import Layout
 
+from interop.live.cut import cut
+from interop.live.shared_replicas import release
+from interop.models import GPT, GPTConfig
 from tests.interop.live.test_plan_runner import CFG, model_and_blocks  # noqa: F401  (the same tiny GPT, cut once)
+from tests.support.host_pages import linux_only, resident_pages, whole_pages
 # Three replicas of the first two blocks on trn3, then two of the last two on h100: the tied embedding is
 # held by both stages (its gradient summed over every copy), the rows re-split between them.
 LAYOUT = Layout((Stage(chunks=(range(0, 2),), kind="trn3", slots=(0, 1, 2)),
@@ -48,7 +52,8 @@ def _observe(use_rack, model, blocks, optimizer, share: bool, window: int) -> di
 
 
 def _steps(runner) -> dict:
-    seen: dict = {"loss": [], "params": [], "allocated": [], "peak": [], "step_s": [], "step_peaks": []}
+    seen: dict = {"loss": [], "params": [], "allocated": [], "peak": [], "step_s": [], "step_peaks": [],
+                  "grads": []}
     slots = range(5)
     for s in range(2):
         x, y = token_batch(CFG, 12, seed=s)
@@ -59,6 +64,8 @@ def _steps(runner) -> dict:
         seen["peak"].append([torch.hybrid.max_memory_allocated(i) for i in slots])
         seen["step_s"].append(runner.last_step.modelled_seconds)
         seen["step_peaks"].append(dict(runner.last_step.peak_bytes))
+        # The stage's gradients (replica 0's: the others give theirs back once reduced).
+        seen["grads"].append([reps[0].ranks[0].grad_buffer.cpu() for reps in runner.replicas])
     seen["optimizer_state"] = [
         {k: {n: (v.cpu() if isinstance(v, torch.Tensor) else v) for n, v in st.items()}
          for k, st in rep.optimizer.state_dict()["state"].items()}
@@ -101,6 +108,7 @@ def test_shared_replicas_equal_independent_ones(model_and_blocks, use_rack, opti
         assert shared["peak"][k] == own["peak"][k]
         assert shared["step_s"][k] == own["step_s"][k]
         assert shared["step_peaks"][k] == own["step_peaks"][k]
+        assert all(torch.equal(a, b) for a, b in zip(shared["grads"][k], own["grads"][k]))
     for mine, theirs in zip(shared["optimizer_state"], own["optimizer_state"]):
         assert mine.keys() == theirs.keys() and mine  # every replica's optimizer has state
         for key in mine:
@@ -142,3 +150,44 @@ def test_replay_refuses_slots_of_other_kinds(use_rack):
     timeline = current_timeline()
     with pytest.raises(RuntimeError, match="different chip kinds"):
         timeline.replay(timeline.placed, timeline.placed, [0], [1])
+
+
+@linux_only
+def test_release_zeroes_and_gives_the_pages_back_but_keeps_the_charge(use_rack):
+    use_rack("trn3:2", backing="emulated")
+    x = torch.ones(1 << 20, device="hybrid:1")  # 4 MiB
+    part = x[1000:900_000]  # page edges inside: zeroed in place, the whole pages between given back
+    address, length = part.data_ptr(), part.numel() * 4
+    charged = torch.hybrid.memory_allocated(1)
+    release(part)
+    assert resident_pages(address, length) == 0
+    assert torch.hybrid.memory_allocated(1) == charged
+    host = x.cpu()
+    assert host[1000:900_000].eq(0).all() and host[:1000].eq(1).all() and host[900_000:].eq(1).all()
+    with pytest.raises(ValueError, match="contiguous"):
+        release(x.view(1024, 1024).t())
+
+
+@linux_only
+def test_a_shared_stage_holds_one_replicas_gradients_on_the_host(use_rack):
+    """After a step, replicas 1.. of a shared stage hold none of their reduced gradients' pages (each bucket given
+    back once all-reduced), though every slot stays charged for its buffer; replica 0 holds the stage's."""
+    torch.manual_seed(0)
+    cfg = GPTConfig(vocab_size=512, seq_len=16, dim=128, heads=2, layers=2)  # 2 MB of gradients a replica
+    model = GPT(cfg)
+    blocks = cut(model, (token_batch(cfg, 2)[0],))
+    use_rack("trn3:3", backing="emulated")
+    layout = Layout((Stage(chunks=(range(0, len(blocks)),), kind="trn3", slots=(0, 1, 2)),), "1f1b", 1, 12)
+    runner = PlanRunner(layout, blocks, model, fused_adamw)
+    x, y = token_batch(cfg, 12, seed=0)
+    runner.step(x, y, loss_fn)
+    assert runner.shared_stages == {0}
+    reps = runner.replicas[0]
+    buffers = [rep.ranks[0].grad_buffer for rep in reps]
+    length = buffers[0].numel() * 4
+    assert resident_pages(buffers[0].data_ptr(), length) >= whole_pages(length)
+    assert buffers[0].cpu().abs().sum() > 0
+    for rep, buffer in zip(reps[1:], buffers[1:]):
+        assert resident_pages(buffer.data_ptr(), length) <= 2 * len(blocks)  # at most each bucket's edge pages
+        assert buffer.cpu().eq(0).all()
+        assert torch.hybrid.memory_allocated(rep.home) >= length
