@@ -22,6 +22,20 @@ def _llama70b(vocab: int, context: int, rope: dict) -> dict:
                 rope_parameters=rope, tie_word_embeddings=False)
 
 
+def _qwen3_moe(name: str, repo: str, *, layers: int, hidden: int, heads: int, ffn: int, expert_ffn: int) -> DecoderBlocks:
+    """A Qwen3 MoE model as its Hugging Face config.json gives it: heads of 128, 4 key/value heads, 128 experts,
+    top-8, every layer sparse."""
+    source = (f"Qwen/{repo} config.json ({layers} layers, "
+              f"d {hidden}, {heads} heads of 128, 4 kv heads, 128 experts of FFN {expert_ffn}, top-8)")
+    return DecoderBlocks(
+        name=name, config_class="Qwen3MoeConfig", source=source,
+        arch=dict(vocab_size=151936, hidden_size=hidden, intermediate_size=ffn, moe_intermediate_size=expert_ffn,
+                  num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=4, head_dim=128,
+                  num_experts=128, num_experts_per_tok=8, norm_topk_prob=True, decoder_sparse_step=1,
+                  mlp_only_layers=[], max_position_embeddings=40960, rms_norm_eps=1e-6, rope_theta=1000000.0,
+                  tie_word_embeddings=False))
+
+
 _ARCH = "reference/inference.md: Llama 3.3 70B = Llama 3.1 70B; Llama-3-70B; Llama 2 70B (transformers configs)"
 MODELS = {
     "llama3.3-70b": DecoderBlocks(name="llama3.3-70b", source=_ARCH, config_class="LlamaConfig", arch=_llama70b(
@@ -39,22 +53,10 @@ MODELS = {
                   rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
                                    "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                                    "original_max_position_embeddings": 8192}, tie_word_embeddings=False)),
-    "qwen3-30b-a3b": DecoderBlocks(
-        name="qwen3-30b-a3b", config_class="Qwen3MoeConfig",
-        source="Qwen/Qwen3-30B-A3B config.json (48 layers, d 2048, 32 heads of 128, 4 kv heads, 128 experts of FFN "
-               "768, top-8)",
-        arch=dict(vocab_size=151936, hidden_size=2048, intermediate_size=6144, moe_intermediate_size=768,
-                  num_hidden_layers=48, num_attention_heads=32, num_key_value_heads=4, head_dim=128, num_experts=128,
-                  num_experts_per_tok=8, norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[],
-                  max_position_embeddings=40960, rms_norm_eps=1e-6, rope_theta=1000000.0, tie_word_embeddings=False)),
-    "qwen3-235b-a22b": DecoderBlocks(
-        name="qwen3-235b-a22b", config_class="Qwen3MoeConfig",
-        source="Qwen/Qwen3-235B-A22B config.json (94 layers, d 4096, 64 heads of 128, 4 kv heads, 128 experts of FFN "
-               "1536, top-8)",
-        arch=dict(vocab_size=151936, hidden_size=4096, intermediate_size=12288, moe_intermediate_size=1536,
-                  num_hidden_layers=94, num_attention_heads=64, num_key_value_heads=4, head_dim=128, num_experts=128,
-                  num_experts_per_tok=8, norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[],
-                  max_position_embeddings=40960, rms_norm_eps=1e-6, rope_theta=1000000.0, tie_word_embeddings=False)),
+    "qwen3-30b-a3b": _qwen3_moe("qwen3-30b-a3b", "Qwen3-30B-A3B", layers=48, hidden=2048, heads=32, ffn=6144,
+                                expert_ffn=768),
+    "qwen3-235b-a22b": _qwen3_moe("qwen3-235b-a22b", "Qwen3-235B-A22B", layers=94, hidden=4096, heads=64,
+                                  ffn=12288, expert_ffn=1536),
 }
 """The rows' models, as their transformers configs' numbers."""
 
