@@ -32,10 +32,11 @@ FLAGSHIP = ["plan", "--model", "gpt2", "--rack", "trn3:4+h100:4", "--run", "3"]
 PLAN_TARGET_S = 5.0
 FLAGSHIP_TARGET_S = 60.0
 FLAGSHIP_TARGET_BYTES = 4 * 10**9
-_BEFORE = ("before (main 939f4ca, every replica a copy of its own; one run under /usr/bin/time -v, 2026-12-04 "
-           "22:11 UTC, load 7-9)")
-FLAGSHIP_BEFORE_WALL = _BEFORE + ": 470 s wall at 33 % of a core's time, 157 s CPU (user 139 + system 18)"
-FLAGSHIP_BEFORE_RSS = _BEFORE + ": 12.2 GB (11,874,804 kB maximum resident set size)"
+_BEFORE = ("before (main 7a28553, replicas sharing parameters but each holding its gradients, the reference beside "
+           "the plan's run; two runs under /usr/bin/time -v, 2026-12-05 01:55 and 01:57 UTC, load 1.5-1.7, "
+           "alternated with the after code)")
+FLAGSHIP_BEFORE_WALL = _BEFORE + ": 45.9 s and 49.3 s wall"
+FLAGSHIP_BEFORE_RSS = _BEFORE + ": 6.8 GB (6,623,956 kB maximum resident set size)"
 
 _PLAN_SCRIPT = f"""
 import json, time
