@@ -11,11 +11,6 @@
 #include <cstring>
 #include <new>
 
-#if defined(__linux__)
-#include <sys/mman.h>
-#include <unistd.h>
-#endif
-
 namespace hybrid {
 namespace {
 
@@ -23,37 +18,6 @@ namespace {
 // of alloc_cpu's 64-byte alignment, so the data keeps that alignment.
 constexpr size_t kBlockHeader = 64;
 static_assert(sizeof(SlotBlock) <= kBlockHeader && kBlockHeader % 64 == 0);
-
-// From this size on, an emulated slot's block is a mapping of its own, unmapped when freed: the host gets the
-// bytes back as a device allocator without a cache gives them back (reserved == allocated). From malloc, a
-// freed block below malloc's mmap threshold (which rises to 32 MiB once blocks that large are freed) stays
-// resident in its heap: a training step's activations and gradients, freed, kept the host's memory high.
-constexpr size_t kMapFrom = 128 * 1024;
-
-size_t mapped_length(size_t nbytes) {
-#if defined(__linux__)
-  static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  return (kBlockHeader + nbytes + page - 1) / page * page;
-#else
-  return 0;
-#endif
-}
-
-// The host bytes of an emulated block of `nbytes` (after its header): a mapping of its own from kMapFrom on
-// (Linux), else alloc_cpu's. Sets `mapped`.
-void* host_bytes(size_t nbytes, bool& mapped) {
-#if defined(__linux__)
-  if (nbytes >= kMapFrom) {
-    void* base = mmap(nullptr, mapped_length(nbytes), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (base != MAP_FAILED) {
-      mapped = true;
-      return base;
-    }
-  }
-#endif
-  mapped = false;
-  return c10::alloc_cpu(kBlockHeader + nbytes);
-}
 
 c10::DataPtr hybrid_data_ptr(SlotBlock* block) {
   return c10::DataPtr(block->data(), block, &delete_slot_block, c10::Device(c10::kPrivateUse1, block->slot));
@@ -109,19 +73,18 @@ SlotBlock* allocate_block(const SlotTablePtr& table, c10::DeviceIndex slot, size
   if (nbytes == 0) {
     // Like CUDA's allocator: nothing held, nothing counted; the block still
     // tells which rack the (empty) storage belongs to.
-    return new SlotBlock{table, slot, false, false, 0, c10::DataPtr()};
+    return new SlotBlock{table, slot, false, 0, c10::DataPtr()};
   }
   SlotAccount& account = table->account(slot);
   account.charge(*table, slot, nbytes);
   try {
     if (info.backing == Backing::Emulated) {
       // The header keeps the bytes at alloc_cpu's alignment.
-      bool mapped = false;
-      void* base = host_bytes(nbytes, mapped);
-      return new (base) SlotBlock{table, slot, true, mapped, nbytes, c10::DataPtr()};
+      void* base = c10::alloc_cpu(kBlockHeader + nbytes);
+      return new (base) SlotBlock{table, slot, true, nbytes, c10::DataPtr()};
     }
     c10::DeviceGuard guard(c10::Device(c10::kCUDA, info.cuda_index));
-    return new SlotBlock{table, slot, false, false, nbytes, c10::GetAllocator(c10::kCUDA)->allocate(nbytes)};
+    return new SlotBlock{table, slot, false, nbytes, c10::GetAllocator(c10::kCUDA)->allocate(nbytes)};
   } catch (const c10::Error& e) {
     account.uncharge(nbytes);
     TORCH_CHECK_WITH(OutOfMemoryError, false, table->label(slot),
@@ -135,15 +98,7 @@ void free_block(SlotBlock* block) noexcept {
   if (block->size > 0) block->table->account(block->slot).uncharge(block->size);
   // Either may drop the last reference to a retired rack's table.
   if (block->in_header) {
-    const bool mapped = block->mapped;
-    const size_t size = block->size;
     block->~SlotBlock();
-#if defined(__linux__)
-    if (mapped) {
-      munmap(block, mapped_length(size));
-      return;
-    }
-#endif
     c10::free_cpu(block);
   } else {
     delete block;
@@ -168,7 +123,7 @@ c10::DataPtr adopt(c10::DataPtr&& produced, size_t nbytes, const SlotTablePtr& t
   }
   // Charged before we take ownership: on error `produced` frees itself.
   if (nbytes > 0) table->account(slot).charge(*table, slot, nbytes);
-  auto* block = new SlotBlock{table, slot, false, false, nbytes, std::move(produced)};
+  auto* block = new SlotBlock{table, slot, false, nbytes, std::move(produced)};
   return hybrid_data_ptr(block);
 }
 

@@ -27,7 +27,6 @@ struct SlotBlock {
   SlotTablePtr table;      // the rack it was drawn from
   c10::DeviceIndex slot;
   bool in_header;          // lives in the header of its own host allocation
-  bool mapped;             // that allocation is a mapping of its own (given back to the host when freed)
   size_t size;             // bytes counted on the slot's account (0: nothing counted)
   c10::DataPtr inner;      // owns the bytes when they came from elsewhere (CUDA, a kernel)
 
