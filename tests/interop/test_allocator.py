@@ -9,7 +9,6 @@ import pytest
 import torch
 
 import interop
-from tests.support.host_pages import linux_only, resident_pages, whole_pages
 
 
 def stats(slot):
@@ -191,21 +190,3 @@ def test_failed_resize_leaves_the_tensor_exactly_as_it_was(use_rack, tmp_path):
         w.set_(w.untyped_storage(), 0, (20 << 20,), (1,))
     assert w.shape == (8,) and w.untyped_storage().nbytes() == 32 and w.sum().item() == 8
     del x, y, z, w
-
-
-@linux_only
-def test_a_large_block_is_given_back_to_the_host_when_freed():
-    """A block of 128 KiB or more is a mapping of its own, unmapped when freed (malloc kept freed blocks below its
-    rising mmap threshold resident); a small one comes from malloc."""
-    before = torch.hybrid.memory_allocated(1)
-    x = torch.ones(1 << 20, device="hybrid:1")  # 4 MiB
-    address, length = x.data_ptr(), x.numel() * x.element_size()
-    assert resident_pages(address, length) >= whole_pages(length)
-    assert torch.hybrid.memory_allocated(1) - before == length
-    del x
-    assert resident_pages(address, length) is None
-    assert torch.hybrid.memory_allocated(1) == before
-    small = torch.ones(1024, device="hybrid:1")
-    address = small.data_ptr()
-    del small
-    assert resident_pages(address, 4096) is not None  # malloc's heap: still mapped
