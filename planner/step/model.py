@@ -71,7 +71,9 @@ def _result(prepared: list[PreparedStage], plans: list[RecomputePlan], times: li
     """The step: per-stage results, and the critical stage's time split into parts that add up to it."""
     p = len(prepared)
     step_end = max(t.end for t in tails)
-    crit = max(range(p), key=lambda s: (tails[s].end, tails[s].busy))
+    # The step is bounded by the busiest stage; the one that finishes last may be a lighter one waiting on it
+    # (in 1F1B the first stage ends last), whose wait is not pipeline bubble.
+    crit = max(range(p), key=lambda s: (tails[s].busy + tails[s].optimizer, tails[s].end))
     stage_results = tuple(_stage_result(prep, plan, t, tail, step_end)
                           for prep, plan, t, tail in zip(prepared, plans, times, tails))
     cr = tails[crit]

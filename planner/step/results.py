@@ -110,7 +110,8 @@ class StepResult:
     optimizer: float
     """Of which the optimizer step."""
     critical_stage: int
-    """The stage whose time is the step's."""
+    """The busiest stage (compute, exposed communication, optimizer): the one that bounds the step, on which
+    compute, exposed, bubble and optimizer split it."""
     stages: tuple[StageResult, ...]
     tokens: int
     """Tokens per step."""

@@ -117,3 +117,30 @@ def test_exposed_tensor_parallel_communication():
     assert _exposed(1.0, 0.2, True, 4) == pytest.approx(1.0 - 0.2 * 0.75)  # the GEMM hides only its length
     assert _exposed(1.0, 10.0, True, 4, 0.0) == pytest.approx(1.0)
     assert math.isclose(_exposed(0.0, 1.0, True, 4), 0.0)
+
+
+def test_the_breakdown_splits_the_step_on_the_busiest_stage_not_the_last_to_finish():
+    # In 1F1B the first stage finishes last (the last backward reaches it last). Where it holds fewer layers
+    # (Megatron's split counts the embedding as a layer), its wait on the heavier stages is not pipeline
+    # bubble: the step is bounded by the busiest stage, whose idle time is the pipeline's real bubble.
+    from planner import golden
+    from planner.estimate import run_config
+    from planner.models import model_blocks
+    from planner.parallel import Parallel
+    import devices
+
+    row = next(r for r in golden.ALL_ROWS if r.model == "llama3.1-405b" and r.rack.startswith("gb200")
+               and r.pp > 1)
+    par = Parallel(tp=row.tp, pp=row.pp, cp=row.cp, vp=row.vp, fsdp=row.fsdp, microbatch=row.microbatch,
+                   dp=row.gpus // (row.tp * row.pp * row.cp))
+    result, _ = run_config(model_blocks(row.model), devices.parse_rack(row.rack), par,
+                           global_batch=row.global_batch, seq_len=row.seq_len, precision="fp8",
+                           recompute=row.recompute, optimizer="adamw")
+    busiest = max(result.stages, key=lambda s: s.busy)
+    assert result.stages[0].busy < busiest.busy  # the case this test is about
+    crit = result.stages[result.critical_stage]
+    assert crit.busy == busiest.busy
+    # Its idle time is the bubble plus the pipeline hops it waits on (exposed pp).
+    assert result.bubble + result.exposed["pp"] == pytest.approx(busiest.idle, abs=1e-9 * result.seconds)
+    assert result.bubble < 0.02 * result.seconds
+    assert sum(result.breakdown.values()) == pytest.approx(result.seconds, rel=1e-9)
