@@ -177,6 +177,10 @@ class _Builder:
                       test_max=worst["test_max"], reference_max=worst["reference_max"])
         if worst["differs"] and (ref_point.get("random") or any(p.get("random") for p in tests.values())):
             point.cause = self.random_cause
+        elif worst["differs"] and worst.get("unreduced_partial"):
+            point.cause = ("a partial sum never all-reduced: the ranks' values add up to the reference's, but no "
+                           "rank all-reduces it next (a row-parallel layer's output, or the gradient of a "
+                           "column-parallel layer's input, missing its all-reduce)")
         elif worst["differs"] and worst.get("uninitialised"):
             point.cause = ("uninitialised memory: magnitudes above 1e20 or below 1e-30 are no initialiser's; "
                            "these values were never written (to_empty or torch.empty without an initialisation)")

@@ -33,6 +33,13 @@ EXPECTED = {
     "pp-wrong_microbatch": ("", "forward", 1, "first seen at 'blocks.1.norm'"),
     "pipelining-clean": None,
     "pipelining-wrong_targets": ("head", "input_grad", 1, None),
+    # Scripts and bugs the finder was not built against (checked after it was):
+    "ddp_loss-per_rank_scale": ("<loss>", "forward", None, None),
+    "ddp_loss-rank_seeds": ("blocks.0.mlp.drop", "forward", None, "randomness"),
+    "megatron-clean": None,  # a row-parallel partial sum all-reduced next agrees
+    "megatron-no_backward_reduce": ("blocks.1.mlp.up", "input_grad", None, "a partial sum never all-reduced"),
+    "megatron-no_forward_reduce": ("blocks.0.mlp.down", "forward", None, "a partial sum never all-reduced"),
+    "fsdp2_mp-clean": None,  # bfloat16 compute: float32 gradients judged at bfloat16's rounding
 }
 COLLECTIVE_BEFORE = {"manual_dp-skip_allreduce": "all_reduce", "fsdp2-double_scale": "reduce_scatter"}
 
