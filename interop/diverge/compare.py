@@ -31,6 +31,22 @@ def _key(point: dict) -> tuple:
     return point["step"], point["module"], point["call_index"], point["phase"]
 
 
+def by_replica(ranks: list[dict]) -> list[dict]:
+    """One process's records split into one per ``nn.DataParallel`` replica, each set against its slice of the
+    reference as a rank's would be: replica 0's with the main thread's points, replica k's alone. The replicas
+    of a run of several ranks (DataParallel inside each rank: which slice of the global batch a replica holds is
+    not known) are left out."""
+    if not any("replica" in p for r in ranks for p in r["points"]):
+        return ranks
+    if len(ranks) > 1:
+        return [dict(r, points=[p for p in r["points"] if "replica" not in p]) for r in ranks]
+    [records] = ranks
+    count = 1 + max(p["replica"] for p in records["points"] if "replica" in p)
+    split = [dict(records, rank=k, points=[p for p in records["points"] if p.get("replica", 0) == k],
+                  collectives=records["collectives"] if k == 0 else []) for k in range(count)]
+    return split
+
+
 def index_points(records: dict) -> dict[tuple, dict]:
     """Each key's first point."""
     index: dict[tuple, dict] = {}
@@ -112,10 +128,12 @@ def _partial_sum(worst: dict, tests: list, ref_summary, phase: str, reduced_next
 
 
 def _compare_path(tests: list, ref_summary, phase: str, reduced_next: dict | None = None, world: int = 1,
-                  computed: str | None = None) -> dict | None:
+                  computed: str | None = None, replicas: bool = False) -> dict | None:
     """The worst rank's comparison of one tensor of one point; None when no rank could be compared.
     ``reduced_next``: rank -> the all-reduce that rank issued right after the point (:class:`NextCollective`);
-    ``computed``: the lowest precision the runs computed in (:func:`tolerance.judged_dtype`)."""
+    ``computed``: the lowest precision the runs computed in (:func:`tolerance.judged_dtype`); ``replicas``:
+    the tensors are ``nn.DataParallel`` replicas' (one loss over the gathered batch: a row's gradient is the
+    reference's, not the number of slices times it)."""
     dtype = ref_summary.dtype
     computed = computed if phase != "init" else None  # parameters are stored at their own precision
     scalar = ref_summary.numel == 1 and phase == "forward"
@@ -138,7 +156,7 @@ def _compare_path(tests: list, ref_summary, phase: str, reduced_next: dict | Non
             continue
         test = paired.test
         inferred = inferred_slice(summary, ref_summary, rank)
-        if phase == "input_grad" and inferred is not None and inferred[0] == 0:
+        if phase == "input_grad" and inferred is not None and inferred[0] == 0 and not replicas:
             test = test / inferred[1]  # a rank's loss averages its own rows: each row's gradient is k times
         result = dict(measure(test, paired.ref, phase, dtype, computed), rank=rank, compared=paired.how,
                       sharded=summary.sharded)
@@ -161,7 +179,9 @@ def compare_tensors(point: dict, matches: list, field: str, reduced: dict | None
     for path, ref_summary in point.get(field) or ():
         tests = [(rank, dict(p.get(field) or ()).get(path)) for rank, p in matches]
         tests = _consistent([(rank, s) for rank, s in tests if s is not None], ref_summary)
-        compared = _compare_path(tests, ref_summary, point["phase"], reduced, world, computed) if tests else None
+        replicas = all("replica" in p for _, p in matches)
+        compared = (_compare_path(tests, ref_summary, point["phase"], reduced, world, computed, replicas)
+                    if tests else None)
         if compared is not None:
             results[path] = compared
     return results
