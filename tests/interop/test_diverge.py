@@ -166,6 +166,9 @@ def test_a_script_that_fails_before_its_first_step_is_exit_status_2_with_its_err
     (["--nproc-per-node", "0", "ok.py"], "--nproc-per-node 0"),
     (["--reference", "gpu", "ok.py"], "--reference 'gpu'"),
     (["--json", ".", "ok.py"], "--json"),
+    (["--json", "/no/such/folder/where.json", "ok.py"], "--json: cannot write '/no/such/folder/where.json'"),
+    (["--rack", "nonsense", "ok.py"], "--rack 'nonsense': preset: unknown preset 'nonsense'"),
+    (["--", "missing.py"], "SCRIPT 'missing.py' not found"),  # '--' before SCRIPT, as torchrun accepts it
 ])
 def test_bad_arguments_are_exit_status_2_naming_the_argument(tmp_path, monkeypatch, capsys, args, named):
     from hybrid_cli import main
@@ -195,7 +198,7 @@ def test_help_lists_the_options():
 
 @pytest.mark.parametrize("kwargs, named", [
     (dict(steps=0), "steps"), (dict(steps=1.5), "steps"), (dict(reference="gloo"), "reference"),
-    (dict(nproc_per_node=0), "nproc_per_node"), (dict(args="--lr 1"), "args"),
+    (dict(nproc_per_node=0), "nproc_per_node"), (dict(args="--lr 1"), "args"), (dict(rack="nonsense"), "rack"),
 ])
 def test_the_api_refuses_bad_arguments_by_name(tmp_path, kwargs, named):
     import interop
