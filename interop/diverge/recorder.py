@@ -171,7 +171,11 @@ class Recorder:
 
     def _record_params(self, phase, root, step=None):
         names = module_names(root)
-        extra = dict(drew_since_seed=self._drew_since_seed()) if phase == "init" else {}
+        extra = {}
+        if phase == "init":
+            generators = self._generators()
+            extra = dict(drew_since_seed=self._drew_since_seed(generators),
+                         device_drew=len(generators) > 1 and self._drew_since_seed(generators[1:]))
         for module in root.modules():
             name = self._names.get(id(module), names.get(id(module)))
             params = [(n, p) for n, p in module.named_parameters(recurse=False)]
@@ -261,9 +265,9 @@ class Recorder:
                     **extra)
         return None
 
-    def _drew_since_seed(self) -> bool:
-        """Whether a watched generator has drawn since it was last seeded (its state is not a fresh one's)."""
-        for generator in self._generators():
+    def _drew_since_seed(self, generators: list) -> bool:
+        """Whether one of ``generators`` has drawn since it was last seeded (its state is not a fresh one's)."""
+        for generator in generators:
             fresh = torch.Generator().manual_seed(generator.initial_seed()).get_state()
             state = generator.get_state()
             if state.shape == fresh.shape and not torch.equal(state, fresh):

@@ -176,6 +176,7 @@ class _Builder:
         self.random_cause = ("randomness: this module call drew random numbers (dropout, a random op) and the "
                              "two runs' draws differ here" + (": " + "; ".join(why) if why else "")
                              + "; set the op's probability to 0 to compare the rest")
+        self.reference_kind = reference_kind
         self.by_rank = {r["rank"]: r for r in ranks}
         self.indexed = {r["rank"]: compare.index_points(r) for r in ranks}
 
@@ -200,6 +201,12 @@ class _Builder:
         elif worst["differs"] and worst.get("uninitialised"):
             point.cause = ("uninitialised memory: magnitudes above 1e20 or below 1e-30 are no initialiser's; "
                            "these values were never written (to_empty or torch.empty without an initialisation)")
+        elif worst["differs"] and ref_point["phase"] == "init" and not worst.get("sharded") and \
+                self.reference_kind == "cpu" and test_point.get("device_drew"):
+            point.cause = ("randomness: the run drew random numbers on its device before the first step (a "
+                           "parameter initialised or resized on cuda draws from the slot's generator, as on a GPU "
+                           "from the GPU's), the CPU reference from the CPU's; --reference slot draws as the run "
+                           "does")
         elif worst["differs"] and ref_point["phase"] == "init" and worst.get("sharded") and test_point.get(
                 "drew_since_seed"):
             point.cause = ("randomness: a sharded parameter (a DTensor), and random numbers were drawn since the "

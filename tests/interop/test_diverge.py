@@ -328,3 +328,22 @@ def test_a_float32_tensor_of_a_bfloat16_run_is_judged_at_bfloat16s_rounding():
     assert not judged["differs"] and "float32 computed in bfloat16" in judged["tolerance"]
     test[0] = 1.1
     assert compare.measure(test, ref, "param_grad", "float32", computed="bfloat16")["differs"]
+
+
+@pytest.mark.parametrize("reference_kind", ["cpu", "slot"])
+def test_a_parameter_drawn_on_the_device_against_the_cpu_reference_is_randomness(reference_kind):
+    """An embedding resized on cuda draws its new rows from the slot's generator, the CPU reference from the
+    CPU's: named as randomness against the CPU, a plain divergence against a slot (which draws alike)."""
+    def records(value, **extra):
+        return dict(rank=0, world=1, steps=1, collectives=[], points=[dict(
+            seq=0, step=1, module="embed", call_index=0, phase="init",
+            tensors=[("weight", tensors.summarise(torch.tensor(value)))], drew_since_seed=True, **extra)])
+
+    result = build(records([1.0, 2.0, 0.3]), [records([1.0, 2.0, -0.7], device_drew=True)], "1 process",
+                   reference_kind, reference_kind)
+    assert result.diverged and (result.first.module, result.first.phase) == ("embed", "init")
+    if reference_kind == "cpu":
+        assert result.first.cause.startswith("randomness: the run drew random numbers on its device")
+        assert "--reference slot" in result.first.cause
+    else:
+        assert result.first.cause is None
