@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import textwrap
 from dataclasses import asdict, dataclass, field
 
 from interop.diverge import compare, tolerance
@@ -72,13 +71,11 @@ class Point:
         return ""
 
 
-WIDTH = 120
-"""The free-text report's lines are wrapped to this many columns (a path longer than that stays whole)."""
-
-
 def _wrap(text: str, indent: str) -> str:
-    return textwrap.fill(text, WIDTH, initial_indent=indent, subsequent_indent=indent + "  ",
-                         break_long_words=False, break_on_hyphens=False)
+    """A report line within the CLI's width (:func:`devices.text_table.paragraph`), continued 2 columns in."""
+    from devices.text_table import paragraph
+
+    return paragraph(indent + text, indent=indent + "  ")
 
 
 def _num(value: float) -> str:
