@@ -29,8 +29,8 @@ ORDER = 27
 
 
 def add_arguments(parser) -> None:
-    parser.usage = ("hybrid diverge [--nproc-per-node N] [--steps K] [--reference cpu|slot] [--json PATH] "
-                    "[--rack RACK] SCRIPT [ARGS...]")
+    parser.usage = ("hybrid diverge [--nproc-per-node N] [--steps K] [--reference cpu|slot] [--json PATH]\n"
+                    "                      [--rack RACK] SCRIPT [ARGS...]")
     parser.add_argument("--nproc-per-node", type=int, default=1, metavar="N",
                         help="ranks of the run under test, launched as torchrun launches them (default 1: one "
                              "process); the reference is always one process")
@@ -57,10 +57,10 @@ def main(args) -> int:
 
     from interop.diverge import REFERENCES
 
-    if not args.command:
-        return _error("no SCRIPT given; usage: hybrid diverge [--nproc-per-node N] [--steps K] "
-                      "[--reference cpu|slot] [--json PATH] SCRIPT [ARGS...]")
-    script, script_args = args.command[0], args.command[1:]
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        return _error("no SCRIPT given: hybrid diverge [OPTIONS] SCRIPT [ARGS...] (see hybrid diverge --help)")
+    script, script_args = command[0], command[1:]
     if not os.path.isfile(script):
         return _error(f"SCRIPT {script!r} not found (working directory {os.getcwd()})")
     if args.steps < 1:
@@ -70,6 +70,13 @@ def main(args) -> int:
     if args.reference not in REFERENCES:
         return _error(f"--reference {args.reference!r}: choose cpu (plain torch on the CPU) or slot (one slot "
                       f"under the CUDA layer)")
+    if args.rack:
+        from interop.diverge import check_rack
+
+        try:
+            check_rack(args.rack)
+        except ValueError as e:
+            return _error(f"--rack {e}")
     if args.json:
         from devices.output_files import check_writable
 
@@ -84,7 +91,7 @@ def main(args) -> int:
                          reference=args.reference, rack=args.rack)
     except RunFailed as e:
         hint = ("\n(a script that requires a GPU runs its reference with --reference slot)"
-                if args.reference == "cpu" else "")
+                if args.reference == "cpu" and str(e).startswith("the reference") else "")
         return _error(f"{e}{hint}")
     print(result)
     if args.json:

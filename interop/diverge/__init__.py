@@ -22,10 +22,20 @@ from interop.diverge.result import DivergeResult, Point
 
 REFERENCES = ("cpu", "slot")
 
-__all__ = ["DivergeResult", "Point", "RunFailed", "REFERENCES", "diverge"]
+__all__ = ["DivergeResult", "Point", "RunFailed", "REFERENCES", "check_rack", "diverge"]
 
 
-def _check(script, args, nproc_per_node, steps, reference) -> None:
+def check_rack(rack: str) -> None:
+    """``ValueError`` naming ``rack`` when it is no rack preset or spec (before two runs start only to fail)."""
+    from interop import Rack
+
+    try:
+        Rack.from_spec(rack)
+    except Exception as e:  # the rack's own words: an unknown preset, a malformed spec
+        raise ValueError(f"{rack!r}: {e}") from None
+
+
+def _check(script, args, nproc_per_node, steps, reference, rack) -> None:
     if not isinstance(script, (str, os.PathLike)) or not os.path.isfile(script):
         raise ValueError(f"script {script!r} not found (working directory {os.getcwd()})")
     if isinstance(args, str) or not all(isinstance(a, str) for a in args):
@@ -37,6 +47,11 @@ def _check(script, args, nproc_per_node, steps, reference) -> None:
     if reference not in REFERENCES:
         raise ValueError(f"reference must be one of {', '.join(REFERENCES)} (the CPU with plain torch, or one "
                          f"slot under the CUDA layer), got {reference!r}")
+    if rack is not None:
+        try:
+            check_rack(rack)
+        except ValueError as e:
+            raise ValueError(f"rack {e}") from None
 
 
 def diverge(script: str, args: list[str] | tuple = (), *, nproc_per_node: int = 1, steps: int = 2,
@@ -51,7 +66,7 @@ def diverge(script: str, args: list[str] | tuple = (), *, nproc_per_node: int = 
     ``ValueError`` for a bad argument.
     """
     args = list(args) if isinstance(args, tuple) else args
-    _check(script, args, nproc_per_node, steps, reference)
+    _check(script, args, nproc_per_node, steps, reference, rack)
     from interop.diverge import launch
     from interop.diverge.result import build
 

@@ -8,11 +8,17 @@ both sides is compared (see :mod:`interop.diverge.tensors` for shards and slices
 * a data-parallel rank's input gradients, its rows of the batch, are the reference's rows times the number of
   slices (its loss averages its own rows, the reference's all of them): they are divided by it;
 * a module's scalar output (a loss) on several ranks is compared as their mean, as is ``nn.DataParallel``'s
-  vector of its replicas' scalars, since each averages its own rows.
+  vector of its replicas' scalars, since each averages its own rows;
+* a plain tensor of the reference's full shape on every rank that differs, but whose sum over the ranks agrees,
+  is a partial sum (a row-parallel layer's output written by hand, the gradient of a column-parallel layer's
+  input): it agrees when every rank all-reduces a tensor of its shape next (before its next recorded point),
+  and is a divergence, a partial sum never all-reduced, when not.
 """
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
 
 import torch
@@ -25,6 +31,22 @@ def _key(point: dict) -> tuple:
     return point["step"], point["module"], point["call_index"], point["phase"]
 
 
+def by_replica(ranks: list[dict]) -> list[dict]:
+    """One process's records split into one per ``nn.DataParallel`` replica, each set against its slice of the
+    reference as a rank's would be: replica 0's with the main thread's points, replica k's alone. The replicas
+    of a run of several ranks (DataParallel inside each rank: which slice of the global batch a replica holds is
+    not known) are left out."""
+    if not any("replica" in p for r in ranks for p in r["points"]):
+        return ranks
+    if len(ranks) > 1:
+        return [dict(r, points=[p for p in r["points"] if "replica" not in p]) for r in ranks]
+    [records] = ranks
+    count = 1 + max(p["replica"] for p in records["points"] if "replica" in p)
+    split = [dict(records, rank=k, points=[p for p in records["points"] if p.get("replica", 0) == k],
+                  collectives=records["collectives"] if k == 0 else []) for k in range(count)]
+    return split
+
+
 def index_points(records: dict) -> dict[tuple, dict]:
     """Each key's first point."""
     index: dict[tuple, dict] = {}
@@ -33,8 +55,9 @@ def index_points(records: dict) -> dict[tuple, dict]:
     return index
 
 
-def measure(test: torch.Tensor, ref: torch.Tensor, phase: str, dtype: str) -> dict:
-    """max_abs_diff, max_rel_diff, whether they differ beyond the limit, and the limit (see tolerance)."""
+def measure(test: torch.Tensor, ref: torch.Tensor, phase: str, dtype: str, computed: str | None = None) -> dict:
+    """max_abs_diff, max_rel_diff, whether they differ beyond the limit, and the limit (see tolerance; ``computed``:
+    the lowest precision the runs computed in)."""
     test, ref = test.reshape(-1), ref.reshape(-1)
     finite_t, finite_r = torch.isfinite(test), torch.isfinite(ref)
     # Non-finite on one side only, or non-finite on both but not the same (inf against NaN, +inf against -inf).
@@ -55,9 +78,11 @@ def measure(test: torch.Tensor, ref: torch.Tensor, phase: str, dtype: str) -> di
                               f"RMS step ({100 * share:.3g} % are)",
                     test_max=_absmax(test), reference_max=scale)
     garbage = _uninitialised(test) or _uninitialised(ref)
-    bound = tolerance.limit(phase, dtype)
+    judged = tolerance.judged_dtype(dtype, computed)
+    bound = tolerance.limit(phase, judged)
+    as_what = dtype if judged == dtype else f"{dtype} computed in {judged}"
     return dict(max_abs_diff=max_abs, max_rel_diff=max_rel, differs=bool(one_sided.any()) or max_rel > bound,
-                tolerance=f"{bound:g} ({dtype}, {phase})", test_max=_absmax(test), reference_max=scale,
+                tolerance=f"{bound:g} ({as_what}, {phase})", test_max=_absmax(test), reference_max=scale,
                 uninitialised=garbage)
 
 
@@ -78,8 +103,39 @@ def _absmax(t: torch.Tensor) -> float:
     return math.nan if nonfinite and not finite.numel() else value
 
 
-def _compare_path(tests: list, ref_summary, phase: str) -> dict | None:
-    """The worst rank's comparison of one tensor of one point; None when no rank could be compared."""
+def _partial_sum(worst: dict, tests: list, ref_summary, phase: str, reduced_next: dict, world: int,
+                 computed: str | None) -> dict | None:
+    """When each rank holds a whole tensor of the reference's shape and their sum agrees with the reference (see
+    the module doc): the sum's comparison if every rank all-reduces it next, else ``worst`` (the rank that
+    differs most) marked as a partial sum never reduced. None otherwise."""
+    if phase not in ("forward", "input_grad") or world < 2 or len(tests) != world:
+        return None
+    if any(s.sharded or s.values is None or tuple(s.shape) != tuple(ref_summary.global_shape) for _, s in tests):
+        return None
+    if ref_summary.values is None:
+        return None
+    total = torch.stack([s.values for _, s in tests]).sum(0)
+    result = measure(total, ref_summary.values, phase, ref_summary.dtype, computed)
+    if result["differs"]:
+        return None
+    shape = list(ref_summary.global_shape)
+    reduced = all(shape in (reduced_next.get(rank) or {}).get("shapes", ()) for rank, _ in tests)
+    if reduced:
+        return dict(result, rank=None, compared="sum over ranks (a partial sum, all-reduced next)", sharded=False,
+                    agreeing_ranks=[rank for rank, _ in tests])
+    return dict(worst, unreduced_partial=True,
+                compared=f"{worst['compared']}; the ranks' sum agrees: a partial sum that no all-reduce follows")
+
+
+def _compare_path(tests: list, ref_summary, phase: str, reduced_next: dict | None = None, world: int = 1,
+                  computed: str | None = None, replicas: bool = False) -> dict | None:
+    """The worst rank's comparison of one tensor of one point; None when no rank could be compared.
+    ``reduced_next``: rank -> the all-reduce that rank issued right after the point (:class:`NextCollective`);
+    ``computed``: the lowest precision the runs computed in (:func:`tolerance.judged_dtype`); ``replicas``:
+    the tensors are ``nn.DataParallel`` replicas' (one loss over the gathered batch: a row's gradient is the
+    reference's, not the number of slices times it)."""
+    dtype = ref_summary.dtype
+    computed = computed if phase != "init" else None  # parameters are stored at their own precision
     scalar = ref_summary.numel == 1 and phase == "forward"
     if scalar and tests:
         values = []
@@ -90,7 +146,7 @@ def _compare_path(tests: list, ref_summary, phase: str) -> dict | None:
         test = torch.stack(values).mean().reshape(1)
         how = "mean over ranks" if len(values) > 1 else ("mean of the replicas' values"
                                                           if tests[0][1].numel > 1 else "full")
-        result = measure(test, ref_summary.values.reshape(1), phase, ref_summary.dtype)
+        result = measure(test, ref_summary.values.reshape(1), phase, dtype, computed)
         return dict(result, rank=tests[0][0] if len(tests) == 1 else None, compared=how)
     worst = None
     agreeing = []
@@ -100,9 +156,9 @@ def _compare_path(tests: list, ref_summary, phase: str) -> dict | None:
             continue
         test = paired.test
         inferred = inferred_slice(summary, ref_summary, rank)
-        if phase == "input_grad" and inferred is not None and inferred[0] == 0:
+        if phase == "input_grad" and inferred is not None and inferred[0] == 0 and not replicas:
             test = test / inferred[1]  # a rank's loss averages its own rows: each row's gradient is k times
-        result = dict(measure(test, paired.ref, phase, ref_summary.dtype), rank=rank, compared=paired.how,
+        result = dict(measure(test, paired.ref, phase, dtype, computed), rank=rank, compared=paired.how,
                       sharded=summary.sharded)
         if not result["differs"]:
             agreeing.append(rank)
@@ -110,16 +166,22 @@ def _compare_path(tests: list, ref_summary, phase: str) -> dict | None:
             worst = result
     if worst is not None:
         worst["agreeing_ranks"] = agreeing
+        if worst["differs"]:
+            return _partial_sum(worst, tests, ref_summary, phase, reduced_next or {}, world, computed) or worst
     return worst
 
 
-def compare_tensors(point: dict, matches: list, field: str) -> dict:
-    """{path: the worst rank's comparison} for one point's ``field`` ('tensors' or 'inputs')."""
+def compare_tensors(point: dict, matches: list, field: str, reduced: dict | None = None, world: int = 1,
+                    computed: str | None = None) -> dict:
+    """{path: the worst rank's comparison} for one point's ``field`` ('tensors' or 'inputs'); ``reduced``,
+    ``world`` and ``computed`` as :func:`_compare_path`'s."""
     results = {}
     for path, ref_summary in point.get(field) or ():
         tests = [(rank, dict(p.get(field) or ()).get(path)) for rank, p in matches]
         tests = _consistent([(rank, s) for rank, s in tests if s is not None], ref_summary)
-        compared = _compare_path(tests, ref_summary, point["phase"]) if tests else None
+        replicas = all("replica" in p for _, p in matches)
+        compared = (_compare_path(tests, ref_summary, point["phase"], reduced, world, computed, replicas)
+                    if tests else None)
         if compared is not None:
             results[path] = compared
     return results
@@ -134,14 +196,36 @@ def _consistent(tests: list, ref_summary) -> list:
     return tests
 
 
+class NextCollective:
+    """For one rank's records: the all-reduce it issued right after a point, before its next recorded point."""
+
+    def __init__(self, records: dict):
+        self.points = sorted(p["seq"] for p in records["points"])
+        self.collectives = sorted(records.get("collectives", []), key=lambda c: c["seq"])
+        self.seqs = [c["seq"] for c in self.collectives]
+
+    def after(self, seq: int) -> dict | None:
+        i = bisect.bisect_right(self.seqs, seq)
+        if i == len(self.collectives):
+            return None
+        collective = self.collectives[i]
+        j = bisect.bisect_right(self.points, seq)
+        next_point = self.points[j] if j < len(self.points) else math.inf
+        return collective if collective["seq"] < next_point and collective["label"].startswith("all_reduce") else None
+
+
 def walk(reference: dict, ranks: list[dict]):
     """Yield (reference point, {path: comparison}, {input path: comparison}, the test points by rank) in the
     reference's order, for every point at least one rank of the run under test recorded."""
     indexed = [(r["rank"], index_points(r)) for r in ranks]
+    following = {r["rank"]: NextCollective(r) for r in ranks}
+    world = len(ranks)
+    computed = tolerance.lowest_computed(itertools.chain(reference["points"], *(r["points"] for r in ranks)))
     for point in sorted(reference["points"], key=lambda p: p["seq"]):
         key = _key(point)
         matches = [(rank, index[key]) for rank, index in indexed if key in index]
         if not matches:
             continue
-        yield (point, compare_tensors(point, matches, "tensors"), compare_tensors(point, matches, "inputs"),
-               dict(matches))
+        reduced = {rank: following[rank].after(p["seq"]) for rank, p in matches}
+        yield (point, compare_tensors(point, matches, "tensors", reduced, world, computed),
+               compare_tensors(point, matches, "inputs", computed=computed), dict(matches))

@@ -1,5 +1,6 @@
 """What the recorder patches in libraries, each once per process: the ``hybrid`` backend's issuing of a collective
-(reported to the installed recorder) and a PipelineStage's shape inference (not recorded)."""
+(reported to the installed recorder), a PipelineStage's shape inference (not recorded) and ``nn.DataParallel``'s
+replication (its replicas' modules named as the modules they copy)."""
 
 from __future__ import annotations
 
@@ -60,3 +61,23 @@ def watch_collectives() -> None:
 
     _issue._diverge = True
     ProcessGroupHybrid._issue = _issue
+
+
+def watch_replicas() -> None:
+    """Tell the installed recorder of every set of replicas ``nn.DataParallel`` makes, before they run (each in a
+    thread of its own): :meth:`interop.diverge.recorder.Recorder.replicas`. Patches ``DataParallel.replicate``,
+    once per process."""
+    from torch.nn.parallel import DataParallel
+
+    original = DataParallel.replicate
+    if getattr(original, "_diverge", False):
+        return
+
+    def replicate(self, module, device_ids):
+        replicas = original(self, module, device_ids)
+        if ACTIVE:
+            ACTIVE[0].replicas(module, replicas)
+        return replicas
+
+    replicate._diverge = True
+    DataParallel.replicate = replicate

@@ -14,8 +14,10 @@ Every point is keyed by (step, module, call index, phase), ``step`` counted from
 
 Module names are those of the outermost module's ``named_modules()``, with the wrappers that parallelism adds
 (DDP's and DataParallel's ``module``, ``torch.compile``'s ``_orig_mod``, checkpoint and FSDP1 wrappers) taken
-out, so the run under test and the reference name the same module alike. Only the main thread records:
-``nn.DataParallel``'s replicas run in threads, and its own output (the replicas' gathered) is recorded.
+out, so the run under test and the reference name the same module alike. The main thread records, and
+``nn.DataParallel``'s replicas, each in a thread of its own: a replica's module is named as the module it copies
+and its points carry ``replica`` (its index: which slice of the batch it ran), its outermost module left out
+(DataParallel's own output, the replicas' gathered, stands for it).
 
 A module call that drew random numbers (its generator states changed: the CPU's, or the slot's under the CUDA
 layer) is marked, so that a divergence there is reported as randomness. Every collective the ``hybrid``
@@ -34,7 +36,7 @@ import torch.nn as nn
 
 from devices.dtypes import dtype_name
 from interop import callsite, import_hooks
-from interop.diverge.patches import ACTIVE, PIPELINE_STAGE, pause_metadata_inference
+from interop.diverge.patches import ACTIVE, PIPELINE_STAGE, pause_metadata_inference, watch_replicas
 from interop.diverge.tensors import summarise
 
 PHASES = ("init", "forward", "input_grad", "param_grad", "update")
@@ -120,6 +122,8 @@ class Recorder:
         self._before: dict[int, torch.Tensor] = {}
         self._pending: list[tuple] = []
         self._main = threading.main_thread()
+        self._replica_of: dict[int, tuple[str, int]] = {}  # id(a replica's module) -> (name, replica index)
+        self._lock = threading.Lock()
         self._handles = []
         self.device_generators = False
         """Watch the current CUDA device's generator too (under the CUDA layer: the current slot's)."""
@@ -135,14 +139,15 @@ class Recorder:
     def _point(self, phase, name, call_index, tensors, step=None, **extra):
         if self.paused:
             return
-        self._complete_collectives()
         summaries = []
         for path, t in tensors:
             if _recordable(t):
                 summaries.append((path, summarise(t)))
         if summaries:
-            self.points.append(dict(seq=next(self._seq), step=step or self.step, module=name,
-                                    call_index=call_index, phase=phase, tensors=summaries, **extra))
+            with self._lock:  # DataParallel's replicas record from threads of their own
+                self._complete_collectives()
+                self.points.append(dict(seq=next(self._seq), step=step or self.step, module=name,
+                                        call_index=call_index, phase=phase, tensors=summaries, **extra))
 
     # -- modules ---------------------------------------------------------------------------------------
 
@@ -166,7 +171,11 @@ class Recorder:
 
     def _record_params(self, phase, root, step=None):
         names = module_names(root)
-        extra = dict(drew_since_seed=self._drew_since_seed()) if phase == "init" else {}
+        extra = {}
+        if phase == "init":
+            generators = self._generators()
+            extra = dict(drew_since_seed=self._drew_since_seed(generators),
+                         device_drew=len(generators) > 1 and self._drew_since_seed(generators[1:]))
         for module in root.modules():
             name = self._names.get(id(module), names.get(id(module)))
             params = [(n, p) for n, p in module.named_parameters(recurse=False)]
@@ -175,58 +184,90 @@ class Recorder:
             if params:
                 self._point(phase, name, 0, params, step=step, **extra)
 
-    def _forward_pre(self, module, args):
-        if threading.current_thread() is not self._main or self.paused:
-            return None
+    def replicas(self, module: nn.Module, replicas: list) -> None:
+        """``nn.DataParallel`` made ``replicas`` of ``module``: name their modules as the modules they copy, and
+        hook the originals now (a replica shares its original's hooks), before the replicas run in threads."""
+        originals = dict(module.named_modules())
+        self._replica_of = {}
+        for name, original in originals.items():
+            if name and self._names.get(id(original)) is not None:
+                self._hook(original)
+        for index, replica in enumerate(replicas):
+            for name, copy in replica.named_modules():
+                original = originals.get(name)
+                if name and original is not None and self._names.get(id(original)) is not None:
+                    self._replica_of[id(copy)] = (self._names[id(original)], index)
+
+    def _hook(self, module) -> None:
         if id(module) not in self._hooked:  # after the module's own hooks, so it sees their output
             self._hooked.add(id(module))
             self._handles.append(module.register_forward_hook(self._forward, always_call=True))
+
+    def _forward_pre(self, module, args):
+        if self.paused:
+            return None
+        if threading.current_thread() is not self._main:
+            replica = self._replica_of.get(id(module))
+            if replica is not None:
+                self._call(module, args, *replica)
+            return None
+        self._hook(module)
         name = self._name(module)
         stack = self._stack()
         if name is None or (stack and stack[-1][0] == name):  # unnamed, or a wrapper's wrapped module
-            stack.append((name, None, None, None, None))
+            stack.append((name, None, None, None, None, None))
             return None
-        key = (self.step, name)
-        call_index = self._calls[key]
-        self._calls[key] += 1
+        self._call(module, args, name)
+        return None
+
+    def _call(self, module, args, name: str, replica: int | None = None) -> None:
+        """A module call begins: its call index, inputs, generator states and call site, on this thread's stack."""
+        key = (self.step, name, replica)
+        with self._lock:
+            call_index = self._calls[key]
+            self._calls[key] += 1
         args = args if isinstance(args, tuple) else (args,)
         inputs = [(f"args[{i}]", summarise(t)) for i, t in enumerate(args) if _recordable(t)]
-        stack.append((name, call_index, self._rng_states(), callsite.call_site(3), inputs))
+        self._stack().append((name, call_index, self._rng_states(), callsite.call_site(4), inputs, replica))
         if torch.is_grad_enabled():
             step = self.step
             for i, t in enumerate(args):
                 if isinstance(t, torch.Tensor) and t.requires_grad:
-                    t.register_hook(self._input_grad_hook(step, name, call_index, f"args[{i}]"))
-        return None
+                    t.register_hook(self._input_grad_hook(step, name, call_index, f"args[{i}]", replica))
 
-    def _input_grad_hook(self, step, name, call_index, path):
+    def _input_grad_hook(self, step, name, call_index, path, replica):
         # Backward may run on the device's autograd thread: recorded whichever thread calls. Once only: a tensor
         # used again (a pipeline stage's receive buffer, next step) would fire this call's hook with another's.
         fired = []
+        extra = {} if replica is None else dict(replica=replica)
 
         def hook(grad):
             if not fired:
                 fired.append(True)
-                self._point("input_grad", name, call_index, [(path, grad)], step=step)
+                self._point("input_grad", name, call_index, [(path, grad)], step=step, **extra)
 
         return hook
 
     def _forward(self, module, args, output):
-        if threading.current_thread() is not self._main or self.paused:  # a replica of DataParallel, or paused
+        if self.paused:
+            return None
+        if threading.current_thread() is not self._main and id(module) not in self._replica_of:
             return None
         stack = self._stack()
         if not stack:
             return None
-        name, call_index, rng, site, inputs = stack.pop()
+        name, call_index, rng, site, inputs, replica = stack.pop()
         if call_index is None or output is None:
             return None
         drew = any(not torch.equal(a, b) for a, b in zip(rng, self._rng_states()))
-        self._point("forward", name, call_index, list(_tensors(output)), call_site=site, random=drew, inputs=inputs)
+        extra = {} if replica is None else dict(replica=replica)
+        self._point("forward", name, call_index, list(_tensors(output)), call_site=site, random=drew, inputs=inputs,
+                    **extra)
         return None
 
-    def _drew_since_seed(self) -> bool:
-        """Whether a watched generator has drawn since it was last seeded (its state is not a fresh one's)."""
-        for generator in self._generators():
+    def _drew_since_seed(self, generators: list) -> bool:
+        """Whether one of ``generators`` has drawn since it was last seeded (its state is not a fresh one's)."""
+        for generator in generators:
             fresh = torch.Generator().manual_seed(generator.initial_seed()).get_state()
             state = generator.get_state()
             if state.shape == fresh.shape and not torch.equal(state, fresh):
@@ -317,6 +358,7 @@ class Recorder:
                           register_optimizer_step_post_hook(self._step_post)]
         ACTIVE[:] = [self]
         import_hooks.after_import(PIPELINE_STAGE, pause_metadata_inference)
+        watch_replicas()
         self._autograd_backward = torch.autograd.backward
         torch.autograd.backward = self._backward(self._autograd_backward)
 

@@ -34,7 +34,8 @@ class Point:
     tensor: str = ""
     """Which tensor of the point: an output's path ('output', 'loss', '[0]'), a parameter's name, 'args[0]'."""
     rank: int | None = None
-    """The rank of the run under test (None: a mean over ranks)."""
+    """The rank of the run under test (None: a mean over ranks; in one process with ``nn.DataParallel``, the
+    replica's index for a replica's module call, each replica compared as a rank)."""
     tolerance: str = ""
     compared: str = ""
     """How the two were set side by side: 'full', a shard's offset, a slice, sampled elements."""
@@ -42,21 +43,25 @@ class Point:
     reference_max: float = 0.0
     cause: str | None = None
     """'randomness' when the module's call drew random numbers in either run."""
+    replica: int | None = None
+    """The ``nn.DataParallel`` replica (its slice of the batch) whose module call this is, if one's."""
 
     def describe(self) -> str:
         where = f"module {self.module or '(the model)'!r}" + (f" ({self.tensor})" if self.tensor else "")
-        text = (f"step {self.step}, {where}, phase {self.phase}, call {self.call_index}"
-                + (f", rank {self.rank}" if self.rank is not None else "")
-                + f"\n    max |diff| {_num(self.max_abs_diff)}, relative {_num(self.max_rel_diff)} "
-                  f"(tolerance {self.tolerance}); |run| max {_num(self.test_max)}, |reference| max "
-                  f"{_num(self.reference_max)}{self._ratio()}; compared {self.compared}")
+        lines = [f"step {self.step}, {where}, phase {self.phase}, call {self.call_index}"
+                 + (f", DataParallel replica {self.replica}" if self.replica is not None else
+                    f", rank {self.rank}" if self.rank is not None else ""),
+                 f"max |diff| {_num(self.max_abs_diff)}, relative {_num(self.max_rel_diff)} (tolerance "
+                 f"{self.tolerance})",
+                 f"|run| max {_num(self.test_max)}, |reference| max {_num(self.reference_max)}{self._ratio()}; "
+                 f"compared {self.compared}"]
         if self.call_site:
-            text += f"\n    called at {self.call_site}"
+            lines.append(f"called at {self.call_site}")
         if self.collective_before:
-            text += f"\n    collective before it: {self.collective_before}"
+            lines.append(f"collective before it: {self.collective_before}")
         if self.cause:
-            text += f"\n    cause: {self.cause}"
-        return text
+            lines.append(f"cause: {self.cause}")
+        return "\n".join([lines[0], *(_wrap(line, "    ") for line in lines[1:])])
 
 
     def _ratio(self) -> str:
@@ -64,6 +69,13 @@ class Point:
                 0 < self.test_max and not 0.99 < self.test_max / self.reference_max < 1.01:
             return f" (ratio {self.test_max / self.reference_max:.3g})"
         return ""
+
+
+def _wrap(text: str, indent: str) -> str:
+    """A report line within the CLI's width (:func:`devices.text_table.paragraph`), continued 2 columns in."""
+    from devices.text_table import paragraph
+
+    return paragraph(indent + text, indent=indent + "  ")
 
 
 def _num(value: float) -> str:
@@ -107,9 +119,9 @@ class DivergeResult:
             lines.append("last agreed: " + (self.last_agreed.describe() if self.last_agreed else "nothing"))
         else:
             lines.append("the runs agree: every point compared is within tolerance")
-        lines += [f"note: {n}" for n in self.notes]
-        lines.append(f"tolerance: {self.tolerance}")
-        lines.append(f"memory: {self.memory}")
+        lines += [_wrap(f"note: {n}", "") for n in self.notes]
+        lines.append(_wrap(f"tolerance: {self.tolerance}", ""))
+        lines.append(_wrap(f"memory: {self.memory}", ""))
         return "\n".join(lines)
 
 
@@ -120,7 +132,7 @@ def _collective_before(records: dict, seq: int) -> str | None:
     c = before[-1]
     shapes = ", ".join(f"{d}{s}" for d, s in zip(c["dtypes"], c["shapes"]))
     finite = "" if all(i["finite"] for i in c["inputs"]) else ", an input not finite"
-    return f"{c['label']} of {shapes} over {c['size']} ranks (step {c['step']}{finite})"
+    return f"{c['label']}{' of ' + shapes if shapes else ''} over {c['size']} ranks (step {c['step']}{finite})"
 
 
 def _call_site(point: dict, ranks_indexed: dict, reference: dict) -> str | None:
@@ -161,6 +173,7 @@ class _Builder:
         self.random_cause = ("randomness: this module call drew random numbers (dropout, a random op) and the "
                              "two runs' draws differ here" + (": " + "; ".join(why) if why else "")
                              + "; set the op's probability to 0 to compare the rest")
+        self.reference_kind = reference_kind
         self.by_rank = {r["rank"]: r for r in ranks}
         self.indexed = {r["rank"]: compare.index_points(r) for r in ranks}
 
@@ -174,12 +187,23 @@ class _Builder:
                       call_site=_call_site(test_point, self.indexed, self.reference),
                       collective_before=_collective_before(self.by_rank.get(rank, {}), test_point["seq"]),
                       tensor=path, rank=worst["rank"], tolerance=worst["tolerance"], compared=worst["compared"],
-                      test_max=worst["test_max"], reference_max=worst["reference_max"])
+                      test_max=worst["test_max"], reference_max=worst["reference_max"],
+                      replica=test_point.get("replica"))
         if worst["differs"] and (ref_point.get("random") or any(p.get("random") for p in tests.values())):
             point.cause = self.random_cause
+        elif worst["differs"] and worst.get("unreduced_partial"):
+            point.cause = ("a partial sum never all-reduced: the ranks' values add up to the reference's, but no "
+                           "rank all-reduces it next (a row-parallel layer's output, or the gradient of a "
+                           "column-parallel layer's input, missing its all-reduce)")
         elif worst["differs"] and worst.get("uninitialised"):
             point.cause = ("uninitialised memory: magnitudes above 1e20 or below 1e-30 are no initialiser's; "
                            "these values were never written (to_empty or torch.empty without an initialisation)")
+        elif worst["differs"] and ref_point["phase"] == "init" and not worst.get("sharded") and \
+                self.reference_kind == "cpu" and test_point.get("device_drew"):
+            point.cause = ("randomness: the run drew random numbers on its device before the first step (a "
+                           "parameter initialised or resized on cuda draws from the slot's generator, as on a GPU "
+                           "from the GPU's), the CPU reference from the CPU's; --reference slot draws as the run "
+                           "does")
         elif worst["differs"] and ref_point["phase"] == "init" and worst.get("sharded") and test_point.get(
                 "drew_since_seed"):
             point.cause = ("randomness: a sharded parameter (a DTensor), and random numbers were drawn since the "
@@ -256,6 +280,7 @@ def _rescaled_later(ref_point: dict, entry: tuple, ahead) -> bool:
 def build(reference: dict, ranks: list[dict], run: str, reference_name: str,
           reference_kind: str = "cpu") -> DivergeResult:
     """Walk the points (:func:`compare.walk`) to the first that differs."""
+    ranks = compare.by_replica(ranks)
     builder = _Builder(reference, ranks, reference_kind)
     first = last = None
     compared = not_compared = 0

@@ -33,6 +33,13 @@ EXPECTED = {
     "pp-wrong_microbatch": ("", "forward", 1, "first seen at 'blocks.1.norm'"),
     "pipelining-clean": None,
     "pipelining-wrong_targets": ("head", "input_grad", 1, None),
+    # Scripts and bugs the finder was not built against (checked after it was):
+    "ddp_loss-per_rank_scale": ("<loss>", "forward", None, None),
+    "ddp_loss-rank_seeds": ("blocks.0.mlp.drop", "forward", None, "randomness"),
+    "megatron-clean": None,  # a row-parallel partial sum all-reduced next agrees
+    "megatron-no_backward_reduce": ("blocks.1.mlp.up", "input_grad", None, "a partial sum never all-reduced"),
+    "megatron-no_forward_reduce": ("blocks.0.mlp.down", "forward", None, "a partial sum never all-reduced"),
+    "fsdp2_mp-clean": None,  # bfloat16 compute: float32 gradients judged at bfloat16's rounding
 }
 COLLECTIVE_BEFORE = {"manual_dp-skip_allreduce": "all_reduce", "fsdp2-double_scale": "reduce_scatter"}
 
@@ -159,6 +166,9 @@ def test_a_script_that_fails_before_its_first_step_is_exit_status_2_with_its_err
     (["--nproc-per-node", "0", "ok.py"], "--nproc-per-node 0"),
     (["--reference", "gpu", "ok.py"], "--reference 'gpu'"),
     (["--json", ".", "ok.py"], "--json"),
+    (["--json", "/no/such/folder/where.json", "ok.py"], "--json: cannot write '/no/such/folder/where.json'"),
+    (["--rack", "nonsense", "ok.py"], "--rack 'nonsense': preset: unknown preset 'nonsense'"),
+    (["--", "missing.py"], "SCRIPT 'missing.py' not found"),  # '--' before SCRIPT, as torchrun accepts it
 ])
 def test_bad_arguments_are_exit_status_2_naming_the_argument(tmp_path, monkeypatch, capsys, args, named):
     from hybrid_cli import main
@@ -188,7 +198,7 @@ def test_help_lists_the_options():
 
 @pytest.mark.parametrize("kwargs, named", [
     (dict(steps=0), "steps"), (dict(steps=1.5), "steps"), (dict(reference="gloo"), "reference"),
-    (dict(nproc_per_node=0), "nproc_per_node"), (dict(args="--lr 1"), "args"),
+    (dict(nproc_per_node=0), "nproc_per_node"), (dict(args="--lr 1"), "args"), (dict(rack="nonsense"), "rack"),
 ])
 def test_the_api_refuses_bad_arguments_by_name(tmp_path, kwargs, named):
     import interop
@@ -254,3 +264,86 @@ def test_a_model_loss_the_script_rescales_before_backward_is_not_a_divergence(ba
         assert (result.first.module, result.first.tensor, result.first.test_max) == ("", "loss", 1.0)
     else:
         assert "rescales it after the model" in result.notes[0] and result.points_compared == 2
+
+
+def _point(seq, module, phase, value, **extra):
+    return dict(seq=seq, step=1, module=module, call_index=0, phase=phase,
+                tensors=[("args[0]" if phase == "input_grad" else "output", tensors.summarise(torch.tensor(value)))],
+                **extra)
+
+
+def test_dataparallel_replicas_are_compared_as_slices_their_gradients_undivided():
+    """A replica's rows are its slice of the batch; one loss over the gathered batch makes a row's input gradient
+    the reference's (a DDP rank's own-rows loss would make it twice): replica 1's wrong rows are named."""
+    grad = [[1.0, 2.0], [3.0, 4.0], [5.0, 6.0], [7.0, 8.0]]
+    reference = dict(rank=0, world=1, steps=1, collectives=[],
+                     points=[_point(0, "body", "forward", grad), _point(1, "body", "input_grad", grad)])
+
+    def run(rows_of_replica_1):
+        return dict(rank=0, world=1, steps=1, collectives=[], points=[
+            _point(0, "body", "forward", grad[:2], replica=0), _point(1, "body", "forward", rows_of_replica_1,
+                                                                     replica=1),
+            _point(2, "body", "input_grad", grad[:2], replica=0), _point(3, "body", "input_grad", grad[2:],
+                                                                         replica=1)])
+
+    agreed = build(reference, [run(grad[2:])], "1 process", "cpu")
+    assert not agreed.diverged and agreed.points_compared == 2, str(agreed)
+    wrong = build(reference, [run([[5.0, 6.0], [7.0, 9.0]])], "1 process", "cpu")
+    assert (wrong.first.module, wrong.first.phase, wrong.first.replica, wrong.first.rank) == ("body", "forward", 1, 1)
+    assert "DataParallel replica 1" in str(wrong) and wrong.first.compared == "slice 1 of 2 along dim 0"
+
+
+def _tp_records(rank, partial, reduced):
+    """A rank's row-parallel output (a partial sum), then an all-reduce of its shape or another point."""
+    after = (dict(seq=1, step=1, label="all_reduce", size=2, shapes=[[2, 2]], dtypes=["float32"],
+                  inputs=[dict(absmax=1.0, sum=1.0, finite=True)], outputs=None),) if reduced else ()
+    return dict(rank=rank, world=2, steps=1, collectives=list(after),
+                points=[_point(0, "mlp.down", "forward", partial), _point(2, "mlp", "forward", [[4.0, 6.0],
+                                                                                                [8.0, 10.0]])])
+
+
+@pytest.mark.parametrize("reduced", [True, False])
+def test_a_partial_sum_agrees_when_all_reduced_next_and_is_named_when_not(reduced):
+    reference = dict(rank=0, world=1, steps=1, collectives=[],
+                     points=[_point(0, "mlp.down", "forward", [[4.0, 6.0], [8.0, 10.0]]),
+                             _point(1, "mlp", "forward", [[4.0, 6.0], [8.0, 10.0]])])
+    ranks = [_tp_records(0, [[1.0, 2.0], [3.0, 4.0]], reduced), _tp_records(1, [[3.0, 4.0], [5.0, 6.0]], reduced)]
+    result = build(reference, ranks, "2 ranks", "cpu")
+    assert result.diverged is not reduced, str(result)
+    if not reduced:
+        assert (result.first.module, result.first.phase) == ("mlp.down", "forward")
+        assert result.first.cause.startswith("a partial sum never all-reduced") and result.first.max_rel_diff > 0.5
+
+
+def test_a_float32_tensor_of_a_bfloat16_run_is_judged_at_bfloat16s_rounding():
+    from interop.diverge import tolerance
+
+    assert tolerance.judged_dtype("float32", "bfloat16") == "bfloat16"
+    assert tolerance.judged_dtype("bfloat16", "float32") == "bfloat16"
+    ref = torch.full((64,), 1.0, dtype=torch.float64)
+    test = ref.clone()
+    test[0] = 1.03  # 3 %: a bfloat16 gradient's rounding over a batch, far beyond float32's
+    assert compare.measure(test, ref, "param_grad", "float32")["differs"]
+    judged = compare.measure(test, ref, "param_grad", "float32", computed="bfloat16")
+    assert not judged["differs"] and "float32 computed in bfloat16" in judged["tolerance"]
+    test[0] = 1.1
+    assert compare.measure(test, ref, "param_grad", "float32", computed="bfloat16")["differs"]
+
+
+@pytest.mark.parametrize("reference_kind", ["cpu", "slot"])
+def test_a_parameter_drawn_on_the_device_against_the_cpu_reference_is_randomness(reference_kind):
+    """An embedding resized on cuda draws its new rows from the slot's generator, the CPU reference from the
+    CPU's: named as randomness against the CPU, a plain divergence against a slot (which draws alike)."""
+    def records(value, **extra):
+        return dict(rank=0, world=1, steps=1, collectives=[], points=[dict(
+            seq=0, step=1, module="embed", call_index=0, phase="init",
+            tensors=[("weight", tensors.summarise(torch.tensor(value)))], drew_since_seed=True, **extra)])
+
+    result = build(records([1.0, 2.0, 0.3]), [records([1.0, 2.0, -0.7], device_drew=True)], "1 process",
+                   reference_kind, reference_kind)
+    assert result.diverged and (result.first.module, result.first.phase) == ("embed", "init")
+    if reference_kind == "cpu":
+        assert result.first.cause.startswith("randomness: the run drew random numbers on its device")
+        assert "--reference slot" in result.first.cause
+    else:
+        assert result.first.cause is None

@@ -39,7 +39,9 @@ DIM, HIDDEN, VOCAB, SEQ, BATCH, HEAD_DIM = 16, 32, 32, 8, 8, 8
 CASES = [("ddp", None), ("ddp", "dropout"), ("manual_dp", None), ("manual_dp", "skip_allreduce"),
          ("fsdp2", None), ("fsdp2", "double_scale"), ("tp", None), ("tp", "sharded_norm"), ("sp", None),
          ("sp", "mask_dropped"), ("pp", None), ("pp", "wrong_microbatch"), ("pipelining", None),
-         ("pipelining", "wrong_targets")]
+         ("pipelining", "wrong_targets"), ("ddp_loss", "per_rank_scale"), ("ddp_loss", "rank_seeds"),
+         ("megatron", None), ("megatron", "no_backward_reduce"), ("megatron", "no_forward_reduce"),
+         ("fsdp2_mp", None)]
 
 
 class Attention(nn.Module):
@@ -300,7 +302,115 @@ def pipelining(device, steps, bug):
         optimizer.zero_grad()
 
 
-RECIPES = {"ddp": ddp, "manual_dp": manual_dp, "fsdp2": fsdp2, "tp": tp, "sp": sp, "pp": pp, "pipelining": pipelining}
+def ddp_loss(device, steps, bug):
+    """DDP as its tutorial writes it, the loss and the seeds handled by the script. Bug ``per_rank_scale``: the loss
+    divided by the world size before backward (a habit from averaging by hand; DDP averages already). Bug
+    ``rank_seeds``: each rank reseeds with its rank after DDP broadcast the weights, and the model has dropout
+    (each rank's masks are its own draw: randomness)."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(0)
+    model = DDP(Model(dropout=0.3 if bug == "rank_seeds" else 0.0).to(device),
+                device_ids=[device.index] if device.type == "cuda" else None)
+    if bug == "rank_seeds":
+        torch.manual_seed(1234 + rank)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    for step in range(steps):
+        x = rows(batch(step).to(device), rank, world)
+        loss = lm_loss(model(x), x)
+        if bug == "per_rank_scale":
+            loss = loss / world
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+class _CopyToParallel(torch.autograd.Function):
+    """Megatron's ``f``: the identity forward, the gradient all-reduced backward (each rank's columns see all)."""
+
+    @staticmethod
+    def forward(ctx, x, reduce_backward):
+        ctx.reduce_backward = reduce_backward
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        grad = grad.clone()
+        if ctx.reduce_backward:
+            dist.all_reduce(grad)
+        return grad, None
+
+
+class _ReduceFromParallel(torch.autograd.Function):
+    """Megatron's ``g``: the partial sums all-reduced forward, the gradient passed through backward (it is the
+    same on every rank; torch.distributed.nn.functional.all_reduce would sum it again)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        x = x.clone()
+        dist.all_reduce(x)
+        return x
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+class MegatronMLP(nn.Module):
+    """A tensor-parallel MLP written by hand as Megatron-LM writes it: ``up`` holds this rank's rows of the full
+    weight (column parallel), ``down`` its columns (row parallel, no bias: its output is a partial sum), the sum
+    all-reduced after ``down``, the input's gradient all-reduced by ``f``."""
+
+    def __init__(self, full, bug):
+        super().__init__()
+        rank, world = dist.get_rank(), dist.get_world_size()
+        n = HIDDEN // world
+        # skip_init: no draws (their count would depend on the world size), the weights copied from the full ones
+        self.up = nn.utils.skip_init(nn.Linear, DIM, n)
+        self.down = nn.utils.skip_init(nn.Linear, n, DIM, bias=False)
+        with torch.no_grad():
+            self.up.weight.copy_(full.up.weight[rank * n:(rank + 1) * n])
+            self.up.bias.copy_(full.up.bias[rank * n:(rank + 1) * n])
+            self.down.weight.copy_(full.down.weight[:, rank * n:(rank + 1) * n])
+        self.bug, self.world = bug, world
+
+    def forward(self, x):
+        x = _CopyToParallel.apply(x, self.bug != "no_backward_reduce")
+        partial = self.down(F.gelu(self.up(x)))
+        if self.bug == "no_forward_reduce" and self.world > 1:
+            return partial
+        return _ReduceFromParallel.apply(partial)
+
+
+def megatron(device, steps, bug):
+    """Tensor parallelism by hand (no DTensor): each block's MLP replaced by a :class:`MegatronMLP` built from
+    the full one. Bugs: ``no_backward_reduce`` (``f`` forgets its all-reduce: the input's gradient is this rank's
+    part) and ``no_forward_reduce`` (the row-parallel sum left unreduced)."""
+    torch.manual_seed(0)
+    model = Model()
+    for block in model.blocks.values():
+        full = nn.Module()  # the full weights, drawn alike on every rank and in the reference
+        full.up, full.down = nn.Linear(DIM, HIDDEN), nn.Linear(HIDDEN, DIM, bias=False)
+        block.mlp = MegatronMLP(full, bug)
+    _train(model.to(device), device, steps, data_parallel=False)
+
+
+def fsdp2_mp(device, steps, bug):
+    """FSDP2 with mixed precision (bfloat16 parameters in compute, float32 gradients reduced), as its tutorial."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    torch.manual_seed(0)
+    model = Model().to(device)
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    for block in model.blocks.values():
+        fully_shard(block, mp_policy=policy)
+    fully_shard(model, mp_policy=policy)
+    _train(model, device, steps, data_parallel=True)
+
+
+RECIPES = {"ddp": ddp, "manual_dp": manual_dp, "fsdp2": fsdp2, "tp": tp, "sp": sp, "pp": pp, "pipelining": pipelining,
+           "ddp_loss": ddp_loss, "megatron": megatron, "fsdp2_mp": fsdp2_mp}
 
 
 def _device():
@@ -317,6 +427,7 @@ def main():
     parser.add_argument("--bug")
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--all", metavar="OUT")
+    parser.add_argument("--only", help="with --all: only the cases whose names start with one of these (comma-separated)")
     args = parser.parse_args()
     device, backend = _device()
     dist.init_process_group(backend)
@@ -327,6 +438,8 @@ def main():
         if backend == "nccl":
             watch_collectives()
         for recipe, bug in CASES:
+            if args.only and not f"{recipe}-{bug or 'clean'}".startswith(tuple(args.only.split(","))):
+                continue
             recorder = Recorder(args.steps + 1, dist.get_rank(), dist.get_world_size())
             recorder.install()
             RECIPES[recipe](device, args.steps, bug)
