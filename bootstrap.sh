@@ -26,7 +26,9 @@ fi
 . .venv/bin/activate
 
 say() { echo "bootstrap: $*" >&2; }
-pip_quiet=(--quiet --disable-pip-version-check)
+# --no-compile: byte-compiling every module of torch, transformers and the rest at install costs more than
+# compiling, on first import, the part a run imports.
+pip_quiet=(--quiet --disable-pip-version-check --no-compile)
 if ! python -c "import torch" >/dev/null 2>&1; then
   say "installing torch==2.13.0 (the CPU wheel; about a minute)"
   pip install "${pip_quiet[@]}" torch==2.13.0
