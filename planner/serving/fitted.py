@@ -43,6 +43,10 @@ class ServingEfficiency:
     """Factor on attention time (prefill and decode, over the paged cache)."""
     iteration: Figure | None = None
     """Seconds every engine iteration pays outside the kernels (scheduling, sampling, host synchronisation)."""
+    expert_decode: Figure | None = None
+    """Share of an expert's weights streamed again from HBM per decode token routed to it (mixtures of experts
+    only): the experts' grouped GEMM at decode runs small token tiles, each streaming its expert's weights, so the
+    weight traffic grows with the routed decode tokens (1 / the effective tile); None: the weights once a layer."""
 
     def figures(self) -> dict[str, Figure]:
         """The fitted figures by name."""
@@ -81,6 +85,27 @@ _HOW = ("coordinate descent on planner.serving.golden.FIT_GRID from FIT_START, l
         "published rows test it")
 
 
+_B200_ROWS = ("TRT-LLM B200 TP1 1000/1000; TRT-LLM B200 TP1 1024/8192; TRT-LLM B200 TP1 8192/1024; "
+              "TRT-LLM qwen3-30b-a3b B200 TP1 1000/1000")
+_B200_SOURCE = ("TensorRT-LLM perf-overview @ 03e27c7d, Llama 3.3 70B and Qwen3 30B A3B NVFP4 on DGX B200, TP1 "
+                "(https://github.com/NVIDIA/TensorRT-LLM/blob/03e27c7d5ff0c6e89f8328838c0a8e64f1b34f9d/docs/source/"
+                "developer-guide/perf-overview.md)")
+
+
+def _blackwell(value: float, what: str) -> Figure:
+    return Figure(value, "", f"fitted to published serving rows ({_B200_ROWS}); {_B200_SOURCE}", "calibrated",
+                  f"{what}; {_HOW}")
+
+
+EXPERT_DECODE = _blackwell(0.05, "each decode token routed to an expert streams 0.05 of the expert's weights again "
+                                 "at the HBM bandwidth: one weight pass per 20 routed decode tokens, as the grouped "
+                                 "GEMM's small token tiles (TensorRT-LLM's SM100 MoE kernels run 8- to 64-token "
+                                 "tiles with the weights as the 128-row MMA operand) each stream their expert's "
+                                 "weights; fitted on the one Qwen3 30B row (the Llama rows have no experts)")
+"""The experts' decode weight passes, fitted on B200's Qwen3 30B A3B row; Hopper (the GPU family, which has no MoE
+fit row) inherits it."""
+
+
 def _fitted(value: float, unit: str, rows: str, what: str) -> Figure:
     return Figure(value, unit, f"fitted to published serving rows ({rows}); {_SOURCES}", "calibrated",
                   f"{what}; {_HOW}")
@@ -96,9 +121,11 @@ GPU = ServingEfficiency(
                                           "curve is FlashAttention-2's)"),
     iteration=_fitted(0.0005, "s", _GPU_ROWS, "0.5 ms per engine iteration outside the kernels (scheduling and "
                                               "sampling, mostly hidden by CUDA graphs and overlap)"),
+    expert_decode=EXPERT_DECODE,
 )
 """The NVIDIA family's serving efficiencies (Hopper-fitted; every NVIDIA kind without a generation entry, and
-Blackwell's GEMMs outside FP4, its memory and its time per iteration)."""
+Blackwell's GEMMs outside FP4, its memory and its time per iteration); its experts' decode weight passes are
+inherited from Blackwell's (:data:`EXPERT_DECODE`: no Hopper MoE row is a fit row)."""
 
 TRAINIUM = ServingEfficiency(
     family="trainium", fitted_on=("trn1",),
@@ -116,17 +143,6 @@ TRAINIUM = ServingEfficiency(
 """The Trainium family's serving efficiencies (fitted on Trainium1 rows, Transformers NeuronX static batches):
 Trainium1's, and what a Trainium kind without its own or its generation's entry takes."""
 
-_B200_ROWS = "TRT-LLM B200 TP1 1000/1000; TRT-LLM B200 TP1 1024/8192; TRT-LLM B200 TP1 8192/1024"
-_B200_SOURCE = ("TensorRT-LLM perf-overview @ 03e27c7d, Llama 3.3 70B NVFP4 on DGX B200, TP1 "
-                "(https://github.com/NVIDIA/TensorRT-LLM/blob/03e27c7d5ff0c6e89f8328838c0a8e64f1b34f9d/docs/source/"
-                "developer-guide/perf-overview.md)")
-
-
-def _blackwell(value: float, what: str) -> Figure:
-    return Figure(value, "", f"fitted to published serving rows ({_B200_ROWS}); {_B200_SOURCE}", "calibrated",
-                  f"{what}; {_HOW}")
-
-
 BLACKWELL = replace(
     GPU, family="blackwell", fitted_on=("b200",),
     gemm_fp4=_blackwell(1.7, "NVFP4 GEMMs' compute takes 1.7x the cost model's time, which prices them at the "
@@ -138,8 +154,9 @@ BLACKWELL = replace(
                               "FlashAttention-2's on Hopper): the long-output rows (1024/8192) read the cache "
                               "more slowly than Hopper's FP8 rows did"),
 )
-"""The Blackwell generation's serving efficiencies (B200, GB200, GB300): the GPU family's, with FP4 GEMMs and
-attention fitted on B200's NVFP4 rows (GB200's rows test them; GB300 has no published rows and inherits them).
+"""The Blackwell generation's serving efficiencies (B200, GB200, GB300): the GPU family's, with FP4 GEMMs,
+attention and the experts' decode weight passes fitted on B200's NVFP4 rows (three Llama 3.3 70B rows and one Qwen3
+30B A3B row; GB200's rows test them; GB300 has no published rows and inherits them).
 FP8 and BF16 GEMMs keep the GPU family's factor (no Blackwell FP8 row is among the rows)."""
 
 _TRN2_ROWS = "NxDI trn2 TP64 b1 10000/1500; NxDI trn2 TP64 b1 405B 10000/1785"
@@ -187,4 +204,5 @@ def serving_efficiency(kind: str) -> ServingEfficiency | None:
     return FITTED.get(chip.kind) or FITTED.get(ENTRY.get(chip.kind, "")) or FITTED.get(chip.family)
 
 
-__all__ = ["BLACKWELL", "ENTRY", "FITTED", "GPU", "TRAINIUM", "TRN2", "ServingEfficiency", "serving_efficiency"]
+__all__ = ["BLACKWELL", "ENTRY", "EXPERT_DECODE", "FITTED", "GPU", "TRAINIUM", "TRN2", "ServingEfficiency",
+           "serving_efficiency"]

@@ -11,7 +11,8 @@ argmax. Every kernel is priced by ``devices.estimate`` on the kind (GEMMs in the
 serving precision, with its bytes per element), every collective by
 ``collectives.estimate`` on the rack's topology (:class:`planner.comm.CommPricer`),
 and the serving efficiencies of :mod:`planner.serving.fitted` apply (GEMMs' compute term, every kernel's
-memory term, attention, a time per iteration).
+memory term, attention, a time per iteration, and for a mixture of experts the weight passes each routed decode token
+adds to the experts' grouped GEMMs: :meth:`FusedCost.expert_decode_seconds`).
 
 With ``ep`` ranks, attention is data parallel (each rank runs its own sequences, under its own batch
 and token limits: :func:`planner.serving.run.simulate`) and the experts are divided over the ranks; with ``pp`` stages the batch is split into ``pp``
@@ -68,6 +69,8 @@ class FusedCost:
         gemm = self.efficiency.gemm_factor(precision.name) if self.efficiency is not None else None
         self._factor["gemm"] = gemm.value if gemm is not None else 1.0
         self._iteration = self._fig("iteration").value if self._fig("iteration") is not None else 0.0
+        restream = self._fig("expert_decode") if shape.experts else None
+        self._expert_decode = restream.value * self._expert_weight_seconds() if restream is not None else 0.0
         self.projected = devices.chip(kind).projected
         self._layer = Grid(lambda t: sum(self._layer_parts(t).values()))
         self._decode_attention = Grid(lambda n: sum(self._decode_attention_parts(n).values()))
@@ -84,7 +87,7 @@ class FusedCost:
             return ()
         gemm = self.efficiency.gemm_factor(self.precision.name)
         return tuple(f for name, f in self.efficiency.figures().items()
-                     if not name.startswith("gemm") or f is gemm)
+                     if (not name.startswith("gemm") or f is gemm) and (name != "expert_decode" or self.shape.experts))
 
     # -- priced pieces, each as {part: seconds} ------------------------------------------
 
@@ -173,6 +176,18 @@ class FusedCost:
             parts["communication"] += self.pricer.seconds(
                 "reduce_scatter", tokens * ep * s.hidden * self.precision.activation_bytes, group)
 
+    def _expert_weight_seconds(self) -> float:
+        """Seconds to stream one expert's weights (every expert GEMM, this chip's share) at the HBM bandwidth."""
+        elements = sum(k * n for k, n in (g.local(self.tp) for g in self.shape.gemms if g.experts))
+        return elements * self.precision.weight_bytes / devices.chip(self.kind).hbm_bandwidth.value
+
+    def expert_decode_seconds(self, decode_tokens: float) -> float:
+        """The experts' extra weight traffic in one layer for ``decode_tokens`` decode tokens of a rank: each of
+        their routed pairs (``topk`` a token, balanced over the ranks) streams the fitted share of its expert's
+        weights (``expert_decode``: the grouped GEMM's small token tiles at decode each stream their expert's
+        weights). Prefill tokens do not pay it: at prefill the GEMM's tiles are large and its compute bounds it."""
+        return decode_tokens * self.shape.topk * self._expert_decode
+
     def _decode_attention_parts(self, kv_tokens: int) -> dict:
         """Attention of decode tokens over ``kv_tokens`` cached tokens (summed over the rank's sequences):
         one kernel reading them all, priced as one query against them (the read dominates)."""
@@ -229,7 +244,7 @@ class FusedCost:
         if tokens <= 0:
             return 0.0
         rank = tokens / (ep * pp)
-        layer = self._layer(rank)
+        layer = self._layer(rank) + self.expert_decode_seconds(decode_seqs / (ep * pp))
         if decode_kv:
             layer += self._decode_attention(decode_kv / (ep * pp))
         if prefill_tokens:
@@ -260,6 +275,7 @@ class FusedCost:
         for piece, times in pieces:
             for key in PARTS:
                 out[key] += piece[key] * times
+        out["memory"] += pp * self.stage_layers * self.expert_decode_seconds(decode_seqs / (ep * pp))
         out["overhead"] += self._iteration
         return out
 

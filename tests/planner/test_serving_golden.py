@@ -48,28 +48,46 @@ def _moe(outcomes, cut: str) -> dict:
             if golden.is_moe(o.row) and f" {cut}" in o.row.label}
 
 
-def test_a_model_family_nothing_was_fitted_on_a_mixture_of_experts(outcomes):
-    # Qwen3 30B A3B (128 experts, top-8) on one B200 or GB200, NVFP4: no factor saw an MoE row. Not within the 20 %
-    # goal everywhere: at 1000/1000 and 1024/1024 the engine runs ~1,500 sequences an iteration and the model is 21 %
-    # fast on B200 (GB200's published figures there are below B200's, 22,856 against 26,971, where every other
-    # length has GB200 above B200: golden.CONTRADICTED); at 1024/32768 it is 20-24 % slow. The bounds below are the
-    # model as it stands (a regression check), the goal's 20 % is not claimed for this family.
+def test_a_mixture_of_experts_on_one_gpu_one_row_fits_the_experts_decode_weight_passes(outcomes):
+    # Qwen3 30B A3B (128 experts, top-8) on one B200 or GB200, NVFP4. One row fits the experts' decode weight passes
+    # (fitted.EXPERT_DECODE, Blackwell's entry: its 1000/1000 iterations are decode-heavy, ~800 sequences); the
+    # other eleven test it. Not within the 20 % goal everywhere: 1024/8192 and 1024/32768 are 17-26 % slow (they were
+    # 10-24 % slow before the figure: its decode cost adds 2-7 points there), GB200's 1000/1000 and 1024/1024 22-24 %
+    # fast (published below B200's, against every other length of the table: golden.CONTRADICTED). The bounds below
+    # are the model as it stands (a regression check), the goal's 20 % is not claimed for this family.
     moe = _moe(outcomes, "TP1")
-    assert len(moe) == 12 and all(golden.role(r) == "test" for r in golden.ALL_ROWS if golden.is_moe(r))
-    bounded = {k: e for k, e in moe.items() if k not in golden.CONTRADICTED}
-    assert len(bounded) == 10 and all(abs(e) <= 0.25 for e in bounded.values()), bounded
-    assert statistics.median(abs(e) for e in bounded.values()) <= 0.15, bounded
+    assert len(moe) == 12
+    fit = [label for label in moe if golden.role(next(r for r in golden.ALL_ROWS if r.label == label)) != "test"]
+    assert fit == ["TRT-LLM qwen3-30b-a3b B200 TP1 1000/1000"] and abs(moe[fit[0]]) <= 0.01
+    bounded = {k: e for k, e in moe.items() if k not in golden.CONTRADICTED and k not in fit}
+    assert len(bounded) == 9 and all(abs(e) <= 0.27 for e in bounded.values()), bounded
+    assert statistics.median(abs(e) for e in bounded.values()) <= 0.12, bounded
     for label in ("1000/1000", "1024/1024"):  # the contradiction: published GB200 below B200, modelled above
         published = {kind: r.published["tokens_per_s_per_chip"] for r in golden.ALL_ROWS for kind in ("B200", "GB200")
                      if r.label == f"TRT-LLM qwen3-30b-a3b {kind} TP1 {label}"}
         assert published["GB200"] < published["B200"]
 
 
+def test_the_experts_decode_weight_passes_fitted_on_30b_carry_to_235b_expert_parallel(outcomes):
+    # Out of sample: the figure fitted on one Qwen3 30B row on one GPU, applied to Qwen3 235B A22B with attention data
+    # parallel and expert parallel ranks (DEP4 on B200, GB200 and H200, DEP8 on H100; Hopper inherits Blackwell's
+    # figure). Without it these rows were 13-95 % fast (median 44 %); with it the median is 16 % and the decode-heavy
+    # rows (1000/1000, 1024/1024, 1024/8192, 1024/32768) are within 22 %. The prefill-heavy rows (8192/1024,
+    # 32768/1024) stay 14-35 % fast: a cost of prefill under attention data parallelism the model does not price
+    # (docs/serving.md). Bounds: the model as it stands, not the goal.
+    rows = _moe(outcomes, "DEP")
+    assert len(rows) == 19
+    decode_heavy = {k: e for k, e in rows.items() if k.endswith(("/1000", "1024/1024", "/8192", "/32768"))}
+    assert len(decode_heavy) == 13 and all(abs(e) <= 0.22 for e in decode_heavy.values()), decode_heavy
+    assert all(0 < e <= 0.36 for k, e in rows.items() if k not in decode_heavy), rows
+    assert statistics.median(abs(e) for e in rows.values()) <= 0.17
+
+
 def test_expert_parallel_rows_keep_the_published_order_of_systems_and_lengths(outcomes):
-    # Qwen3 235B A22B with attention data parallel and expert parallel ranks (DEP4/DEP8): the model is 13-95 % fast
-    # (a cost of expert-parallel serving at scale it does not price; see docs/serving.md), so no accuracy bound is
-    # claimed. What a what-if compares holds: per length the published order of systems (GB200, B200, H200, H100 per
-    # GPU), and per system the order of lengths (1024/1024 left out there: within 1 % of 1000/1000 as published).
+    # Qwen3 235B A22B with attention data parallel and expert parallel ranks (DEP4/DEP8): no accuracy bound is claimed
+    # (the test above). What a what-if compares holds: per length the published order of systems (GB200, B200, H200,
+    # H100 per GPU), and per system the order of lengths (1024/1024 left out there: within 1 % of 1000/1000 as
+    # published).
     rows = [o for o in outcomes if golden.is_moe(o.row) and " DEP" in o.row.label]
     assert len(rows) == 19
     table = {(o.row.rack.split(":")[0], o.row.label.rsplit(" ", 1)[1]):

@@ -256,3 +256,37 @@ def test_expert_parallel_ranks_gather_tokens_once_and_schedule_their_own_batches
     limits = _limits(Engine(max_batch=16, max_num_tokens=1024), pool)
     assert limits == {"max_batch": 64, "budget": 4096, "max_prompts": None}
     assert _limits(Engine(max_batch=16), dataclasses.replace(pool, ep=1))["max_batch"] == 16
+
+
+def test_decode_tokens_routed_to_experts_stream_a_share_of_their_weights():
+    # The fitted expert_decode figure (planner/serving/fitted.py): each decode token a rank routes to an expert
+    # (top-k of them, balanced over the ep ranks) streams that share of the expert's weights at the HBM bandwidth, in
+    # every layer; prefill tokens and dense models pay nothing. Reference: the same iteration priced without the
+    # figure, plus that arithmetic.
+    from planner.serving import fitted
+    from planner.serving.config import configure, price_pool, spec_of
+    from planner.serving.iteration import FusedCost
+
+    def costs(model, parallel):
+        shape, spec, workload = model_shape(model), spec_of("h100:8"), Workload(512, 64, requests=8)
+        config = configure(shape, spec, parallel=parallel, precision="fp8", prefill=None, decode=None,
+                           engine=Engine(), workload=workload)
+        cost = price_pool(shape, spec, config.pools[0], "fp8", config.engine, workload, name="parallel").cost
+        without = FusedCost(shape, cost.kind, cost.precision, cost.placement, cost.pricer,
+                            dataclasses.replace(fitted.GPU, expert_decode=None))
+        return shape, cost, without
+
+    shape, cost, without = costs("mixtral-8x7b", dict(ep=4))
+    share = fitted.GPU.expert_decode.value
+    assert 0 < share < 1 and fitted.GPU.expert_decode is fitted.BLACKWELL.expert_decode  # Hopper inherits it
+    expert_bytes = sum(g.k * g.n for g in shape.gemms if g.experts) * 1.0  # FP8 weights, ep leaves experts whole
+    per_token = shape.layers * shape.topk * share * expert_bytes / devices.chip("h100").hbm_bandwidth.value
+    extra = cost.seconds(0, 0.0, 256, 256 * 600, 256) - without.seconds(0, 0.0, 256, 256 * 600, 256)
+    assert extra == pytest.approx(256 / 4 * per_token, rel=1e-9)
+    parts = cost.parts(0, 0.0, 256, 256 * 600, 256)
+    assert sum(parts.values()) == pytest.approx(cost.seconds(0, 0.0, 256, 256 * 600, 256), rel=0.02)
+    assert cost.seconds(512, 512 * 256.5, 0, 0, 1) == without.seconds(512, 512 * 256.5, 0, 0, 1)
+    assert fitted.GPU.expert_decode in cost.figures()
+    _, dense, dense_without = costs("llama3-8b", dict(tp=2))
+    assert dense.seconds(0, 0.0, 64, 64 * 600, 64) == dense_without.seconds(0, 0.0, 64, 64 * 600, 64)
+    assert fitted.GPU.expert_decode not in dense.figures()
