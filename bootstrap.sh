@@ -54,15 +54,16 @@ if [ "$job" = test ] && ! command -v chromium >/dev/null 2>&1 && command -v apt-
     || echo "bootstrap: could not install chromium; the Perfetto trace test will be skipped" >&2
 fi
 
-# Incremental build of interop._C (ninja recompiles only changed sources). The compiler's command lines go
-# to build/build.log; the console shows one line per source ("[3/26] csrc/aten/HybridFallback.cpp").
+# Incremental build of interop._C (ninja recompiles only what changed; setup.py compiles the sources in a few
+# unity translation units, build/unity/unity_N.cpp, unless HYBRID_UNITY=0). The compiler's command lines go
+# to build/build.log; the console shows one line per translation unit ("[1/2] build/unity/unity_0.cpp").
 mkdir -p build
 say "building the C++ extension interop._C (incremental; full log: build/build.log)"
 MAX_JOBS="${MAX_JOBS:-2}" python setup.py --quiet build_ext --inplace >build/build.log 2>&1 </dev/null &
 build_pid=$!
 tail -n +1 -f build/build.log --pid="$build_pid" 2>/dev/null \
   | awk '/^\[[0-9]+\/[0-9]+\]/ { for (i = 2; i < NF; i++) if ($i == "-c" && $(i+1) ~ /\.cpp$/) { src = $(i+1) }
-         sub(".*/csrc/", "csrc/", src); print "  " $1 " " src; fflush() }' >&2
+         sub(".*/csrc/", "csrc/", src); sub(".*/build/unity/", "build/unity/", src); print "  " $1 " " src; fflush() }' >&2
 if ! wait "$build_pid"; then
   say "the build failed; the end of build/build.log:"
   tail -n 40 build/build.log >&2

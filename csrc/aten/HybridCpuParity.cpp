@@ -17,7 +17,7 @@
 namespace hybrid {
 namespace {
 
-void fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) { run_on_slot(op, stack); }
+void parity_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) { run_on_slot(op, stack); }
 
 bool wants_cpu_kernel(const c10::OperatorHandle& op) {
   if (!op.hasKernelForDispatchKey(c10::DispatchKey::CPU)) return false;
@@ -48,7 +48,7 @@ int register_cpu_parity() {
       lib = std::make_unique<torch::Library>(torch::Library::IMPL, ns, c10::DispatchKey::PrivateUse1,
                                              __FILE__, __LINE__);
     }
-    lib->impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&fallback>());
+    lib->impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&parity_fallback>());
     ++registered;
   }
   return registered;

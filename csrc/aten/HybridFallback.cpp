@@ -115,11 +115,6 @@ bool is_generator_slot(const c10::Argument& arg) {
       c10::TypeKind::GeneratorType;
 }
 
-bool is_write(const c10::Argument& arg) {
-  const c10::AliasInfo* info = arg.alias_info();
-  return info != nullptr && info->isWrite();
-}
-
 } // namespace
 
 namespace {

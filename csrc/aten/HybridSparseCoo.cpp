@@ -19,6 +19,7 @@
 // Compressed layouts (CSR, CSC, BSR, BSC) stay refused (HybridSparse.cpp).
 
 #include "aten/HybridAlias.h"
+#include "aten/HybridFallback.h"
 #include "aten/HybridFidelity.h"
 #include "aten/HybridRefusals.h"
 #include "model/HybridLedger.h"
@@ -102,13 +103,8 @@ class CooAliases {
   c10::SmallVector<Entry, 2> coo_;
 };
 
-bool is_write(const c10::Argument& arg) {
-  const c10::AliasInfo* info = arg.alias_info();
-  return info != nullptr && info->isWrite();
-}
-
 // The slot the op runs on; CUDA's error when a host tensor is among a slot's.
-c10::DeviceIndex place(const c10::OperatorHandle& op, const c10::IValue* args, size_t n, c10::ScalarType& dtype) {
+c10::DeviceIndex place_coo(const c10::OperatorHandle& op, const c10::IValue* args, size_t n, c10::ScalarType& dtype) {
   c10::DeviceIndex slot = -1;
   std::optional<c10::Device> host;
   auto note = [&](const at::Tensor& t) {
@@ -147,7 +143,7 @@ void run_coo_impl(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::
 
   const SlotTablePtr& rack = current_table();
   c10::ScalarType dtype = c10::ScalarType::Undefined;
-  const c10::DeviceIndex slot = place(op, args, n_args, dtype);
+  const c10::DeviceIndex slot = place_coo(op, args, n_args, dtype);
   slot_out = slot;
   const bool emulated = rack->is_emulated(slot);
   const c10::Device exec = execution_device(*rack, slot);

@@ -17,7 +17,7 @@
 // `#pragma omp parallel` compiles to, declared weak so that a torch without
 // libgomp runs the blocks on the calling thread.
 
-#include <torch/extension.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include <c10/util/BFloat16.h>
 #include <c10/util/Float8_e4m3fn.h>

@@ -4,7 +4,7 @@
 // backed one), so it runs on execution-device aliases of the slot's tensors,
 // exactly as an eager op does (aten/HybridFallback.cpp), on the current rack.
 
-#include <torch/extension.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include <string>
 #include <vector>

@@ -9,7 +9,7 @@
 #include "runtime/HybridSlots.h"
 #include "model/HybridTimeline.h"
 
-#include <torch/extension.h>
+#include <torch/csrc/utils/pybind.h>
 
 namespace py = pybind11;
 

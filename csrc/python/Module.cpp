@@ -14,7 +14,7 @@
 
 #include <torch/csrc/DynamicTypes.h>
 #include <torch/csrc/Generator.h>
-#include <torch/extension.h>
+#include <torch/csrc/utils/pybind.h>
 
 namespace py = pybind11;
 
@@ -22,7 +22,9 @@ namespace hybrid {
 void register_hooks();
 int register_cpu_parity();
 void bind_layer(pybind11::module& m);
+namespace timeline {
 void bind_timeline(pybind11::module& m);
+}
 void bind_fused_collectives(pybind11::module& m);
 int register_foreach();
 
@@ -108,7 +110,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.attr("_foreach_ops") = register_foreach();
 
   bind_layer(m);
-  bind_timeline(m);
+  timeline::bind_timeline(m);
   bind_fused_collectives(m);
 
   m.attr("MAX_SLOTS") = static_cast<int>(kMaxSlots);

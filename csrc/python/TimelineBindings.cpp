@@ -6,14 +6,13 @@
 
 #include <torch/csrc/Dtype.h>
 #include <torch/csrc/utils/pybind.h>
-#include <torch/extension.h>
 
 namespace py = pybind11;
 
-namespace hybrid {
+// In hybrid::timeline rather than behind a `using namespace timeline`, which would carry into the files
+// built after this one in the same unity translation unit (setup.py).
+namespace hybrid::timeline {
 namespace {
-
-using namespace timeline;
 
 const char* const kKindNames[] = {"op", "copy", "kernel", "collective"};
 
@@ -212,4 +211,4 @@ void bind_timeline(py::module& m) {
   "cost id of one the table has no cost for.");
 }
 
-} // namespace hybrid
+} // namespace hybrid::timeline
