@@ -1,10 +1,11 @@
 // Unboxed hybrid kernels for the hottest elementwise and matmul ops (what a
 // training loop runs most: add_, mul, addcmul_, lerp_, mm, ...). Without them
 // these ops reach the boxed fallback (HybridFallback.cpp), whose fixed cost is
-// the CPU's whole cost for a small tensor: the dispatcher boxes the arguments
-// into an IValue stack, and each tensor copied onto it takes a second
+// a third of the CPU's own for a small tensor (callgrind, a one-element add_:
+// 7,000 instructions over the CPU's 19,500): the dispatcher boxes the
+// arguments into an IValue stack, each tensor copied onto it takes a second
 // reference to a tensor Python holds, which costs the GIL (PyObject
-// preservation); the fallback then copies the inputs again for the record.
+// preservation), and the fallback copies the inputs again for the record.
 //
 // The kernel here does what the fallback does, in the same order, with the
 // same shared pieces (HybridPlacement.h: placement, refusals, fidelity, the
