@@ -75,14 +75,14 @@ c10::Storage AliasSet::alias_storage(const c10::Storage& original) {
   return alias;
 }
 
-at::Tensor AliasSet::alias(const at::Tensor& t, bool written) {
+at::Tensor AliasSet::alias(const at::Tensor& t, bool written, bool borrowed) {
   check_rack(t, *rack_, op_);
   c10::TensorImpl* src = t.unsafeGetTensorImpl();
   // One tensor passed as two arguments stays one tensor: kernels test identity
   // (x.logical_and_(y) arrives as logical_and.out(x, y, out=x), and only an
   // output that is also an input may not be resized to the broadcast shape).
   for (TensorEntry& e : tensors_) {
-    if (e.original.unsafeGetTensorImpl() == src) {
+    if (e.original->unsafeGetTensorImpl() == src) {
       e.written = e.written || written;
       return e.alias;
     }
@@ -91,7 +91,9 @@ at::Tensor AliasSet::alias(const at::Tensor& t, bool written) {
       alias_storage(src->storage()), keys_like(exec_key_, src), src->dtype());
   copy_geometry(impl.get(), src);
   at::Tensor alias(std::move(impl));
-  tensors_.push_back(TensorEntry{alias, t, written});
+  tensors_.push_back(TensorEntry{alias, borrowed ? c10::MaybeOwned<at::Tensor>::borrowed(t)
+                                                 : c10::MaybeOwned<at::Tensor>::owned(std::in_place, t),
+                                 written});
   return alias;
 }
 
@@ -116,7 +118,7 @@ at::Tensor AliasSet::to_hybrid(const at::Tensor& result) {
   if (!result.defined()) return result;
   c10::TensorImpl* impl = result.unsafeGetTensorImpl();
   for (const TensorEntry& e : tensors_) {
-    if (e.alias.unsafeGetTensorImpl() == impl) return e.original;
+    if (e.alias.unsafeGetTensorImpl() == impl) return *e.original;
   }
   if (result.layout() == c10::kSparse && result.device() == exec_) {
     const auto* coo = at::sparse::get_sparse_impl(result);
@@ -142,7 +144,7 @@ void AliasSet::write_back_all() {
 }
 
 void AliasSet::write_back(const TensorEntry& e) {
-  c10::TensorImpl* dst = e.original.unsafeGetTensorImpl();
+  c10::TensorImpl* dst = e.original->unsafeGetTensorImpl();
   const c10::TensorImpl* src = e.alias.unsafeGetTensorImpl();
   c10::StorageImpl* alias_storage = src->storage().unsafeGetStorageImpl();
   c10::StorageImpl* own = dst->storage().unsafeGetStorageImpl();

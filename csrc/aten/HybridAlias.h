@@ -10,6 +10,7 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/Storage.h>
 #include <c10/macros/Macros.h>
+#include <c10/util/MaybeOwned.h>
 #include <c10/util/SmallVector.h>
 
 #include <string_view>
@@ -54,7 +55,10 @@ class AliasSet {
   // and conj/neg/zero bits. Refuses a tensor of another rack.
   // `written`: the op's schema marks the argument as mutated, so write_back_all
   // carries the kernel's metadata changes back to `t`.
-  at::Tensor alias(const at::Tensor& t, bool written);
+  // `borrowed`: the caller keeps `t` alive until the set is gone (an unboxed
+  // kernel's argument), so the set takes no reference of its own: a second
+  // reference to a tensor Python holds costs the GIL (PyObject preservation).
+  at::Tensor alias(const at::Tensor& t, bool written, bool borrowed = false);
 
   // A kernel result as a hybrid tensor: the original tensor when the kernel
   // returned one of our aliases (in-place and out= ops), a view of an input's
@@ -77,7 +81,7 @@ class AliasSet {
   };
   struct TensorEntry {
     at::Tensor alias;  // held so write_back_all can read it after the stack moved on
-    at::Tensor original;
+    c10::MaybeOwned<at::Tensor> original;
     bool written;
   };
 

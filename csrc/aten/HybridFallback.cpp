@@ -7,6 +7,7 @@
 #include "aten/HybridAlias.h"
 #include "aten/HybridFallback.h"
 #include "aten/HybridFidelity.h"
+#include "aten/HybridPlacement.h"
 #include "aten/HybridRefusals.h"
 #include "runtime/HybridCpuRouting.h"
 #include "runtime/HybridGenerator.h"
@@ -48,39 +49,6 @@ bool accepts_host_tensors(const c10::OperatorHandle& op) {
   return false;
 }
 
-// Walks the arguments once: which slot the op runs on, whether a host tensor
-// that CUDA would refuse is among them, and that every hybrid tensor belongs
-// to the current rack (a tensor of a retired rack never runs on, nor is
-// counted on, a slot of another).
-struct Placement {
-  const SlotTable& rack;
-  c10::DeviceIndex slot = -1;
-  std::optional<c10::Device> host_tensor;
-  c10::ScalarType dtype = c10::ScalarType::Undefined;
-
-  void note_device(const c10::OperatorHandle& op, c10::DeviceIndex index) {
-    if (slot < 0) {
-      slot = index;
-    } else if (index != slot) {
-      TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two "
-                  "devices, hybrid:", static_cast<int>(slot), " and hybrid:",
-                  static_cast<int>(index), "! (when checking arguments for ",
-                  op.operator_name().name, ")");
-    }
-  }
-
-  void note_tensor(const c10::OperatorHandle& op, const at::Tensor& t) {
-    if (!t.defined()) return;
-    if (t.is_privateuseone()) {
-      check_rack(t, rack, op.operator_name().name);
-      note_device(op, t.device().index());
-      if (dtype == c10::ScalarType::Undefined) dtype = t.scalar_type();
-    } else if (t.dim() > 0 && !host_tensor) {
-      host_tensor = t.device();
-    }
-  }
-};
-
 Placement place(const c10::OperatorHandle& op, const c10::IValue* args, size_t n, const SlotTable& rack) {
   Placement p{rack};
   for (size_t i = 0; i < n; ++i) {
@@ -98,12 +66,7 @@ Placement place(const c10::OperatorHandle& op, const c10::IValue* args, size_t n
       if (d.is_privateuseone()) p.note_device(op, d.has_index() ? d.index() : current_slot());
     }
   }
-  if (p.slot >= 0 && p.host_tensor && !accepts_host_tensors(op)) {
-    TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two "
-                "devices, hybrid:", static_cast<int>(p.slot), " and ",
-                device_name(*p.host_tensor), "! (when checking arguments for ",
-                op.operator_name().name, ")");
-  }
+  if (p.slot >= 0 && p.host_tensor) p.check_host_tensor(op, accepts_host_tensors(op));
   return p;
 }
 
@@ -116,6 +79,30 @@ bool is_generator_slot(const c10::Argument& arg) {
 }
 
 } // namespace
+
+void Placement::raise_two_slots(const c10::OperatorHandle& op, c10::DeviceIndex index) const {
+  TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two "
+              "devices, hybrid:", static_cast<int>(slot), " and hybrid:",
+              static_cast<int>(index), "! (when checking arguments for ",
+              op.operator_name().name, ")");
+}
+
+void Placement::raise_host_tensor(const c10::OperatorHandle& op) const {
+  TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two "
+              "devices, hybrid:", static_cast<int>(slot), " and ",
+              device_name(*host_tensor), "! (when checking arguments for ",
+              op.operator_name().name, ")");
+}
+
+void admit_on_slot(const c10::OperatorHandle& op, const SlotTable& rack, c10::DeviceIndex slot, bool emulated,
+                   c10::ScalarType dtype) {
+  if (emulated && C10_UNLIKELY(!op.hasComputedKernelForDispatchKey(c10::DispatchKey::CPU))) {
+    refusals::refuse_cuda_only(op, rack, slot);  // a CUDA-only op: named, with what to use instead
+  }
+  // After the rack check (Placement): a retired rack's tensor is refused, never counted.
+  fidelity::check(op, rack, slot, dtype);
+  ledger::count_fallback(op, rack, slot, emulated);
+}
 
 namespace {
 
@@ -140,13 +127,8 @@ void run_on_slot_impl(const c10::OperatorHandle& op, torch::jit::Stack* stack, c
   const c10::DeviceIndex slot = placement.slot;
   slot_out = slot;
   const bool emulated = rack->is_emulated(slot);
-  if (emulated && C10_UNLIKELY(!op.hasComputedKernelForDispatchKey(c10::DispatchKey::CPU))) {
-    refusals::refuse_cuda_only(op, *rack, slot);  // a CUDA-only op: named, with what to use instead
-  }
   const c10::Device exec = execution_device(*rack, slot);
-  // After the rack check (place): a retired rack's tensor is refused, never counted.
-  fidelity::check(op, *rack, slot, placement.dtype);
-  ledger::count_fallback(op, *rack, slot, emulated);
+  admit_on_slot(op, *rack, slot, emulated, placement.dtype);
 
   const bool recording = timeline::enabled();
   c10::SmallVector<c10::IValue, 8> inputs_for_record;

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cmath>
 #include <mutex>
+#include <tuple>
 #include <unordered_map>
 
 namespace hybrid::timeline {
@@ -182,10 +183,13 @@ Placer* placing_now(const Log& l, uint64_t rack) {
 
 } // namespace
 
-void record_op(const c10::OperatorHandle& op, uint64_t rack, c10::DeviceIndex slot,
-               const c10::IValue* inputs, size_t n_inputs,
-               const c10::IValue* outputs, size_t n_outputs,
-               c10::ScalarType dtype, uint8_t flags, std::unique_ptr<Measurement> measured) {
+namespace {
+
+// Places or logs an op record whose shapes `push(shapes, first_list)` appends to the cost key, returning
+// (inputs, outputs): the one body of both record_op overloads.
+template <typename PushShapes>
+void record_op_with(const c10::OperatorHandle& op, uint64_t rack, c10::DeviceIndex slot, c10::ScalarType dtype,
+                    uint8_t flags, std::unique_ptr<Measurement> measured, PushShapes&& push) {
   Record r = blank(RecordKind::Op, rack, slot);
   r.dtype = dtype;
   r.flags = flags;
@@ -193,10 +197,8 @@ void record_op(const c10::OperatorHandle& op, uint64_t rack, c10::DeviceIndex sl
   // The shapes are gathered straight into the cost key (one thread_local, no second copy).
   thread_local OpCostKey key;
   key.start();
-  std::vector<int64_t>& shapes = key.values;
   int64_t first_list = -1;
-  r.n_inputs = push_shapes(shapes, inputs, n_inputs, first_list);
-  r.n_outputs = push_shapes(shapes, outputs, n_outputs, first_list);
+  std::tie(r.n_inputs, r.n_outputs) = push(key.values, first_list);
   r.value = first_list < 0 ? 0 : first_list;
   {
     Log& l = log();
@@ -220,6 +222,31 @@ void record_op(const c10::OperatorHandle& op, uint64_t rack, c10::DeviceIndex sl
     l.records.push_back(r);
   }
   drain_if_full();
+}
+
+} // namespace
+
+void record_op(const c10::OperatorHandle& op, uint64_t rack, c10::DeviceIndex slot,
+               const c10::IValue* inputs, size_t n_inputs,
+               const c10::IValue* outputs, size_t n_outputs,
+               c10::ScalarType dtype, uint8_t flags, std::unique_ptr<Measurement> measured) {
+  record_op_with(op, rack, slot, dtype, flags, std::move(measured),
+                 [&](std::vector<int64_t>& shapes, int64_t& first_list) {
+                   const uint32_t n_in = push_shapes(shapes, inputs, n_inputs, first_list);
+                   return std::make_pair(n_in, push_shapes(shapes, outputs, n_outputs, first_list));
+                 });
+}
+
+void record_op(const c10::OperatorHandle& op, uint64_t rack, c10::DeviceIndex slot,
+               const at::Tensor* const* inputs, size_t n_inputs, const at::Tensor& output,
+               c10::ScalarType dtype, std::unique_ptr<Measurement> measured) {
+  record_op_with(op, rack, slot, dtype, 0, std::move(measured), [&](std::vector<int64_t>& shapes, int64_t&) {
+    uint32_t n_in = 0;
+    uint32_t n_out = 0;
+    for (size_t i = 0; i < n_inputs; ++i) push_tensor(shapes, *inputs[i], n_in);
+    push_tensor(shapes, output, n_out);
+    return std::make_pair(n_in, n_out);
+  });
 }
 
 void record_copy(uint64_t rack, c10::DeviceIndex src, c10::DeviceIndex dst, int64_t nbytes,

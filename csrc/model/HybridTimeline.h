@@ -77,6 +77,11 @@ void record_op(const c10::OperatorHandle& op, uint64_t rack, c10::DeviceIndex sl
                const c10::IValue* outputs, size_t n_outputs,
                c10::ScalarType dtype, uint8_t flags,
                std::unique_ptr<Measurement> measured = nullptr);
+// The same record for an op called unboxed (HybridUnboxed.cpp): its tensor arguments in order (undefined
+// ones skipped, as the boxed overload skips None) and its one tensor result.
+void record_op(const c10::OperatorHandle& op, uint64_t rack, c10::DeviceIndex slot,
+               const at::Tensor* const* inputs, size_t n_inputs, const at::Tensor& output,
+               c10::ScalarType dtype, std::unique_ptr<Measurement> measured = nullptr);
 void record_copy(uint64_t rack, c10::DeviceIndex src, c10::DeviceIndex dst, int64_t nbytes,
                  c10::ScalarType dtype, bool asynchronous);
 int64_t record_marker(uint64_t rack, c10::DeviceIndex slot, c10::StreamId stream);

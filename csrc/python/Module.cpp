@@ -27,6 +27,10 @@ void bind_timeline(pybind11::module& m);
 }
 void bind_fused_collectives(pybind11::module& m);
 int register_foreach();
+namespace unboxed {
+const std::vector<std::string>& register_unboxed();
+bool set_enabled(bool on);
+} // namespace unboxed
 
 namespace {
 
@@ -105,6 +109,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
 
   register_hooks();
   install_cpu_routing();
+  // The hottest ops' unboxed kernels (HybridUnboxed.cpp), before CPU parity would send them to the boxed
+  // fallback; _set_unboxed(False) sends them there instead, the reference the tests compare them with.
+  m.attr("_unboxed_ops") = unboxed::register_unboxed();
+  m.def("_set_unboxed", &unboxed::set_enabled, "Whether the hottest ops take their unboxed kernels; returns the "
+        "previous setting.");
   const int parity_ops = register_cpu_parity();
   m.attr("_cpu_parity_ops") = parity_ops;
   m.attr("_foreach_ops") = register_foreach();
