@@ -1,8 +1,9 @@
 """``hybrid diverge`` / ``interop.diverge``: injected bugs located, clean recipes agreeing, exit statuses, errors.
 
-The injected-bug cases run in two launches for all of them: torch's recipes with their bugs
-(tests/support/cuda_scripts/diverge_recipes.py ``--all``) once under torchrun on the rack and once as the
-plain-torch reference (a world of one), each case recorded by its own recorder; the comparisons then run here.
+The injected-bug cases run in three launches for all of them: torch's recipes with their bugs
+(tests/support/cuda_scripts/diverge_recipes.py ``--all``) once under torchrun on the rack, once as the
+plain-torch reference (a world of one) and once as plain torch under torchrun over Gloo (the reference of the
+same parallelism, ``--reference gloo``), each case recorded by its own recorder; the comparisons then run here.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from interop.diverge.result import build
 from tests.support import ROOT
 
 RECIPES = os.path.join(ROOT, "tests", "support", "cuda_scripts", "diverge_recipes.py")
+RACK_FAULTS = os.path.join(ROOT, "tests", "support", "rack_faults")
 
 # case -> (module, phase, rank or None for any, what the cause starts with or None); None: the runs agree.
 EXPECTED = {
@@ -60,21 +62,25 @@ def _hybrid(*args, cwd, timeout=300) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def recipes(tmp_path_factory):
-    """Every case's records: the run under test (2 ranks on the rack) and the reference (plain torch, 1 rank)."""
+    """Every case's records: the run under test (2 ranks on the rack), the reference (plain torch, 1 rank) and the
+    reference of the same parallelism (plain torch, 2 ranks over Gloo)."""
     from interop.diverge.launch import free_port
 
     tmp = tmp_path_factory.mktemp("diverge")
     plain = "import sys, runpy; sys.modules['interop._C'] = None; sys.argv = sys.argv[1:]; " \
             "runpy.run_path(sys.argv[0], run_name='__main__')"
-    reference = subprocess.Popen(
-        [sys.executable, "-c", plain, RECIPES, "--all", str(tmp / "ref"), "--steps", "2"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp,
-        env=_env(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port())))
-    run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
-                          "-m", "interop.run", RECIPES, "--all", str(tmp / "run"), "--steps", "2"],
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
+    references = [subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp, env=env) for command, env in [
+        ([sys.executable, "-c", plain, RECIPES, "--all", str(tmp / "ref"), "--steps", "2"],
+         _env(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))),
+        ([*torchrun, "--no-python", sys.executable, "-c", plain, RECIPES, "--all", str(tmp / "gloo"), "--steps", "2"],
+         _env())]]
+    run = subprocess.run([*torchrun, "-m", "interop.run", RECIPES, "--all", str(tmp / "run"), "--steps", "2"],
                          capture_output=True, text=True, cwd=tmp, env=_env(), timeout=300)
-    ref_out, _ = reference.communicate(timeout=300)
-    assert reference.returncode == 0, ref_out[-3000:]
+    for reference in references:
+        ref_out, _ = reference.communicate(timeout=300)
+        assert reference.returncode == 0, ref_out[-3000:]
     assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
     return tmp
 
@@ -113,6 +119,65 @@ def test_a_shard_is_compared_with_its_slice_of_the_full_tensor(recipes):
     result = build(reference, ranks, "2 ranks", "cpu")
     assert result.first.compared.startswith("shard at offset [")
     assert result.first.rank in (0, 1) and 0.49 < result.first.test_max / result.first.reference_max < 0.51
+
+
+# -- the reference of the same parallelism: the same ranks on the CPU over Gloo ----------------------------------
+
+# Against the same ranks over Gloo, only what the rack computes otherwise shows: the recipes' bugs are the
+# script's own, in both runs alike. Dropout still differs: the run draws from its slot's generator, the
+# reference from the CPU's, which the model's initialisation on the CPU has moved on.
+GLOO_DIFFERS = {"ddp-dropout": ("blocks.0.mlp.drop", "forward", "randomness")}
+
+
+@pytest.mark.parametrize("case", sorted(EXPECTED))
+def test_against_the_same_ranks_over_gloo_a_bug_of_the_script_does_not_show(recipes, case):
+    from interop.diverge.result import build_peers
+
+    ranks, references = _load(recipes / "run" / case), _load(recipes / "gloo" / case)
+    assert [r["rank"] for r in references] == [0, 1] and all(r["steps"] == 2 for r in references)
+    result = build_peers(references, ranks, "2 ranks", "gloo")
+    if case not in GLOO_DIFFERS:
+        assert not result.diverged, str(result)
+        assert result.points_compared > 100 and "rank against rank" in result.last_agreed.compared
+        return
+    module, phase, cause = GLOO_DIFFERS[case]
+    assert (result.first.step, result.first.module, result.first.phase) == (1, module, phase), str(result)
+    assert result.first.cause.startswith(cause) and result.first.rank in (0, 1)
+
+
+def test_against_the_same_ranks_a_shard_is_compared_with_the_same_shard(recipes):
+    """FSDP2's rank 1 holds the second halves: at init each is set whole against the reference's rank 1's (the
+    same shard), and would differ against rank 0's; references of other ranks than the run's are refused."""
+    from interop.diverge import compare
+    from interop.diverge.result import build_peers
+
+    ranks, references = _load(recipes / "run" / "fsdp2-clean"), _load(recipes / "gloo" / "fsdp2-clean")
+    init = [(point, results) for point, results, _, _ in compare.walk(references[1], ranks[1:], peer=True)
+            if point["phase"] == "init"]
+    shards = [r for _, results in init for r in results.values() if r["compared"].startswith("shard at offset [")]
+    assert shards and all(r["compared"].endswith("rank against rank") and not r["differs"] for r in shards)
+    assert any(r["compared"].startswith("shard at offset [16, 0] of [32, 16]") for r in shards)
+    against_rank_0 = [r for point, results, _, _ in compare.walk(references[0], ranks[1:], peer=True)
+                      if point["phase"] == "init" for r in results.values()]
+    assert against_rank_0 == []  # another shard's offset: not set side by side
+    with pytest.raises(ValueError, match=r"the reference recorded ranks \[0\], the run under test ranks \[0, 1\]"):
+        build_peers(references[:1], ranks, "2 ranks", "gloo")
+
+
+def test_a_collective_the_rack_computes_otherwise_is_located_against_the_gloo_reference(tmp_path):
+    """The rack's third all-reduce on each rank returns 1.5 times its sum (tests/support/rack_faults: the rack's
+    processes only): the averaged gradient it carried, blocks.0.norm's bias, is the first point that differs."""
+    env = _env(RACK_FAULT_ALL_REDUCE="3", PYTHONPATH=os.pathsep.join((RACK_FAULTS, ROOT)))
+    out = subprocess.run([sys.executable, "-m", "hybrid_cli", "diverge", "--nproc-per-node", "2", "--steps", "1",
+                          "--reference", "gloo", "--json", "where.json", RECIPES, "--recipe", "manual_dp"],
+                         capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+    assert out.returncode == 1, out.stdout[-2000:] + out.stderr[-3000:]
+    assert "2 ranks (torchrun) against the CPU over Gloo (2 ranks, rank against rank)" in out.stdout
+    first = json.loads((tmp_path / "where.json").read_text())["first"]
+    assert (first["step"], first["module"], first["phase"], first["tensor"], first["call_index"]) == \
+        (1, "blocks.0.norm", "param_grad", "bias", 0)
+    assert first["max_rel_diff"] == pytest.approx(0.5, rel=1e-5) and first["compared"] == "full, rank against rank"
+    assert first["collective_before"].startswith("all_reduce of float32[")
 
 
 # -- the command line: each exit status, the JSON, the documented sample ----------------------------------------
@@ -165,6 +230,7 @@ def test_a_script_that_fails_before_its_first_step_is_exit_status_2_with_its_err
     (["--steps", "0", "ok.py"], "--steps 0"),
     (["--nproc-per-node", "0", "ok.py"], "--nproc-per-node 0"),
     (["--reference", "gpu", "ok.py"], "--reference 'gpu'"),
+    (["--reference", "gloo", "ok.py"], "--reference gloo runs the same parallelism over Gloo: give --nproc-per-node"),
     (["--json", ".", "ok.py"], "--json"),
     (["--json", "/no/such/folder/where.json", "ok.py"], "--json: cannot write '/no/such/folder/where.json'"),
     (["--rack", "nonsense", "ok.py"], "--rack 'nonsense': preset: unknown preset 'nonsense'"),
@@ -197,7 +263,8 @@ def test_help_lists_the_options():
 
 
 @pytest.mark.parametrize("kwargs, named", [
-    (dict(steps=0), "steps"), (dict(steps=1.5), "steps"), (dict(reference="gloo"), "reference"),
+    (dict(steps=0), "steps"), (dict(steps=1.5), "steps"), (dict(reference="gpu"), "reference"),
+    (dict(reference="gloo"), "reference 'gloo' .* nproc_per_node of at least 2, got 1"),
     (dict(nproc_per_node=0), "nproc_per_node"), (dict(args="--lr 1"), "args"), (dict(rack="nonsense"), "rack"),
 ])
 def test_the_api_refuses_bad_arguments_by_name(tmp_path, kwargs, named):
