@@ -99,8 +99,10 @@ def main(args) -> int:
         result = diverge(script, script_args, nproc_per_node=args.nproc_per_node, steps=args.steps,
                          reference=args.reference, rack=args.rack)
     except RunFailed as e:
-        hint = ("\n(a script that requires a GPU runs its reference with --reference slot)"
-                if args.reference == "cpu" and str(e).startswith("the reference") else "")
+        hint = {"cpu": "\n(a script that requires a GPU runs its reference with --reference slot)",
+                "gloo": "\n(--reference gloo runs the script in plain torch on the CPU: one that requires a GPU or "
+                        "'nccl' has no reference of its ranks; --reference slot runs one process on a slot)"}
+        hint = hint.get(args.reference, "") if str(e).startswith("the reference") else ""
         return _error(f"{e}{hint}")
     print(result)
     if args.json:

@@ -168,10 +168,12 @@ class _Builder:
         if len(ranks) > 1:
             why.append("each rank draws its own rows' numbers from its own stream, the reference all the rows' "
                        "from one")
+        # A slot's draws are the run's; the one-process slot reference is no substitute for the same ranks'.
+        self.slot_hint = " (--reference slot draws as the run does)" if reference_kind == "cpu" else ""
         if reference_kind in CPU_REFERENCES:
             why.append("the run under test draws from its device's generator (a slot's, as CUDA code draws from "
                        "the GPU's), the CPU reference from the CPU's, which an initialisation on the CPU has "
-                       "moved on (--reference slot draws as the run does)")
+                       "moved on" + self.slot_hint)
         self.data_hint = ("; a data-parallel rank's rows must be its slice of the batch the one-process "
                           "reference draws (one seeded global batch, each rank taking its rows) for the two to "
                           "mean the same" if len(ranks) > 1 else "")
@@ -207,8 +209,7 @@ class _Builder:
                 self.reference_kind in CPU_REFERENCES and test_point.get("device_drew"):
             point.cause = ("randomness: the run drew random numbers on its device before the first step (a "
                            "parameter initialised or resized on cuda draws from the slot's generator, as on a GPU "
-                           "from the GPU's), the CPU reference from the CPU's; --reference slot draws as the run "
-                           "does")
+                           "from the GPU's), the CPU reference from the CPU's" + self.slot_hint)
         elif worst["differs"] and ref_point["phase"] == "init" and worst.get("sharded") and test_point.get(
                 "drew_since_seed"):
             point.cause = ("randomness: a sharded parameter (a DTensor), and random numbers were drawn since the "

@@ -224,6 +224,27 @@ def test_a_script_that_fails_before_its_first_step_is_exit_status_2_with_its_err
     assert "recorded no optimizer step" in out.stderr and "RuntimeError: no data here" in out.stderr
 
 
+@pytest.mark.parametrize("reference, hint", [("cpu", "runs its reference with --reference slot"),
+                                             ("gloo", "has no reference of its ranks"), ("slot", None)])
+def test_a_reference_that_recorded_nothing_is_exit_status_2_with_the_hint_of_its_kind(tmp_path, monkeypatch, capsys,
+                                                                                      reference, hint):
+    """The runs themselves are left out (their failure is test_a_script_that_fails_before_its_first_step...'s)."""
+    import interop.diverge as package
+    from hybrid_cli import main
+
+    def fails(*args, **kwargs):
+        raise package.RunFailed(f"the reference ({reference}) recorded no optimizer step, so there is nothing to "
+                                f"compare; it said:\nrank0: RuntimeError: Distributed package doesn't have NCCL")
+
+    monkeypatch.setattr(package, "diverge", fails)
+    (tmp_path / "ok.py").write_text("pass\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["diverge", "--nproc-per-node", "2", "--reference", reference, "ok.py"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"hybrid diverge: error: the reference ({reference}) recorded no optimizer step")
+    assert (hint in err) if hint else err.rstrip().endswith("have NCCL"), err
+
+
 @pytest.mark.parametrize("args, named", [
     (["missing.py"], "SCRIPT 'missing.py' not found"),
     ([], "no SCRIPT given"),
