@@ -13,6 +13,10 @@ both sides is compared (see :mod:`interop.diverge.tensors` for shards and slices
   is a partial sum (a row-parallel layer's output written by hand, the gradient of a column-parallel layer's
   input): it agrees when every rank all-reduces a tensor of its shape next (before its next recorded point),
   and is a divergence, a partial sum never all-reduced, when not.
+
+Against a reference of the same parallelism (``--reference gloo``: the same ranks on the CPU over Gloo), rank r
+is compared with the reference's rank r, each walk rank against rank (``peer``): tensor for tensor, a shard
+against the same shard, and none of the above applies.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import math
 import torch
 
 from interop.diverge import tolerance
-from interop.diverge.tensors import inferred_slice, pair
+from interop.diverge.tensors import inferred_slice, pair, pair_local
 
 
 def _key(point: dict) -> tuple:
@@ -128,12 +132,13 @@ def _partial_sum(worst: dict, tests: list, ref_summary, phase: str, reduced_next
 
 
 def _compare_path(tests: list, ref_summary, phase: str, reduced_next: dict | None = None, world: int = 1,
-                  computed: str | None = None, replicas: bool = False) -> dict | None:
+                  computed: str | None = None, replicas: bool = False, peer: bool = False) -> dict | None:
     """The worst rank's comparison of one tensor of one point; None when no rank could be compared.
     ``reduced_next``: rank -> the all-reduce that rank issued right after the point (:class:`NextCollective`);
     ``computed``: the lowest precision the runs computed in (:func:`tolerance.judged_dtype`); ``replicas``:
     the tensors are ``nn.DataParallel`` replicas' (one loss over the gathered batch: a row's gradient is the
-    reference's, not the number of slices times it)."""
+    reference's, not the number of slices times it); ``peer``: the reference's tensor is the same rank's (see
+    the module doc)."""
     dtype = ref_summary.dtype
     computed = computed if phase != "init" else None  # parameters are stored at their own precision
     scalar = ref_summary.numel == 1 and phase == "forward"
@@ -151,11 +156,11 @@ def _compare_path(tests: list, ref_summary, phase: str, reduced_next: dict | Non
     worst = None
     agreeing = []
     for rank, summary in tests:
-        paired = pair(summary, ref_summary, rank)
+        paired = pair_local(summary, ref_summary) if peer else pair(summary, ref_summary, rank)
         if paired.test is None:
             continue
         test = paired.test
-        inferred = inferred_slice(summary, ref_summary, rank)
+        inferred = None if peer else inferred_slice(summary, ref_summary, rank)
         if phase == "input_grad" and inferred is not None and inferred[0] == 0 and not replicas:
             test = test / inferred[1]  # a rank's loss averages its own rows: each row's gradient is k times
         result = dict(measure(test, paired.ref, phase, dtype, computed), rank=rank, compared=paired.how,
@@ -172,15 +177,16 @@ def _compare_path(tests: list, ref_summary, phase: str, reduced_next: dict | Non
 
 
 def compare_tensors(point: dict, matches: list, field: str, reduced: dict | None = None, world: int = 1,
-                    computed: str | None = None) -> dict:
+                    computed: str | None = None, peer: bool = False) -> dict:
     """{path: the worst rank's comparison} for one point's ``field`` ('tensors' or 'inputs'); ``reduced``,
-    ``world`` and ``computed`` as :func:`_compare_path`'s."""
+    ``world``, ``computed`` and ``peer`` as :func:`_compare_path`'s."""
     results = {}
     for path, ref_summary in point.get(field) or ():
         tests = [(rank, dict(p.get(field) or ()).get(path)) for rank, p in matches]
-        tests = _consistent([(rank, s) for rank, s in tests if s is not None], ref_summary)
+        tests = [(rank, s) for rank, s in tests if s is not None]
+        tests = tests if peer else _consistent(tests, ref_summary)
         replicas = all("replica" in p for _, p in matches)
-        compared = (_compare_path(tests, ref_summary, point["phase"], reduced, world, computed, replicas)
+        compared = (_compare_path(tests, ref_summary, point["phase"], reduced, world, computed, replicas, peer)
                     if tests else None)
         if compared is not None:
             results[path] = compared
@@ -214,9 +220,10 @@ class NextCollective:
         return collective if collective["seq"] < next_point and collective["label"].startswith("all_reduce") else None
 
 
-def walk(reference: dict, ranks: list[dict]):
+def walk(reference: dict, ranks: list[dict], peer: bool = False):
     """Yield (reference point, {path: comparison}, {input path: comparison}, the test points by rank) in the
-    reference's order, for every point at least one rank of the run under test recorded."""
+    reference's order, for every point at least one rank of the run under test recorded. ``peer``: ``ranks`` is
+    the one rank the reference's is (see the module doc)."""
     indexed = [(r["rank"], index_points(r)) for r in ranks]
     following = {r["rank"]: NextCollective(r) for r in ranks}
     world = len(ranks)
@@ -227,5 +234,5 @@ def walk(reference: dict, ranks: list[dict]):
         if not matches:
             continue
         reduced = {rank: following[rank].after(p["seq"]) for rank, p in matches}
-        yield (point, compare_tensors(point, matches, "tensors", reduced, world, computed),
-               compare_tensors(point, matches, "inputs", computed=computed), dict(matches))
+        yield (point, compare_tensors(point, matches, "tensors", reduced, world, computed, peer),
+               compare_tensors(point, matches, "inputs", computed=computed, peer=peer), dict(matches))

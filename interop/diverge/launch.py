@@ -1,8 +1,10 @@
 """Running the user's script twice, each in processes of its own: the run under test on the rack (one process,
-or N ranks launched as torchrun launches them) and the reference as one process (plain torch on the CPU, or
-one slot under the CUDA layer), each recorded by :mod:`interop.diverge.child`.
+or N ranks launched as torchrun launches them) and the reference (plain torch on the CPU, or one slot under the
+CUDA layer, as one process; or plain torch on the CPU with the run's N ranks, launched alike: a script that
+picks "gloo" and the CPU where CUDA is not available runs the same parallelism over Gloo), each recorded by
+:mod:`interop.diverge.child`.
 
-The reference of an N-rank run is a world of one: ``RANK=0``, ``WORLD_SIZE=1``, ``LOCAL_RANK=0`` and a
+The one-process reference of an N-rank run is a world of one: ``RANK=0``, ``WORLD_SIZE=1``, ``LOCAL_RANK=0`` and a
 rendezvous of its own, so a script that calls ``init_process_group`` and builds its mesh from the world size
 runs its single-device path.
 """
@@ -54,26 +56,34 @@ def _child(out: str, steps: int, layer: bool, rack: str | None) -> list[str]:
     return args
 
 
+def _launched(child: list[str], script: str, args: list[str], nproc: int) -> list[str]:
+    """The command of one recorded run: ``nproc`` ranks under torchrun's launch when above 1, else one process."""
+    if nproc > 1:
+        # torchrun runs a script or a module; plain torch's child is ``python -c`` (interop unregistered before
+        # its first import), so torchrun is told the interpreter is the program.
+        program = ["--no-python", sys.executable] if child[0] == "-c" else []
+        return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
+                *program, *child, "--", script, *args]
+    return [sys.executable, *child, "--", script, *args]
+
+
 def run_under_test(script: str, args: list[str], out: str, *, steps: int, nproc: int,
                    rack: str | None) -> subprocess.Popen:
     """Start the run under test: the script on the rack, under torchrun's launch when ``nproc`` > 1."""
-    child = _child(out, steps, True, rack)
-    if nproc > 1:
-        command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
-                   *child, "--", script, *args]
-    else:
-        command = [sys.executable, *child, "--", script, *args]
-    return _start(command, _env(), out)
+    return _start(_launched(_child(out, steps, True, rack), script, args, nproc), _env(), out)
 
 
-def run_reference(script: str, args: list[str], out: str, *, steps: int, reference: str, distributed: bool,
+def run_reference(script: str, args: list[str], out: str, *, steps: int, reference: str, nproc: int,
                   rack: str | None) -> subprocess.Popen:
-    """Start the reference: one process, on the CPU (plain torch) or one slot (the CUDA layer)."""
+    """Start the reference: one process, on the CPU (plain torch, ``cpu``) or one slot (the CUDA layer,
+    ``slot``); or ``gloo``: plain torch on the CPU with the run under test's ``nproc`` ranks, launched as it is."""
+    if reference == "gloo":
+        return _start(_launched(_child(out, steps, False, rack), script, args, nproc), _env(), out)
     extra = {}
-    if distributed:
+    if nproc > 1:
         extra = dict(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
                      MASTER_PORT=str(free_port()))
-    command = [sys.executable, *_child(out, steps, reference == "slot", rack), "--", script, *args]
+    command = _launched(_child(out, steps, reference == "slot", rack), script, args, 1)
     return _start(command, _env(extra), out)
 
 

@@ -11,6 +11,10 @@ from interop.diverge import compare, tolerance
 from interop.diverge.recorder import LOSS
 from interop.diverge.tensors import FULL_LIMIT, SAMPLES
 
+CPU_REFERENCES = ("cpu", "gloo")
+"""The references that run plain torch on the CPU (one process, or the same ranks over Gloo): their random draws
+come from the CPU's generator, the run's on cuda from its slot's."""
+
 
 @dataclass
 class Point:
@@ -157,16 +161,19 @@ def _input_differs(inputs: dict) -> bool:
 class _Builder:
     """Turns the walk's comparisons into :class:`Point` records."""
 
-    def __init__(self, reference: dict, ranks: list[dict], reference_kind: str = "cpu"):
+    def __init__(self, reference: dict, ranks: list[dict], reference_kind: str = "cpu", peer: bool = False):
         self.reference = reference
+        self.peer = peer
         why = []
         if len(ranks) > 1:
             why.append("each rank draws its own rows' numbers from its own stream, the reference all the rows' "
                        "from one")
-        if reference_kind == "cpu":
+        # A slot's draws are the run's; the one-process slot reference is no substitute for the same ranks'.
+        self.slot_hint = " (--reference slot draws as the run does)" if reference_kind == "cpu" else ""
+        if reference_kind in CPU_REFERENCES:
             why.append("the run under test draws from its device's generator (a slot's, as CUDA code draws from "
                        "the GPU's), the CPU reference from the CPU's, which an initialisation on the CPU has "
-                       "moved on (--reference slot draws as the run does)")
+                       "moved on" + self.slot_hint)
         self.data_hint = ("; a data-parallel rank's rows must be its slice of the batch the one-process "
                           "reference draws (one seeded global batch, each rank taking its rows) for the two to "
                           "mean the same" if len(ranks) > 1 else "")
@@ -199,11 +206,10 @@ class _Builder:
             point.cause = ("uninitialised memory: magnitudes above 1e20 or below 1e-30 are no initialiser's; "
                            "these values were never written (to_empty or torch.empty without an initialisation)")
         elif worst["differs"] and ref_point["phase"] == "init" and not worst.get("sharded") and \
-                self.reference_kind == "cpu" and test_point.get("device_drew"):
+                self.reference_kind in CPU_REFERENCES and test_point.get("device_drew"):
             point.cause = ("randomness: the run drew random numbers on its device before the first step (a "
                            "parameter initialised or resized on cuda draws from the slot's generator, as on a GPU "
-                           "from the GPU's), the CPU reference from the CPU's; --reference slot draws as the run "
-                           "does")
+                           "from the GPU's), the CPU reference from the CPU's" + self.slot_hint)
         elif worst["differs"] and ref_point["phase"] == "init" and worst.get("sharded") and test_point.get(
                 "drew_since_seed"):
             point.cause = ("randomness: a sharded parameter (a DTensor), and random numbers were drawn since the "
@@ -221,7 +227,8 @@ def _origin(builder: _Builder, first: tuple, walk) -> Point:
     ref_point, results, inputs, tests = first
     point, _ = builder.point(ref_point, results, tests)
     if point.rank is not None and point.rank in tests:  # the input of the rank whose output differs
-        inputs = compare.compare_tensors(ref_point, [(point.rank, tests[point.rank])], "inputs")
+        inputs = compare.compare_tensors(ref_point, [(point.rank, tests[point.rank])], "inputs",
+                                         peer=builder.peer)
     if ref_point["phase"] != "forward" or not _input_differs(inputs):
         return point
     seen_at, target, fed = ref_point["module"], ref_point, True
@@ -235,7 +242,8 @@ def _origin(builder: _Builder, first: tuple, walk) -> Point:
         target, first = later_point, later
         point, _ = builder.point(later_point, later_results, later_tests)
         if point.rank is not None and point.rank in later_tests:  # the input of the rank whose output differs
-            later_inputs = compare.compare_tensors(later_point, [(point.rank, later_tests[point.rank])], "inputs")
+            later_inputs = compare.compare_tensors(later_point, [(point.rank, later_tests[point.rank])], "inputs",
+                                                   peer=builder.peer)
         fed = _input_differs(later_inputs) or (None if not later_inputs else False)
         if fed is not True:
             break
@@ -258,9 +266,9 @@ def _origin(builder: _Builder, first: tuple, walk) -> Point:
     return point
 
 
-def walk_ahead(reference: dict, ranks: list[dict], after: dict):
+def walk_ahead(reference: dict, ranks: list[dict], after: dict, peer: bool = False):
     """The comparisons of the points after ``after`` in the same step (a second walk: the first is not consumed)."""
-    for entry in compare.walk(reference, ranks):
+    for entry in compare.walk(reference, ranks, peer):
         if entry[0]["seq"] > after["seq"] and entry[0]["step"] == after["step"]:
             yield entry
 
@@ -278,15 +286,16 @@ def _rescaled_later(ref_point: dict, entry: tuple, ahead) -> bool:
 
 
 def build(reference: dict, ranks: list[dict], run: str, reference_name: str,
-          reference_kind: str = "cpu") -> DivergeResult:
-    """Walk the points (:func:`compare.walk`) to the first that differs."""
+          reference_kind: str = "cpu", peer: bool = False) -> DivergeResult:
+    """Walk the points (:func:`compare.walk`) to the first that differs; ``peer``: ``ranks`` is the one rank
+    ``reference`` is (:func:`build_peers`)."""
     ranks = compare.by_replica(ranks)
-    builder = _Builder(reference, ranks, reference_kind)
+    builder = _Builder(reference, ranks, reference_kind, peer)
     first = last = None
     compared = not_compared = 0
     random_init: list[Point] = []
     rescaled: list[Point] = []
-    walk = compare.walk(reference, ranks)
+    walk = compare.walk(reference, ranks, peer)
     for entry in walk:
         ref_point, results, inputs, tests = entry
         if not results:
@@ -297,7 +306,7 @@ def build(reference: dict, ranks: list[dict], run: str, reference_name: str,
         if differs and ref_point["phase"] == "init" and point.cause and point.cause.startswith("randomness"):
             random_init.append(point)  # one parameter's draw explains no other's: the walk goes on
             continue
-        if differs and _rescaled_later(ref_point, entry, walk_ahead(reference, ranks, ref_point)):
+        if differs and _rescaled_later(ref_point, entry, walk_ahead(reference, ranks, ref_point, peer)):
             rescaled.append(point)  # the model's loss, rescaled by the script before backward: not a divergence
             continue
         if differs:
@@ -324,3 +333,32 @@ def build(reference: dict, ranks: list[dict], run: str, reference_name: str,
                      f"(shapes that are not a slice of the reference's, or Partial DTensors)")
     return DivergeResult(diverged=first is not None, first=first, last_agreed=last, steps=steps,
                          points_compared=compared, run=run, reference=reference_name, notes=notes)
+
+
+def build_peers(references: list[dict], ranks: list[dict], run: str, reference_name: str,
+                reference_kind: str = "gloo") -> DivergeResult:
+    """Against a reference of the same parallelism: rank r walked against the reference's rank r alone (shard
+    against shard, see :mod:`interop.diverge.compare`), and the rank that differs at the earliest point reported
+    (the earliest step, then the earliest in its rank's order; ties to the lower rank), with that rank's last
+    agreed point. ``ValueError`` when the two runs' ranks are not the same."""
+    ranks = compare.by_replica(ranks)  # the replicas inside a rank: left out, as against any reference of ranks
+    by_rank = {r["rank"]: r for r in references}
+    if sorted(by_rank) != sorted(r["rank"] for r in ranks):
+        raise ValueError(f"the reference recorded ranks {sorted(by_rank)}, the run under test ranks "
+                         f"{sorted(r['rank'] for r in ranks)}: a reference of the same parallelism needs the same")
+    results = [(r["rank"], build(by_rank[r["rank"]], [r], run, reference_name, reference_kind, peer=True))
+               for r in sorted(ranks, key=lambda r: r["rank"])]
+    diverged = [(rank, result) for rank, result in results if result.diverged]
+    rank, chosen = min(diverged, key=lambda rr: (rr[1].first.step, _order(by_rank[rr[0]], rr[1].first), rr[0])) \
+        if diverged else results[0]
+    notes = [f"rank {r}: {n}" for r, result in results for n in result.notes]
+    return DivergeResult(diverged=chosen.diverged, first=chosen.first, last_agreed=chosen.last_agreed,
+                         steps=min(result.steps for _, result in results),
+                         points_compared=sum(result.points_compared for _, result in results), run=run,
+                         reference=reference_name, notes=notes)
+
+
+def _order(reference: dict, point: Point) -> int:
+    """Where ``point`` was recorded in a rank's reference (its sequence number)."""
+    found = compare.index_points(reference).get((point.step, point.module, point.call_index, point.phase))
+    return found["seq"] if found else 0

@@ -173,6 +173,27 @@ def pair(test: Summary, ref: Summary, index: int) -> Pair:
                 f"{how}, {common} sampled elements (digest differs)")
 
 
+def pair_local(test: Summary, ref: Summary) -> Pair:
+    """The elements of ``test`` and the same elements of ``ref`` when both are the same rank's local tensor (a
+    reference of the same parallelism: shard against shard, a rank's rows against the same rank's rows)."""
+    if test.partial or ref.partial:
+        return Pair(None, None, "not compared: a Partial DTensor (a sum not yet reduced)")
+    if (tuple(test.shape), tuple(test.global_shape), tuple(test.offset)) != \
+            (tuple(ref.shape), tuple(ref.global_shape), tuple(ref.offset)):
+        return Pair(None, None, f"not compared: shape {list(test.shape)} at {list(test.offset)} of "
+                                f"{list(test.global_shape)}, reference's rank {list(ref.shape)} at "
+                                f"{list(ref.offset)} of {list(ref.global_shape)}")
+    how = f"shard at offset {list(test.offset)} of {list(test.global_shape)}" if test.sharded else "full"
+    how += ", rank against rank"
+    if test.values is not None and ref.values is not None:
+        return Pair(test.values, ref.values, how)
+    if test.digest == ref.digest:
+        return Pair(torch.zeros(1, dtype=torch.float64), torch.zeros(1, dtype=torch.float64), how + ", digest equal")
+    # Large tensors: both kept the same global positions of the same block.
+    return Pair(test.sample_values, ref.sample_values, f"{how}, {len(test.sample_values)} sampled elements "
+                                                       f"(digest differs)")
+
+
 def _intersect(a: torch.Tensor, b: torch.Tensor):
     order = torch.argsort(b)
     sorted_b = b[order]

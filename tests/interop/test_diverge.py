@@ -1,8 +1,10 @@
 """``hybrid diverge`` / ``interop.diverge``: injected bugs located, clean recipes agreeing, exit statuses, errors.
 
-The injected-bug cases run in two launches for all of them: torch's recipes with their bugs
-(tests/support/cuda_scripts/diverge_recipes.py ``--all``) once under torchrun on the rack and once as the
-plain-torch reference (a world of one), each case recorded by its own recorder; the comparisons then run here.
+The injected-bug cases run in three launches for all of them: torch's recipes with their bugs
+(tests/support/cuda_scripts/diverge_recipes.py ``--all``) once under torchrun on the rack, once as the
+plain-torch reference (a world of one) and once as plain torch under torchrun over Gloo (the reference of the
+same parallelism, ``--reference gloo``), each case recorded by its own recorder; the comparisons then run here.
+The comparison rules on records written by hand are tests/interop/test_diverge_compare.py's.
 """
 
 from __future__ import annotations
@@ -15,11 +17,12 @@ import sys
 import pytest
 import torch
 
-from interop.diverge import compare, tensors
+from interop.diverge import compare
 from interop.diverge.result import build
 from tests.support import ROOT
 
 RECIPES = os.path.join(ROOT, "tests", "support", "cuda_scripts", "diverge_recipes.py")
+RACK_FAULTS = os.path.join(ROOT, "tests", "support", "rack_faults")
 
 # case -> (module, phase, rank or None for any, what the cause starts with or None); None: the runs agree.
 EXPECTED = {
@@ -60,21 +63,25 @@ def _hybrid(*args, cwd, timeout=300) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def recipes(tmp_path_factory):
-    """Every case's records: the run under test (2 ranks on the rack) and the reference (plain torch, 1 rank)."""
+    """Every case's records: the run under test (2 ranks on the rack), the reference (plain torch, 1 rank) and the
+    reference of the same parallelism (plain torch, 2 ranks over Gloo)."""
     from interop.diverge.launch import free_port
 
     tmp = tmp_path_factory.mktemp("diverge")
     plain = "import sys, runpy; sys.modules['interop._C'] = None; sys.argv = sys.argv[1:]; " \
             "runpy.run_path(sys.argv[0], run_name='__main__')"
-    reference = subprocess.Popen(
-        [sys.executable, "-c", plain, RECIPES, "--all", str(tmp / "ref"), "--steps", "2"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp,
-        env=_env(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port())))
-    run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
-                          "-m", "interop.run", RECIPES, "--all", str(tmp / "run"), "--steps", "2"],
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
+    references = [subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp, env=env) for command, env in [
+        ([sys.executable, "-c", plain, RECIPES, "--all", str(tmp / "ref"), "--steps", "2"],
+         _env(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))),
+        ([*torchrun, "--no-python", sys.executable, "-c", plain, RECIPES, "--all", str(tmp / "gloo"), "--steps", "2"],
+         _env())]]
+    run = subprocess.run([*torchrun, "-m", "interop.run", RECIPES, "--all", str(tmp / "run"), "--steps", "2"],
                          capture_output=True, text=True, cwd=tmp, env=_env(), timeout=300)
-    ref_out, _ = reference.communicate(timeout=300)
-    assert reference.returncode == 0, ref_out[-3000:]
+    for reference in references:
+        ref_out, _ = reference.communicate(timeout=300)
+        assert reference.returncode == 0, ref_out[-3000:]
     assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
     return tmp
 
@@ -113,6 +120,64 @@ def test_a_shard_is_compared_with_its_slice_of_the_full_tensor(recipes):
     result = build(reference, ranks, "2 ranks", "cpu")
     assert result.first.compared.startswith("shard at offset [")
     assert result.first.rank in (0, 1) and 0.49 < result.first.test_max / result.first.reference_max < 0.51
+
+
+# -- the reference of the same parallelism: the same ranks on the CPU over Gloo ----------------------------------
+
+# Against the same ranks over Gloo, only what the rack computes otherwise shows: the recipes' bugs are the
+# script's own, in both runs alike. Dropout still differs: the run draws from its slot's generator, the
+# reference from the CPU's, which the model's initialisation on the CPU has moved on.
+GLOO_DIFFERS = {"ddp-dropout": ("blocks.0.mlp.drop", "forward", "randomness")}
+
+
+@pytest.mark.parametrize("case", sorted(EXPECTED))
+def test_against_the_same_ranks_over_gloo_a_bug_of_the_script_does_not_show(recipes, case):
+    from interop.diverge.result import build_peers
+
+    ranks, references = _load(recipes / "run" / case), _load(recipes / "gloo" / case)
+    assert [r["rank"] for r in references] == [0, 1] and all(r["steps"] == 2 for r in references)
+    result = build_peers(references, ranks, "2 ranks", "gloo")
+    if case not in GLOO_DIFFERS:
+        assert not result.diverged, str(result)
+        assert result.points_compared > 100 and "rank against rank" in result.last_agreed.compared
+        return
+    module, phase, cause = GLOO_DIFFERS[case]
+    assert (result.first.step, result.first.module, result.first.phase) == (1, module, phase), str(result)
+    assert result.first.cause.startswith(cause) and result.first.rank in (0, 1)
+
+
+def test_against_the_same_ranks_a_shard_is_compared_with_the_same_shard(recipes):
+    """FSDP2's rank 1 holds the second halves: at init each is set whole against the reference's rank 1's (the
+    same shard), and would differ against rank 0's; references of other ranks than the run's are refused."""
+    from interop.diverge.result import build_peers
+
+    ranks, references = _load(recipes / "run" / "fsdp2-clean"), _load(recipes / "gloo" / "fsdp2-clean")
+    init = [(point, results) for point, results, _, _ in compare.walk(references[1], ranks[1:], peer=True)
+            if point["phase"] == "init"]
+    shards = [r for _, results in init for r in results.values() if r["compared"].startswith("shard at offset [")]
+    assert shards and all(r["compared"].endswith("rank against rank") and not r["differs"] for r in shards)
+    assert any(r["compared"].startswith("shard at offset [16, 0] of [32, 16]") for r in shards)
+    against_rank_0 = [r for point, results, _, _ in compare.walk(references[0], ranks[1:], peer=True)
+                      if point["phase"] == "init" for r in results.values()]
+    assert against_rank_0 == []  # another shard's offset: not set side by side
+    with pytest.raises(ValueError, match=r"the reference recorded ranks \[0\], the run under test ranks \[0, 1\]"):
+        build_peers(references[:1], ranks, "2 ranks", "gloo")
+
+
+def test_a_collective_the_rack_computes_otherwise_is_located_against_the_gloo_reference(tmp_path):
+    """The rack's third all-reduce on each rank returns 1.5 times its sum (tests/support/rack_faults: the rack's
+    processes only): the averaged gradient it carried, blocks.0.norm's bias, is the first point that differs."""
+    env = _env(RACK_FAULT_ALL_REDUCE="3", PYTHONPATH=os.pathsep.join((RACK_FAULTS, ROOT)))
+    out = subprocess.run([sys.executable, "-m", "hybrid_cli", "diverge", "--nproc-per-node", "2", "--steps", "1",
+                          "--reference", "gloo", "--json", "where.json", RECIPES, "--recipe", "manual_dp"],
+                         capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+    assert out.returncode == 1, out.stdout[-2000:] + out.stderr[-3000:]
+    assert "2 ranks (torchrun) against the CPU over Gloo (2 ranks, rank against rank)" in out.stdout
+    first = json.loads((tmp_path / "where.json").read_text())["first"]
+    assert (first["step"], first["module"], first["phase"], first["tensor"], first["call_index"]) == \
+        (1, "blocks.0.norm", "param_grad", "bias", 0)
+    assert first["max_rel_diff"] == pytest.approx(0.5, rel=1e-5) and first["compared"] == "full, rank against rank"
+    assert first["collective_before"].startswith("all_reduce of float32[")
 
 
 # -- the command line: each exit status, the JSON, the documented sample ----------------------------------------
@@ -159,12 +224,34 @@ def test_a_script_that_fails_before_its_first_step_is_exit_status_2_with_its_err
     assert "recorded no optimizer step" in out.stderr and "RuntimeError: no data here" in out.stderr
 
 
+@pytest.mark.parametrize("reference, hint", [("cpu", "runs its reference with --reference slot"),
+                                             ("gloo", "has no reference of its ranks"), ("slot", None)])
+def test_a_reference_that_recorded_nothing_is_exit_status_2_with_the_hint_of_its_kind(tmp_path, monkeypatch, capsys,
+                                                                                      reference, hint):
+    """The runs themselves are left out (their failure is test_a_script_that_fails_before_its_first_step...'s)."""
+    import interop.diverge as package
+    from hybrid_cli import main
+
+    def fails(*args, **kwargs):
+        raise package.RunFailed(f"the reference ({reference}) recorded no optimizer step, so there is nothing to "
+                                f"compare; it said:\nrank0: RuntimeError: Distributed package doesn't have NCCL")
+
+    monkeypatch.setattr(package, "diverge", fails)
+    (tmp_path / "ok.py").write_text("pass\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["diverge", "--nproc-per-node", "2", "--reference", reference, "ok.py"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"hybrid diverge: error: the reference ({reference}) recorded no optimizer step")
+    assert (hint in err) if hint else err.rstrip().endswith("have NCCL"), err
+
+
 @pytest.mark.parametrize("args, named", [
     (["missing.py"], "SCRIPT 'missing.py' not found"),
     ([], "no SCRIPT given"),
     (["--steps", "0", "ok.py"], "--steps 0"),
     (["--nproc-per-node", "0", "ok.py"], "--nproc-per-node 0"),
     (["--reference", "gpu", "ok.py"], "--reference 'gpu'"),
+    (["--reference", "gloo", "ok.py"], "--reference gloo runs the same parallelism over Gloo: give --nproc-per-node"),
     (["--json", ".", "ok.py"], "--json"),
     (["--json", "/no/such/folder/where.json", "ok.py"], "--json: cannot write '/no/such/folder/where.json'"),
     (["--rack", "nonsense", "ok.py"], "--rack 'nonsense': preset: unknown preset 'nonsense'"),
@@ -197,7 +284,8 @@ def test_help_lists_the_options():
 
 
 @pytest.mark.parametrize("kwargs, named", [
-    (dict(steps=0), "steps"), (dict(steps=1.5), "steps"), (dict(reference="gloo"), "reference"),
+    (dict(steps=0), "steps"), (dict(steps=1.5), "steps"), (dict(reference="gpu"), "reference"),
+    (dict(reference="gloo"), "reference 'gloo' .* nproc_per_node of at least 2, got 1"),
     (dict(nproc_per_node=0), "nproc_per_node"), (dict(args="--lr 1"), "args"), (dict(rack="nonsense"), "rack"),
 ])
 def test_the_api_refuses_bad_arguments_by_name(tmp_path, kwargs, named):
@@ -209,141 +297,3 @@ def test_the_api_refuses_bad_arguments_by_name(tmp_path, kwargs, named):
         interop.diverge(str(script), **kwargs)
     with pytest.raises(ValueError, match="script"):
         interop.diverge(str(tmp_path / "missing.py"))
-
-
-# -- the pieces: tensors kept, compared --------------------------------------------------------------------------
-
-
-def test_a_large_tensor_keeps_a_digest_and_the_same_global_samples_as_its_slice():
-    full = torch.randn(300, 200)
-    ref = tensors.summarise(full, limit=1000)
-    assert ref.values is None and len(ref.sample_index) <= tensors.SAMPLES + 1
-    same = tensors.pair(tensors.summarise(full.clone(), limit=1000), ref, 0)
-    assert same.how == "digest equal"
-    rows = tensors.summarise(full[150:].clone(), limit=1000)  # a data-parallel rank's half
-    paired = tensors.pair(rows, ref, 1)
-    assert paired.test is not None and torch.equal(paired.test, paired.ref)
-    changed = full.clone()
-    changed.view(-1)[int(ref.sample_index[7])] += 1.0
-    diff = compare.measure(*(lambda p: (p.test, p.ref))(tensors.pair(tensors.summarise(changed, limit=1000),
-                                                                      ref, 0)), "forward", "float32")
-    assert diff["differs"] and diff["max_abs_diff"] == pytest.approx(1.0, rel=1e-5)
-
-
-def test_non_finite_on_one_side_always_differs_and_the_update_rule_counts_elements():
-    ref = torch.ones(2000, dtype=torch.float64)
-    test = ref.clone()
-    test[3] = float("nan")
-    assert compare.measure(test, ref, "forward", "float32")["differs"]
-    both = ref.clone()
-    both[3] = float("nan")
-    assert not compare.measure(both.clone(), both, "forward", "float32")["differs"]
-    one_far = ref.clone()
-    one_far[0] = 2.0  # 1 element of 2000 a whole step off: 0.05 %, under the 0.1 % allowed
-    assert not compare.measure(one_far, ref, "update", "float32")["differs"]
-    one_far[1:4] = 2.0  # 4 of 2000: 0.2 %
-    assert compare.measure(one_far, ref, "update", "float32")["differs"]
-
-
-def _records(points, rank=0):
-    return dict(rank=rank, world=1, steps=1, collectives=[],
-                points=[dict(seq=i, step=1, module=m, call_index=0, phase="forward",
-                             tensors=[(path, tensors.summarise(torch.tensor(v)))]) for i, (m, path, v) in
-                        enumerate(points)])
-
-
-@pytest.mark.parametrize("backward_loss, diverged", [(4.0, False), (1.0, True)])
-def test_a_model_loss_the_script_rescales_before_backward_is_not_a_divergence(backward_loss, diverged):
-    """nn.DataParallel's replicas each return a quarter; transformers 5's Trainer multiplies by their number before
-    backward (the same loss: a note), 4.49's did not (the loss at step 1 differs)."""
-    reference = _records([("", "loss", 4.0), ("<loss>", "loss", 4.0)])
-    run = _records([("", "loss", [1.0, 1.0, 1.0, 1.0]), ("<loss>", "loss", backward_loss)])
-    result = build(reference, [run], "1 process", "cpu")
-    assert result.diverged is diverged
-    if diverged:
-        assert (result.first.module, result.first.tensor, result.first.test_max) == ("", "loss", 1.0)
-    else:
-        assert "rescales it after the model" in result.notes[0] and result.points_compared == 2
-
-
-def _point(seq, module, phase, value, **extra):
-    return dict(seq=seq, step=1, module=module, call_index=0, phase=phase,
-                tensors=[("args[0]" if phase == "input_grad" else "output", tensors.summarise(torch.tensor(value)))],
-                **extra)
-
-
-def test_dataparallel_replicas_are_compared_as_slices_their_gradients_undivided():
-    """A replica's rows are its slice of the batch; one loss over the gathered batch makes a row's input gradient
-    the reference's (a DDP rank's own-rows loss would make it twice): replica 1's wrong rows are named."""
-    grad = [[1.0, 2.0], [3.0, 4.0], [5.0, 6.0], [7.0, 8.0]]
-    reference = dict(rank=0, world=1, steps=1, collectives=[],
-                     points=[_point(0, "body", "forward", grad), _point(1, "body", "input_grad", grad)])
-
-    def run(rows_of_replica_1):
-        return dict(rank=0, world=1, steps=1, collectives=[], points=[
-            _point(0, "body", "forward", grad[:2], replica=0), _point(1, "body", "forward", rows_of_replica_1,
-                                                                     replica=1),
-            _point(2, "body", "input_grad", grad[:2], replica=0), _point(3, "body", "input_grad", grad[2:],
-                                                                         replica=1)])
-
-    agreed = build(reference, [run(grad[2:])], "1 process", "cpu")
-    assert not agreed.diverged and agreed.points_compared == 2, str(agreed)
-    wrong = build(reference, [run([[5.0, 6.0], [7.0, 9.0]])], "1 process", "cpu")
-    assert (wrong.first.module, wrong.first.phase, wrong.first.replica, wrong.first.rank) == ("body", "forward", 1, 1)
-    assert "DataParallel replica 1" in str(wrong) and wrong.first.compared == "slice 1 of 2 along dim 0"
-
-
-def _tp_records(rank, partial, reduced):
-    """A rank's row-parallel output (a partial sum), then an all-reduce of its shape or another point."""
-    after = (dict(seq=1, step=1, label="all_reduce", size=2, shapes=[[2, 2]], dtypes=["float32"],
-                  inputs=[dict(absmax=1.0, sum=1.0, finite=True)], outputs=None),) if reduced else ()
-    return dict(rank=rank, world=2, steps=1, collectives=list(after),
-                points=[_point(0, "mlp.down", "forward", partial), _point(2, "mlp", "forward", [[4.0, 6.0],
-                                                                                                [8.0, 10.0]])])
-
-
-@pytest.mark.parametrize("reduced", [True, False])
-def test_a_partial_sum_agrees_when_all_reduced_next_and_is_named_when_not(reduced):
-    reference = dict(rank=0, world=1, steps=1, collectives=[],
-                     points=[_point(0, "mlp.down", "forward", [[4.0, 6.0], [8.0, 10.0]]),
-                             _point(1, "mlp", "forward", [[4.0, 6.0], [8.0, 10.0]])])
-    ranks = [_tp_records(0, [[1.0, 2.0], [3.0, 4.0]], reduced), _tp_records(1, [[3.0, 4.0], [5.0, 6.0]], reduced)]
-    result = build(reference, ranks, "2 ranks", "cpu")
-    assert result.diverged is not reduced, str(result)
-    if not reduced:
-        assert (result.first.module, result.first.phase) == ("mlp.down", "forward")
-        assert result.first.cause.startswith("a partial sum never all-reduced") and result.first.max_rel_diff > 0.5
-
-
-def test_a_float32_tensor_of_a_bfloat16_run_is_judged_at_bfloat16s_rounding():
-    from interop.diverge import tolerance
-
-    assert tolerance.judged_dtype("float32", "bfloat16") == "bfloat16"
-    assert tolerance.judged_dtype("bfloat16", "float32") == "bfloat16"
-    ref = torch.full((64,), 1.0, dtype=torch.float64)
-    test = ref.clone()
-    test[0] = 1.03  # 3 %: a bfloat16 gradient's rounding over a batch, far beyond float32's
-    assert compare.measure(test, ref, "param_grad", "float32")["differs"]
-    judged = compare.measure(test, ref, "param_grad", "float32", computed="bfloat16")
-    assert not judged["differs"] and "float32 computed in bfloat16" in judged["tolerance"]
-    test[0] = 1.1
-    assert compare.measure(test, ref, "param_grad", "float32", computed="bfloat16")["differs"]
-
-
-@pytest.mark.parametrize("reference_kind", ["cpu", "slot"])
-def test_a_parameter_drawn_on_the_device_against_the_cpu_reference_is_randomness(reference_kind):
-    """An embedding resized on cuda draws its new rows from the slot's generator, the CPU reference from the
-    CPU's: named as randomness against the CPU, a plain divergence against a slot (which draws alike)."""
-    def records(value, **extra):
-        return dict(rank=0, world=1, steps=1, collectives=[], points=[dict(
-            seq=0, step=1, module="embed", call_index=0, phase="init",
-            tensors=[("weight", tensors.summarise(torch.tensor(value)))], drew_since_seed=True, **extra)])
-
-    result = build(records([1.0, 2.0, 0.3]), [records([1.0, 2.0, -0.7], device_drew=True)], "1 process",
-                   reference_kind, reference_kind)
-    assert result.diverged and (result.first.module, result.first.phase) == ("embed", "init")
-    if reference_kind == "cpu":
-        assert result.first.cause.startswith("randomness: the run drew random numbers on its device")
-        assert "--reference slot" in result.first.cause
-    else:
-        assert result.first.cause is None
