@@ -70,6 +70,13 @@ def fuse_norms(module):
     return module
 
 
+
+def _rotary_per_layer_type(rotary) -> bool:
+    """Whether a model's rotary module keeps one table per attention type (Gemma 3: local and global bases),
+    and so is called with the layer's type."""
+    return rotary is not None and "layer_type" in inspect.signature(rotary.forward).parameters
+
+
 class _Arch:
     """Attribute access to a preset's architecture numbers (None for anything not given)."""
 
@@ -371,7 +378,7 @@ class DecoderBlocks(ModelBlocks):
     def _rotary(self, rotary, hidden, positions, index: int = 1):
         """Call the model's rotary module as its decoder does: one that keeps a table per attention type
         (Gemma 3: local and global bases) is asked for layer ``index``'s type."""
-        if "layer_type" not in inspect.signature(rotary.forward).parameters:
+        if not _rotary_per_layer_type(rotary):
             return rotary(hidden, positions)
         types = getattr(self.config, "layer_types", None) or ()
         layer_type = types[index - 1] if 0 < index <= len(types) else (types[0] if types else None)
@@ -508,8 +515,7 @@ class DecoderBlocks(ModelBlocks):
         by_mask = positions_module is not None and \
             "attention_mask" in inspect.signature(positions_module.forward).parameters
         # The decoder computes the rotary table once per attention type its layers use (once for most models).
-        types = getattr(self.config, "layer_types", None) if rotary is not None and \
-            "layer_type" in inspect.signature(rotary.forward).parameters else None
+        types = getattr(self.config, "layer_types", None) if _rotary_per_layer_type(rotary) else None
         rotary_layers = [list(types).index(t) + 1 for t in dict.fromkeys(types)] if types else [1]
 
         def block(x):
