@@ -152,7 +152,10 @@ class CudaReport:
             lines.append(f"  settings that change numerics on a real GPU: {', '.join(numerics)}")
         if "makespan_ms" in self.modelled:
             lines.append(f"  modelled makespan: {self.modelled['makespan_ms']:.3f} ms")
-        return "\n".join(lines)
+        from devices.text_table import paragraph
+
+        # within the CLI's width: a long rack, device map or script path continues 4 columns further in
+        return "\n".join(paragraph(line, indent=line[:len(line) - len(line.lstrip())] + "    ") for line in lines)
 
     def write(self, path: str) -> tuple[str, str]:
         """Write ``<path>.json`` and ``<path>.md`` (a ``.json`` or ``.md`` suffix on ``path`` is kept for

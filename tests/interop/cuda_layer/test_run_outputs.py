@@ -98,3 +98,21 @@ def test_a_report_that_fails_at_the_end_is_not_half_written_and_fails_the_run(tm
     assert out.stderr.index("ops on slots:") < out.stderr.index("the report was not written")
     assert not (tmp_path / "rep.json").exists()
     assert sorted(os.listdir(tmp_path)) == ["rep.md", "sabotage.py"]  # no temporary file left behind
+
+
+def test_the_exit_summary_fits_the_cli_width_and_keeps_every_word():
+    # A long script path, rack and device map wrap within 120 columns, continued further in; nothing is cut.
+    from devices.text_table import MAX_WIDTH
+    from interop.cuda_layer.report import CudaReport
+
+    script = "/home/someone/" + "/".join(["a_rather_long_project_directory"] * 4) + "/train.py"
+    rack = "+".join(f"trn3:{n}" for n in range(1, 9)) + "+h100:8"
+    device_map = ", ".join(f"cuda:{i} -> hybrid:{i}" for i in range(16))
+    report = CudaReport(script=script, rack=rack, device_map=device_map, map_note="", strict=False,
+                        modelled={"makespan_ms": 1.5})
+    summary = report.summary()
+    assert max(len(line) for line in summary.splitlines()) <= MAX_WIDTH
+    assert summary.splitlines()[1].startswith("    ")  # a continuation, not a new item
+    assert "".join(summary.split()) == "".join(
+        f"hybrid run: {script} on {rack} ({device_map})CUDA APIs: 0 touched, 0 calls (none)"
+        "ops on slots: 0 (0 distinct); default cost estimates: 0 op(s)modelled makespan: 1.500 ms".split())
