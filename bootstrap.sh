@@ -26,9 +26,9 @@ fi
 . .venv/bin/activate
 
 say() { echo "bootstrap: $*" >&2; }
-# --no-compile: byte-compiling every module of torch, transformers and the rest at install costs more than
-# compiling, on first import, the part a run imports.
-pip_quiet=(--quiet --disable-pip-version-check --no-compile)
+# Installs byte-compile (no --no-compile): where PYTHONDONTWRITEBYTECODE is set, as on this project's machines,
+# a module left uncompiled is compiled again by every process that imports it (the suite took 40 % longer).
+pip_quiet=(--quiet --disable-pip-version-check)
 if ! python -c "import torch" >/dev/null 2>&1; then
   say "installing torch==2.13.0 (the CPU wheel; about a minute)"
   pip install "${pip_quiet[@]}" torch==2.13.0
