@@ -105,8 +105,11 @@ def test_a_thread_that_chose_no_slot_is_on_the_default_slot():
         moved.wait(10)
         seen["chose"] = torch.hybrid.current_device()
 
+    ran = threading.Event()
+
     def never_chooses():
         torch.ones(1, device="hybrid:0").add_(1)  # an op on the default slot: its device guard chooses nothing
+        ran.set()
         chose.wait(10)
         moved.wait(10)
         seen["default"] = torch.hybrid.current_device()
@@ -116,6 +119,9 @@ def test_a_thread_that_chose_no_slot_is_on_the_default_slot():
         t.start()
     try:
         chose.wait(10)
+        # The op has finished: a device guard still open while the default moves restores the slot it found (0),
+        # which pins its thread there (the CUDA layer moves the default once, before the script runs).
+        ran.wait(10)
         _C._set_default_slot(5)  # what the CUDA layer does when cuda:0 is hybrid:5
         moved.set()
         for t in workers:
