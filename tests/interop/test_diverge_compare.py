@@ -166,3 +166,17 @@ def test_against_the_same_ranks_each_rank_is_compared_whole_with_its_peer():
     wrong = build_peers(references, run, "2 ranks", "gloo")
     assert (wrong.first.module, wrong.first.phase, wrong.first.rank) == ("mlp.down", "forward", 1)
     assert wrong.first.max_abs_diff == pytest.approx(0.3) and wrong.first.cause is None
+
+
+def test_memory_never_written_is_told_from_an_initialisation_that_differs():
+    # pytorch/examples' FSDP2 example: to_empty() and a reset_parameters() that skips the blocks leave them as
+    # whatever the allocator's bytes held; such bit patterns read as magnitudes no initialiser draws.
+    ref = torch.randn(64, 64, generator=torch.Generator().manual_seed(0)) * 0.02
+    garbage = torch.tensor([1.14e27, -3.0e-38, 7.5e-41, 0.0] * 1024).reshape(64, 64)
+    never_written = compare.measure(garbage, ref, "init", "float32")
+    assert never_written["differs"] and never_written["uninitialised"]
+    assert never_written["max_abs_diff"] == pytest.approx(1.14e27, rel=1e-3)
+    other_draw = torch.randn(64, 64, generator=torch.Generator().manual_seed(1)) * 0.02
+    drawn = compare.measure(other_draw, ref, "init", "float32")
+    assert drawn["differs"] and not drawn["uninitialised"]
+    assert not compare.measure(ref.clone(), ref, "init", "float32")["uninitialised"]
