@@ -139,3 +139,26 @@ def test_a_command_that_lacks_a_module_says_which_and_how_before_it_starts(monke
     err = capsys.readouterr().err
     assert err.strip() == ("hybrid numerics: needs no_such_module_for_this_test "
                            "(pip install no_such_module_for_this_test)")
+
+
+_THP = "/sys/kernel/mm/transparent_hugepage/enabled"
+
+
+@pytest.mark.skipif(not os.path.exists(_THP) or "[never]" in open(_THP).read(),
+                    reason="transparent huge pages are off on this machine")
+@pytest.mark.parametrize("user_setting, huge", [(None, True), ("0", False)])
+def test_hybrid_plan_puts_large_host_blocks_on_huge_pages_unless_the_user_said_otherwise(user_setting, huge):
+    # What `hybrid plan` does before torch is imported; a slot's 16 MB block is then on huge pages (the kernel's
+    # own count), and THP_MEM_ALLOC_ENABLE=0 from the user keeps it off.
+    code = ("from hybrid_cli.cmd_plan import host_huge_pages; host_huge_pages()\n"
+            "import torch, interop\n"
+            "x = torch.ones(1 << 22, device='hybrid:0')\n"
+            "print(next(int(l.split()[1]) for l in open('/proc/self/smaps_rollup') if l.startswith('AnonHuge')))")
+    env = {k: v for k, v in os.environ.items() if k != "THP_MEM_ALLOC_ENABLE"}
+    if user_setting is not None:
+        env["THP_MEM_ALLOC_ENABLE"] = user_setting
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT,
+                         env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    huge_kb = int(out.stdout.split()[-1])
+    assert (huge_kb >= 2048) == huge, huge_kb
