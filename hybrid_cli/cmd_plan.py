@@ -4,6 +4,7 @@ and, with ``--run``, train it on the rack and check it against the single-device
 from __future__ import annotations
 
 import os
+import sys
 
 NAME = "plan"
 HELP = "partition a model across the rack's chips, compare, and run the plan (--run)"
@@ -44,7 +45,8 @@ def host_huge_pages() -> None:
     is imported. A setting of the user's wins. Blocks of 2 MB and more are then mapped at 2 MB alignment, and a
     freed one leaves the heap rather than staying resident in it: the README's flagship (``--run 3``) peaks at
     3.95 GB of host memory with them, 4.30 GB without (benchmarks/RESULTS.md, plan_call)."""
-    os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
+    if "torch" not in sys.modules:  # later it would change nothing here, only what this process starts
+        os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 
 
 def main(args) -> int:
