@@ -28,6 +28,7 @@ roundings of the same sums):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 
@@ -112,6 +113,7 @@ class Judgement:
         self._grad_diff: float | None = None
         self._step: float | None = None
         self._param_diff, self._differing, self._total, self._non_finite = 0.0, 0, 0, 0
+        self._scratch = _Scratch()
 
     def losses(self, losses, ref_losses) -> None:
         """The run's loss per step and the reference's."""
@@ -156,7 +158,18 @@ class Judgement:
         limit = self.tolerance.param_step * self._step
         for a, b in _chunks(got, ref):
             a, b = a.float(), b.float()
-            diff = (a - b).abs()
+            if not a.numel():
+                continue
+            diff = self._scratch.difference(a, b)
+            largest = float(diff.max())
+            if math.isfinite(largest) and math.isfinite(limit):
+                # Every difference finite: so is every value on both sides (a NaN or infinity on either side makes
+                # its difference NaN or infinite), and equal values differ by 0 <= limit. The rule below then
+                # reduces to counting the differences over the limit, in two passes instead of a dozen: a
+                # flagship's 124 M elements are judged in ~1 s instead of ~7 s (benchmarks plan_call).
+                self._differing += int(self._scratch.over(diff, limit).sum())
+                self._param_diff = max(self._param_diff, largest)
+                continue
             same = (diff <= limit) | (a == b) | (a.isnan() & b.isnan())
             self._differing += int((~same).sum())
             self._non_finite += int((a.isfinite() != b.isfinite()).sum())
@@ -176,6 +189,30 @@ class Judgement:
         in_steps = param_diff / step if step else (0.0 if param_diff == 0 else float("inf"))
         return Agreement(self.loss_diff, grad_diff, param_diff, step, in_steps, share, self._non_finite,
                          self.equal, matches)
+
+
+class _Scratch:
+    """Buffers of :data:`_CHUNK` elements that every chunk's comparison reuses: a fresh temporary per chunk is a
+    fresh mapping of the host's memory, zeroed by the kernel before it is written."""
+
+    def __init__(self):
+        self._diff = self._flags = None
+
+    def difference(self, a, b):
+        """|a - b| (float32, same length, at most :data:`_CHUNK`) in the reused buffer."""
+        import torch
+
+        if self._diff is None:
+            self._diff = torch.empty(_CHUNK, dtype=torch.float32)
+        return torch.sub(a, b, out=self._diff[:a.numel()]).abs_()
+
+    def over(self, diff, limit: float):
+        """``diff > limit``, elementwise, in the reused buffer."""
+        import torch
+
+        if self._flags is None:
+            self._flags = torch.empty(_CHUNK, dtype=torch.bool)
+        return torch.gt(diff, limit, out=self._flags[:diff.numel()])
 
 
 def _larger(current: float | None, value: float) -> float:

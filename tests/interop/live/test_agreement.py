@@ -202,3 +202,32 @@ def test_the_judgement_in_chunks_is_the_whole_tensors_one(monkeypatch):
     assert chunked.non_finite == 1 and chunked.param_diff == pytest.approx(1.0, rel=1e-3) and not chunked.matches
     with pytest.raises(ValueError, match="shapes differ"):
         compare(*args[:4], {**plan_params, "bias": torch.zeros(5)}, *args[5:])
+
+
+def test_the_fast_path_for_finite_chunks_counts_as_the_whole_rule(monkeypatch):
+    """A chunk whose differences are all finite is judged in two passes; chunks with a NaN or an infinity on
+    either side take the whole rule. Against the rule written out here elementwise (an independent reference),
+    every figure is equal, chunk boundaries anywhere."""
+    import interop.live.agreement as agreement
+
+    gen = torch.Generator().manual_seed(7)
+    ref = torch.randn(5000, generator=gen)
+    got = ref + torch.randn(5000, generator=gen) * 1e-3
+    got[100:110] = ref[100:110]  # equal
+    got[2000], ref[2001], got[2002], ref[2002] = float("nan"), float("inf"), float("inf"), float("inf")
+    got[2003], ref[2003] = float("nan"), float("nan")
+    got[4000] += 3.0  # the largest finite difference, in an all-finite chunk
+    limit = 2e-3
+
+    diff = (got - ref).abs()
+    same = (diff <= limit) | (got == ref) | (got.isnan() & ref.isnan())
+    expected = (int((~same).sum()), int((got.isfinite() != ref.isfinite()).sum()),
+                float(diff[diff.isfinite()].max()))
+
+    for chunk in (1000, 1 << 20):  # four all-finite chunks and one mixed; the whole tensor as one mixed chunk
+        monkeypatch.setattr(agreement, "_CHUNK", chunk)
+        judge = agreement.Judgement()
+        judge._step = limit / judge.tolerance.param_step
+        judge.parameter(got, ref)
+        assert (judge._differing, judge._non_finite, judge._param_diff) == expected, chunk
+    assert expected[1] == 2 and expected[2] == pytest.approx(3.0, abs=0.01)
