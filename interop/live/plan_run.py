@@ -11,7 +11,6 @@ against the predicted one.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import gc
 from dataclasses import dataclass, field
@@ -53,7 +52,8 @@ def run_and_check(plan, pm, steps: int, *, echo=print) -> RunCheck:
     """Train ``plan`` on ``pm``'s model and batches for ``steps`` steps, then the same model on the plan's first
     slot alone, and compare (see the module doc). One training is in memory at a time: what the check compares
     of the plan's (its first step's gradients, its last parameters) waits in a :class:`~interop.live.spill.Spill`
-    file while the reference trains, and is compared tensor by tensor as the reference produces its own."""
+    file while the reference trains, and is compared tensor by tensor as the reference produces its own. The
+    model's own values wait there too, through both trainings: each is read back only to be copied onto a slot."""
     from interop.live.exported_blocks import default_loss
     from interop.live.plan import default_optimizer
     from interop.live.spill import Spill
@@ -65,33 +65,36 @@ def run_and_check(plan, pm, steps: int, *, echo=print) -> RunCheck:
         # The runner copies the model's values onto its slots and never writes the model: no copy of it is needed.
         runner = plan.apply(pm.model, optimizer=optimizer)
         losses = []
-        with _set_aside(pm.model, kept):  # the reference starts from them: they wait on disk meanwhile
+        with _SetAside(pm.model, kept) as aside:  # both trainings start from them: they wait on disk meanwhile
             for k, (x, y) in enumerate(batches):
                 losses.append(float(runner.step(x, y, loss_fn)))
                 if k == 0:
                     kept.put_all("grad", runner.gradients())
             runner.end_training()
-        record = runner.last_step
-        kept.put_all("param", runner.state_dict())
-        del runner
-        gc.collect()
-        slot = plan.layout.stages[0].slots[0]
-        ref_losses, agreement = _reference(plan, pm, batches, optimizer, loss_fn, slot, losses, kept)
+            record = runner.last_step
+            kept.put_all("param", runner.state_dict())
+            del runner
+            gc.collect()
+            slot = plan.layout.stages[0].slots[0]
+            ref_losses, judge, ref_state = _reference(plan, pm, batches, optimizer, loss_fn, slot, kept, aside)
+        agreement = _judge_parameters(judge, pm.model, losses, ref_losses, ref_state, kept)
     check = RunCheck(steps, losses, ref_losses, agreement, record.modelled_seconds, plan.predicted.seconds,
                      dict(record.peak_bytes), dict(plan.predicted.peak_bytes), _by_design(plan, pm.model))
     _report(check, plan, slot, echo)
     return check
 
 
-def _reference(plan, pm, batches, optimizer, loss_fn, slot: int, losses, kept) -> tuple[list[float], Agreement]:
-    """Train ``pm``'s model on ``slot`` alone with the plan's batches and optimizer, judging it against the plan's
-    run as it goes (``kept``: the plan's first-step gradients and last parameters): (its losses, the verdict)."""
+def _reference(plan, pm, batches, optimizer, loss_fn, slot: int, kept, aside):
+    """Train ``pm``'s model (its values in ``aside``) on ``slot`` alone with the plan's batches and optimizer,
+    judging its first step's gradients against the plan's as it goes (``kept``). Returns its losses, the
+    :class:`~interop.live.agreement.Judgement` so far and its parameters after the last step, on the CPU."""
     import torch
 
     from interop.live.agreement import Judgement
 
     device = torch.device("hybrid", slot)
-    ref = _copy_on(pm.model, device)
+    ref = _copy_on(pm.model, device, aside.value)
+    aside.forget()
     opt = optimizer(list(ref.parameters()))
     judge = Judgement()
     ref_losses = []
@@ -114,42 +117,77 @@ def _reference(plan, pm, batches, optimizer, loss_fn, slot: int, losses, kept) -
     ref_state = {n: t.detach().cpu() for n, t in ref.state_dict().items()}
     del ref
     gc.collect()
+    return ref_losses, judge, ref_state
+
+
+def _judge_parameters(judge, model, losses, ref_losses, ref_state, kept) -> Agreement:
+    """The verdict: ``judge`` (the gradients judged) given the losses, the optimizer's step (from ``model``'s
+    initial values to the reference's last) and every parameter of the plan's run (``kept``) against
+    ``ref_state``."""
     judge.losses(losses, ref_losses)
-    judge.step((ref_state[n], p.detach()) for n, p in pm.model.named_parameters() if n in ref_state)
+    judge.step((ref_state[n], p.detach()) for n, p in model.named_parameters() if n in ref_state)
     for name, t in ref_state.items():
         judge.parameter(kept.get(f"param/{name}"), t)
-    return ref_losses, judge.verdict()
+    return judge.verdict()
 
 
-@contextlib.contextmanager
-def _set_aside(model, kept):
+class _SetAside:
     """Within: ``model``'s parameters and buffers hold no bytes, theirs written to ``kept`` and read back on the
     way out (the storages emptied and refilled, as FSDP frees what a rank does not hold: every tensor over them,
-    a block's included, sees the same values after). Storages that cannot be resized stay."""
-    import itertools
+    a block's included, sees the same values after). Storages that cannot be resized stay. Meanwhile
+    :meth:`value` reads one tensor's values back."""
 
-    import torch
+    def __init__(self, model, kept):
+        import itertools
 
-    storages = {}
-    for t in itertools.chain(model.parameters(), model.buffers()):
-        storage = t.untyped_storage()
-        if storage.device.type == "cpu" and storage.nbytes() and storage.resizable():
-            storages.setdefault(storage.data_ptr(), storage)
-    aside = list(storages.values())
-    for i, storage in enumerate(aside):
-        kept.put(f"aside/{i}", torch.empty(0, dtype=torch.uint8).set_(storage))
-        storage.resize_(0)
-    try:
-        yield
-    finally:
-        for i, storage in enumerate(aside):
-            saved = kept.get(f"aside/{i}")
+        self._kept = kept
+        storages: dict[int, object] = {}
+        for t in itertools.chain(model.parameters(), model.buffers()):
+            storage = t.untyped_storage()
+            if storage.device.type == "cpu" and storage.nbytes() and storage.resizable():
+                # Keyed by the storage itself (``_cdata``): emptied, every storage's data pointer reads 0.
+                storages.setdefault(storage._cdata, storage)
+        self._index = {key: i for i, key in enumerate(storages)}
+        self._aside = list(storages.values())
+        self._read: tuple[int, object] | None = None
+
+    def __enter__(self) -> _SetAside:
+        import torch
+
+        for i, storage in enumerate(self._aside):
+            self._kept.put(f"aside/{i}", torch.empty(0, dtype=torch.uint8).set_(storage))
+            storage.resize_(0)
+        return self
+
+    def value(self, t):
+        """``t``'s values (any tensor over the model's bytes) as a CPU tensor (``t`` itself where its storage
+        stayed): read from the file, the storage read last kept for the next tensor over it."""
+        import torch
+
+        i = self._index.get(t.untyped_storage()._cdata)
+        if i is None:
+            return t
+        if self._read is None or self._read[0] != i:
+            self._read = (i, self._kept.get(f"aside/{i}").untyped_storage())
+        return torch.empty(0, dtype=t.dtype).set_(self._read[1], t.storage_offset(), t.shape, t.stride())
+
+    def forget(self) -> None:
+        """Drop the storage :meth:`value` read last."""
+        self._read = None
+
+    def __exit__(self, *exc) -> None:
+        import torch
+
+        self.forget()
+        for i, storage in enumerate(self._aside):
+            saved = self._kept.get(f"aside/{i}")
             storage.resize_(saved.numel())
             torch.empty(0, dtype=torch.uint8).set_(storage).copy_(saved)
 
 
-def _copy_on(model, device):
-    """A copy of ``model`` whose parameters and buffers are made on ``device`` (no copy of them on the host)."""
+def _copy_on(model, device, value=lambda t: t):
+    """A copy of ``model`` whose parameters and buffers are made on ``device`` (no copy of them on the host),
+    each from ``value(tensor)``."""
     import itertools
 
     import torch.nn as nn
@@ -157,8 +195,8 @@ def _copy_on(model, device):
     memo = {}
     for t in itertools.chain(model.parameters(), model.buffers()):
         if id(t) not in memo:
-            value = t.detach().to(device, copy=True)
-            memo[id(t)] = nn.Parameter(value, requires_grad=t.requires_grad) if isinstance(t, nn.Parameter) else value
+            copied = value(t).detach().to(device, copy=True)
+            memo[id(t)] = nn.Parameter(copied, requires_grad=t.requires_grad) if isinstance(t, nn.Parameter) else copied
     return copy.deepcopy(model, memo)
 
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from interop.live.plan_run import _set_aside
+from interop.live.plan_run import _SetAside
 from interop.live.spill import Spill
 
 
@@ -52,13 +52,17 @@ def test_a_models_storages_are_emptied_within_and_refilled_after():
     before = {n: t.clone() for n, t in model.state_dict().items()}
     alias = model[0].weight.detach()  # another tensor over the same bytes (as a cut block's)
     with Spill() as kept:
-        with _set_aside(model, kept):
+        with _SetAside(model, kept) as aside:
             assert all(t.untyped_storage().nbytes() == 0 for t in model.state_dict().values())
             assert alias.untyped_storage().nbytes() == 0
+            # Read back one tensor at a time, a view (the transposed tie) and a buffer included.
+            assert all(torch.equal(aside.value(t), before[n]) for n, t in model.state_dict().items())
+            assert aside.value(model[2].weight).stride() == model[2].weight.stride()
+            aside.forget()
         assert all(torch.equal(before[n], t) for n, t in model.state_dict().items())
         assert torch.equal(alias, before["0.weight"])
         assert model[2].weight.data_ptr() == model[0].weight.data_ptr()  # still one set of bytes
         with pytest.raises(RuntimeError, match="inside"):
-            with _set_aside(model, kept):
+            with _SetAside(model, kept):
                 raise RuntimeError("inside")
         assert all(torch.equal(before[n], t) for n, t in model.state_dict().items())  # refilled on an error too
