@@ -46,6 +46,9 @@ class ReplicaRank:
     tensor ranks)."""
     grad_buffer: torch.Tensor | None = None
     """The flat buffer every parameter's ``.grad`` views."""
+    aliases: list[tuple[nn.Parameter, nn.Parameter]] = field(default_factory=list)
+    """(a later holder's own leaf, the parameter it aliases) per parameter several blocks hold
+    (:func:`untie_holders`): each leaf's ``.grad`` is its parameter's."""
 
 
 @dataclass(slots=True)
@@ -84,8 +87,9 @@ def replica_module(blocks: ExportedBlocks, stage_module, model: nn.Module, slots
     slot's parameters held over another replica's bytes (:func:`~interop.live.bind.bind`)."""
     if len(slots) == 1:
         module = bind(stage_module, model, torch.device("hybrid", slots[0]), shared=shared)
-        params, names, block_of = _unique_params(module.blocks, blocks.canonical)
-        return module, [ReplicaRank(slots[0], module.blocks, params, names, block_of)]
+        aliases = untie_holders(module.blocks)
+        params, names, block_of = _unique_params(module.blocks, blocks.canonical, aliases)
+        return module, [ReplicaRank(slots[0], module.blocks, params, names, block_of, aliases=aliases)]
     from interop.live.tensor_parallel import TensorParallelChunk, flatten, shard_block
 
     tp = len(slots)
@@ -105,14 +109,43 @@ def replica_module(blocks: ExportedBlocks, stage_module, model: nn.Module, slots
                                  stage_module.last, stage_module.out_spec, slots)
     ranks = []
     for slot, rank_blocks in zip(slots, module.ranks):
-        params, names, block_of = _unique_params(rank_blocks, blocks.canonical)
+        aliases = untie_holders(rank_blocks)
+        params, names, block_of = _unique_params(rank_blocks, blocks.canonical, aliases)
         ranks.append(ReplicaRank(slot, rank_blocks, params, names, block_of,
-                                 {n: shards[n] for n in names if n in shards}))
+                                 {n: shards[n] for n in names if n in shards}, aliases=aliases))
     return module, ranks
 
 
-def _unique_params(module_blocks, canonical: dict[str, str]):
-    params, names, block_of, seen = [], [], [], set()
+def untie_holders(module_blocks) -> list[tuple[nn.Parameter, nn.Parameter]]:
+    """Give every later block holding a parameter an earlier block holds (an LM head tied to the embedding) a
+    leaf of its own over the same bytes, and return the (leaf, parameter) pairs. Autograd would sum the holders'
+    gradients in its input buffer, holding the later holder's from its backward to the first holder's (GPT-2's
+    154 MB through the whole backward, per replica); with a leaf each, each holder's backward adds its gradient
+    into the one ``.grad`` (the rank's flat buffer) as it is made, as Megatron's ``main_grad`` accumulation does.
+    The sum is the same; the optimizer, the reduction and the state dict see the parameter only."""
+    seen: set[int] = set()
+    aliases: dict[int, nn.Parameter] = {}
+    out = []
+    for blk in module_blocks:
+        mine = set()
+        for mod in blk.modules():
+            for key, p in list(mod._parameters.items()):
+                if p is None or not p.requires_grad:
+                    continue
+                if id(p) in seen:
+                    if id(p) not in aliases:
+                        aliases[id(p)] = nn.Parameter(p.detach(), requires_grad=True)
+                        out.append((aliases[id(p)], p))
+                    mod._parameters[key] = aliases[id(p)]
+                else:
+                    mine.add(id(p))
+        seen |= mine
+        aliases.clear()
+    return out
+
+
+def _unique_params(module_blocks, canonical: dict[str, str], aliases=()):
+    params, names, block_of, seen = [], [], [], {id(leaf) for leaf, _ in aliases}
     for k, blk in enumerate(module_blocks):
         for name, p in blk.named_parameters(remove_duplicate=False):
             if id(p) in seen or not p.requires_grad:
@@ -373,4 +406,4 @@ def issue_order(orders: list[list[tuple[str, int, int]]], stages: int) -> list[t
 
 
 __all__ = ["BACKWARD", "FORWARD", "Pipeline", "ReplicaRank", "STREAM_PURPOSES", "StageReplica", "issue_order",
-           "record_event", "replica_module"]
+           "record_event", "replica_module", "untie_holders"]

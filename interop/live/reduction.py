@@ -5,8 +5,9 @@ its parameters ordered by block: each microbatch's backward adds into it, one ``
 clears it, and a data-parallel stage all-reduces each block's slice in place, rank by rank, on the
 slots' reduce streams, as soon as every replica's copy of that block's gradients is final (a
 post-accumulate-grad hook counts them). A parameter shared by two blocks of a stage belongs to the
-first (its gradient is final when that block's backward is); parameters held by several stages
-(tied embeddings) are summed over every copy after the schedule.
+first (its gradient is final when that block's backward is); each later holder adds its part into the
+same gradient as its own backward makes it (:func:`~interop.live.pipeline.untie_holders`); parameters
+held by several stages (tied embeddings) are summed over every copy after the schedule.
 """
 
 from __future__ import annotations
@@ -135,6 +136,8 @@ class GradientReducer:
                     for p in rank.params:
                         p.grad = rank.grad_buffer[offset:offset + p.numel()].view_as(p)
                         offset += p.numel()
+                    for leaf, p in rank.aliases:  # a later holder adds into its parameter's gradient
+                        leaf.grad = p.grad
             if len(reps) > 1:
                 for t, rank in enumerate(reps[0].ranks):
                     spans = self.buckets[s][0][t]

@@ -207,6 +207,8 @@ class PlanRunner:
                     rank.grad_buffer = None
                     for p in rank.params:
                         p.grad = None
+                    for leaf, _ in rank.aliases:
+                        leaf.grad = None
 
     # -- results ---------------------------------------------------------------------------
 

@@ -25,8 +25,10 @@ what-if for a rack on paper (ARCHITECTURE.md, "interop.whatif" and "interop.plan
 
 A parameter several blocks of a stage hold (an LM head tied to the token
 embedding) is one tensor there: its weights, gradient, optimizer state,
-reduction and update count once, and autograd's sum of its holders' gradients
-is held from the last holder's backward to the first's.
+reduction and update count once, and each holder's backward adds its part
+into the one gradient as it makes it (the runner gives each later holder a
+leaf of its own, :func:`interop.live.pipeline.untie_holders`), so nothing is
+held between the holders' backwards.
 
 Every figure is modelled. :func:`step_model` is the entry point. The parts, in the order it runs them:
 

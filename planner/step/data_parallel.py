@@ -45,19 +45,15 @@ def data_parallel(prepared: PreparedStage, last_backward, finish: float, pricer:
     buckets = []
     for c_index, (ch, (start, end)) in enumerate(zip(chunks, last_backward)):
         total_b = sum(c.backward for c in ch.costs) or 1.0
-        # A parameter several blocks share is in the bucket of the first (its gradient is final there), and
-        # autograd accumulates the later holders' gradients into it there, not in their own backward.
+        # A parameter several blocks share is in the bucket of the first (its gradient is final there); each
+        # holder adds its part into that gradient in its own backward (interop.live.pipeline.untie_holders).
         shared = [0] * len(ch.profiles)
-        moved = [0.0] * len(ch.profiles)
         for tie in (ties[c_index] if ties else ()):
-            accumulate = _accumulate_seconds(stage.kind, ch.profiles[tie.holders[0]], tie.elements)
             for k in tie.holders[1:]:
                 shared[k] += tie.elements
-                moved[k] -= accumulate
-                moved[tie.holders[0]] += accumulate
         t = start
-        for pr, c, dup, shift in zip(reversed(ch.profiles), reversed(ch.costs), reversed(shared), reversed(moved)):
-            t += (end - start) * (c.backward + shift) / total_b
+        for pr, c, dup in zip(reversed(ch.profiles), reversed(ch.costs), reversed(shared)):
+            t += (end - start) * c.backward / total_b
             if config.zero == 2:
                 continue  # reduce-scattered every microbatch (in the backward times)
             seconds = pricer.seconds(reduce, (pr.params - pr.expert_params - dup) * grad_bytes, dp_group)
@@ -127,12 +123,6 @@ def _param_dtype(profiles: Sequence[BlockProfile]) -> str:
     """The parameters' dtype as their bytes per element tell it (float32, else a 16-bit format)."""
     per_param = sum(pr.param_bytes for pr in profiles) / max(1, sum(pr.params for pr in profiles))
     return "float32" if per_param >= 4 else "bfloat16"
-
-
-def _accumulate_seconds(kind: str, profile: BlockProfile, elements: int) -> float:
-    """One gradient of ``elements`` added into another (autograd's accumulation of a shared parameter)."""
-    shape = [(elements,)] * 2
-    return devices.estimate(kind, "aten::add_.Tensor", shape, _param_dtype([profile]), out_shapes=shape[:1]).seconds
 
 
 __all__ = ["StageTail", "data_parallel", "optimizer_seconds", "tied_reduction"]

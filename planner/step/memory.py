@@ -10,7 +10,6 @@ applies a stage's recompute, or with ``"auto"`` the cheapest that fits.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
 
 from planner.blocks import ModelBlocks
 from planner.optimizers import OPTIMIZERS
@@ -180,13 +179,13 @@ def stage_memory(stage: Stage, chunks: list[Chunk], modes: list[list[str]], fron
     peak, at = _peak_activations(frontier, per_chunk)
     transient = 0.0
     for c, (ch, cm) in enumerate(zip(chunks, modes)):
-        held = _held_gradients(ties[c] if ties else (), len(ch.profiles))
         later = 0  # this microbatch's activations of the chunk's later blocks: freed before a block's backward
         for k in reversed(range(len(ch.profiles))):
             pr, md = ch.profiles[k], cm[k]
-            # The running block's temporaries (where measured) and the gradients autograd holds for a
-            # parameter a later block of the chunk shares, beside what the microbatch still keeps.
-            transient = max(transient, pr.workspace + held[k] - (later if at[c] else 0))
+            # The running block's temporaries (where measured), beside what the microbatch still keeps. A
+            # parameter several blocks share holds no gradient of its own between them: each holder adds its
+            # part into the one gradient as its backward makes it (interop.live.pipeline.untie_holders).
+            transient = max(transient, pr.workspace - (later if at[c] else 0))
             if md != "none":  # a recomputed block's activations exist again during its backward
                 transient = max(transient, _saved(pr, "none") - _saved(pr, md))
             later += _saved(pr, md)
@@ -197,19 +196,6 @@ def stage_memory(stage: Stage, chunks: list[Chunk], modes: list[list[str]], fron
         transient += 2 * largest + max(pr.params for ch in chunks for pr in ch.profiles) * grad_bytes
     capacity = min(spec.slot(stage.slots[0]).capacity, spec.slot(stage.slots[-1]).capacity)
     return Memory(int(weights), int(grads), int(opt), int(peak + transient), int(capacity)), at
-
-
-def _held_gradients(ties: Sequence[Tie], n: int) -> list[int]:
-    """Per block of a chunk (by position): bytes of gradients autograd holds while the block runs backward,
-    for parameters it shares with later blocks. Autograd sums the holders' gradients in its input buffer
-    out of place (torch's InputBuffer does not modify them in place): from the last holder's backward the
-    gradient so far waits, and an earlier holder's backward makes the sum beside its own gradient."""
-    held = [0] * n
-    for tie in ties:
-        last = tie.holders[-1]
-        for k in range(tie.holders[0], last):
-            held[k] += tie.nbytes + (tie.nbytes if k in tie.holders else 0)
-    return held
 
 
 __all__ = ["RecomputePlan", "choose_recompute", "frontier_microbatches", "live_frontier", "stage_memory"]

@@ -38,7 +38,7 @@ class Chunk:
 @dataclass(frozen=True, slots=True)
 class Tie:
     """A parameter several blocks of one chunk hold (an embedding tied to the LM head): one tensor, whose
-    gradient autograd sums over the holders within the chunk's one backward graph."""
+    gradient each holder's backward adds its part into."""
 
     nbytes: int
     elements: int

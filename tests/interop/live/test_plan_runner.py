@@ -188,3 +188,51 @@ def test_bad_input(model_and_blocks, use_rack):
         _layout([([(0, 2)], (0, 1, 2)), ([(2, 4)], (3,))], "1f1b", 2, 4).validate(len(blocks))
     with pytest.raises(ValueError, match="starts at block 3, expected 2"):
         _layout([([(0, 2)], (0,)), ([(3, 4)], (1,))], "1f1b", 2, 4).validate(len(blocks))
+
+
+def test_a_parameter_two_blocks_hold_adds_into_one_gradient_and_holds_no_sum(use_rack):
+    """An LM head tied to the embedding: with a leaf of its own over the same bytes (untie_holders), each
+    holder's backward adds its part into the one ``.grad``, bit for bit autograd's sum, and the slot never holds
+    the head's gradient waiting for the embedding's (what autograd's input buffer does)."""
+    import torch.nn as nn
+
+    from interop.live.pipeline import untie_holders
+
+    use_rack("trn2:1")
+    dev = torch.device("hybrid", 0)
+    vocab, dim = 4096, 64
+    torch.manual_seed(0)
+    tokens = torch.randint(0, vocab, (4, 8))
+
+    def tied_blocks():
+        torch.manual_seed(1)
+        embed = nn.Embedding(vocab, dim)
+        head = nn.Linear(dim, vocab, bias=False)
+        head.weight = embed.weight
+        return nn.ModuleList([nn.Sequential(embed), nn.Sequential(nn.LayerNorm(dim), head)]).to(dev)
+
+    def backward_peak(blocks):
+        x = tokens.to(dev)
+        loss = blocks[1](blocks[0](x)).float().logsumexp(-1).mean()
+        base = torch.hybrid.memory_allocated(0)
+        torch.hybrid.reset_peak_memory_stats(0)
+        loss.backward()
+        return torch.hybrid.max_memory_allocated(0) - base
+
+    # Both with the gradient made beforehand, as the runner's flat buffer is.
+    plain = tied_blocks()
+    plain[0][0].weight.grad = torch.zeros_like(plain[0][0].weight)
+    plain_peak = backward_peak(plain)
+    untied = tied_blocks()
+    weight = untied[0][0].weight
+    pairs = untie_holders(untied)
+    assert [(p is weight, leaf is not weight, leaf.data_ptr() == weight.data_ptr()) for leaf, p in pairs] == \
+        [(True, True, True)]
+    weight.grad = torch.zeros_like(weight)
+    pairs[0][0].grad = weight.grad
+    untied_peak = backward_peak(untied)
+    assert torch.equal(weight.grad.cpu(), plain[0][0].weight.grad.cpu())
+    assert pairs[0][0].grad is weight.grad
+    weight_bytes = weight.numel() * weight.element_size()
+    # The head's gradient held waiting for the embedding's is what the leaf saves (to a few KB of temporaries).
+    assert plain_peak - untied_peak == pytest.approx(weight_bytes, rel=0.05), (plain_peak, untied_peak)
