@@ -97,7 +97,7 @@ def _blackwell(value: float, what: str) -> Figure:
                   f"{what}; {_HOW}")
 
 
-EXPERT_DECODE = _blackwell(0.05, "each decode token routed to an expert streams 0.05 of the expert's weights again "
+EXPERT_DECODE = _blackwell(0.095, "each decode token routed to an expert streams 0.05 of the expert's weights again "
                                  "at the HBM bandwidth: one weight pass per 20 routed decode tokens, as the grouped "
                                  "GEMM's small token tiles (TensorRT-LLM's SM100 MoE kernels run 8- to 64-token "
                                  "tiles with the weights as the 128-row MMA operand) each stream their expert's "

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import devices
+import devices.cost
 from planner.comm import CommPricer
 from planner.serving.fitted import ServingEfficiency, serving_efficiency
 from planner.serving.grid import Grid, Grid2
@@ -114,10 +115,25 @@ class FusedCost:
         # The cost model counts bytes at the dtype's item size; a quantized GEMM moves weights and
         # activations at the precision's bytes per element (block scales included) and writes 16 bits.
         true = m * k * wb + k * n * wb + m * n * p.activation_bytes
+        if grouped and times > 1:
+            self._grouped_gemm(parts, m, k, n, times, dtype, true)
+            return
         sub: dict = dict.fromkeys(PARTS, 0.0)
         self._op(sub, "aten::mm", [(m, k), (k, n)], dtype, self._factor["gemm"], true_bytes=true)
         for key in PARTS:
-            parts[key] += sub[key] * (1 if grouped and key == "overhead" else times)
+            parts[key] += sub[key] * times
+
+    def _grouped_gemm(self, parts: dict, m: int, k: int, n: int, times: int, dtype: str, true: float) -> None:
+        """One grouped-GEMM kernel of ``times`` (m, k) x (k, n) GEMMs moving ``true`` bytes each: its compute is
+        each GEMM's at its own shape (the tiles are per expert), its memory one stream of every GEMM's bytes, so
+        the kernel's memory latency (what keeps a small transfer below the HBM bandwidth) and its launch are paid
+        once, not once per expert."""
+        e = devices.estimate(self.kind, "aten::mm", [(m, k), (k, n)], dtype)
+        whole = devices.cost.estimate_kernel(self.kind, dtype, bytes=e.bytes * times)
+        memory = whole.memory_seconds * (true / e.bytes if e.bytes else 1.0) * self._factor["memory"]
+        compute = e.compute_seconds * self._factor["gemm"] * times
+        parts["compute" if compute >= memory else "memory"] += max(compute, memory)
+        parts["overhead"] += e.overhead_seconds
 
     def _pointwise(self, parts: dict, op: str, shapes) -> None:
         self._op(parts, op, shapes, self._act_dtype())

@@ -290,3 +290,34 @@ def test_decode_tokens_routed_to_experts_stream_a_share_of_their_weights():
     _, dense, dense_without = costs("llama3-8b", dict(tp=2))
     assert dense.seconds(0, 0.0, 64, 64 * 600, 64) == dense_without.seconds(0, 0.0, 64, 64 * 600, 64)
     assert fitted.GPU.expert_decode not in dense.figures()
+
+
+def test_the_experts_grouped_gemm_streams_every_expert_in_one_kernel():
+    # The routed experts run as one grouped-GEMM kernel (TensorRT-LLM's fused_moe: scatter, gemm1, activation, gemm2,
+    # finalize): its memory term is one stream of every local expert's bytes, so the per-kernel memory latency that
+    # keeps a small transfer below the HBM bandwidth is paid once, not once per expert; its compute is each expert's
+    # GEMM at its own shape. Reference: the cost model's kernel estimate of those bytes and its mm estimate of one
+    # expert, with the serving factors.
+    import devices.cost
+    from planner.serving.config import configure, price_pool, spec_of
+    from planner.serving.golden_rows import MODELS
+    from planner.serving.iteration import PARTS
+
+    shape, spec, workload = model_shape(MODELS["qwen3-30b-a3b"]), spec_of("b200:1"), Workload(512, 64, requests=8)
+    config = configure(shape, spec, parallel=dict(tp=1), precision="fp4", prefill=None, decode=None, engine=Engine(),
+                       workload=workload)
+    cost = price_pool(shape, spec, config.pools[0], "fp4", config.engine, workload, name="parallel").cost
+    p, eff = cost.precision, cost.efficiency
+    m, k, n, experts = 6, shape.hidden, 1536, 128  # a decode batch's few rows an expert of gate_up
+    parts = dict.fromkeys(PARTS, 0.0)
+    cost._gemm(parts, m, k, n, times=experts, grouped=True)
+    one = devices.estimate("b200", "aten::mm", [(m, k), (k, n)], p.gemm_dtype)
+    true = m * k * p.weight_bytes + k * n * p.weight_bytes + m * n * p.activation_bytes
+    stream = devices.cost.estimate_kernel("b200", p.gemm_dtype, bytes=one.bytes * experts).memory_seconds
+    memory = stream * true / one.bytes * eff.memory.value
+    assert memory > one.compute_seconds * eff.gemm_fp4.value * experts  # weight streaming bounds it
+    assert parts["memory"] == pytest.approx(memory, rel=1e-12) and parts["compute"] == 0.0
+    assert parts["overhead"] == pytest.approx(one.overhead_seconds, rel=1e-12)  # one launch
+    separate = dict.fromkeys(PARTS, 0.0)
+    cost._gemm(separate, m, k, n, times=experts)  # the same GEMMs as 128 kernels
+    assert separate["memory"] > 2 * parts["memory"]  # each pays the latency of a 1.8 MB transfer
