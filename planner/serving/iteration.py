@@ -69,6 +69,8 @@ class FusedCost:
                         for name in ("memory", "attention")}
         gemm = self.efficiency.gemm_factor(precision.name) if self.efficiency is not None else None
         self._factor["gemm"] = gemm.value if gemm is not None else 1.0
+        experts = self.efficiency.expert_gemm_factor(precision.name) if self.efficiency is not None else None
+        self._factor["expert_gemm"] = experts.value if experts is not None else 1.0
         self._iteration = self._fig("iteration").value if self._fig("iteration") is not None else 0.0
         restream = self._fig("expert_decode") if shape.experts else None
         self._expert_decode = restream.value * self._expert_weight_seconds() if restream is not None else 0.0
@@ -87,8 +89,10 @@ class FusedCost:
         if self.efficiency is None:
             return ()
         gemm = self.efficiency.gemm_factor(self.precision.name)
+        experts = self.efficiency.expert_gemm_factor(self.precision.name) if self.shape.experts else None
         return tuple(f for name, f in self.efficiency.figures().items()
-                     if (not name.startswith("gemm") or f is gemm) and (name != "expert_decode" or self.shape.experts))
+                     if (not name.startswith("gemm") or f is gemm) and (name != "expert_decode" or self.shape.experts)
+                     and (not name.startswith("expert_gemm") or f is experts))
 
     # -- priced pieces, each as {part: seconds} ------------------------------------------
 
@@ -125,13 +129,14 @@ class FusedCost:
 
     def _grouped_gemm(self, parts: dict, m: int, k: int, n: int, times: int, dtype: str, true: float) -> None:
         """One grouped-GEMM kernel of ``times`` (m, k) x (k, n) GEMMs moving ``true`` bytes each: its compute is
-        each GEMM's at its own shape (the tiles are per expert), its memory one stream of every GEMM's bytes, so
-        the kernel's memory latency (what keeps a small transfer below the HBM bandwidth) and its launch are paid
-        once, not once per expert."""
+        each GEMM's at its own shape (the tiles are per expert) times the fused MoE layer's factor
+        (:attr:`ServingEfficiency.expert_gemm_fp4`); its memory one stream of every GEMM's bytes, so the kernel's
+        memory latency (what keeps a small transfer below the HBM bandwidth) and its launch are paid once, not once
+        per expert."""
         e = devices.estimate(self.kind, "aten::mm", [(m, k), (k, n)], dtype)
         whole = devices.cost.estimate_kernel(self.kind, dtype, bytes=e.bytes * times)
         memory = whole.memory_seconds * (true / e.bytes if e.bytes else 1.0) * self._factor["memory"]
-        compute = e.compute_seconds * self._factor["gemm"] * times
+        compute = e.compute_seconds * self._factor["gemm"] * self._factor["expert_gemm"] * times
         parts["compute" if compute >= memory else "memory"] += max(compute, memory)
         parts["overhead"] += e.overhead_seconds
 
