@@ -117,12 +117,11 @@ fit row) inherits it."""
 MOE_LAYER_SOURCE = ("Hugging Face blog, 'TFLOPS Gap: Why FP4 MoE Kernel Engineering Matters on Blackwell' (2026): an "
                     "NVFP4 MoE layer of hidden 2880, expert width 7680, 32 experts, top-4 on one B200, batch 4096 "
                     "tokens (512 rows an expert): 1117 TFLOPS in vLLM, 1225 with FlashInfer's CuTe DSL kernels, "
-                    "1262 in SGLang (https://huggingface.co/blog/apsys/blackwell-nvfp4-comparison, read through its public copy "
-                    "at https://api.energit.ir/blog/apsys/blackwell-nvfp4-comparison)")
+                    "1262 in SGLang (https://huggingface.co/blog/apsys/blackwell-nvfp4-comparison, read through "
+                    "its public copy at https://api.energit.ir/blog/apsys/blackwell-nvfp4-comparison)")
 MOE_LAYER_TFLOPS = 1117e12
-"""The published fused MoE layer's effective rate at 512 rows an expert (vLLM's NVFP4 MoE path: CUTLASS grouped
-GEMMs, as TensorRT-LLM's CutlassFusedMoE); :data:`EXPERT_GEMM_FP4` is the cost model's time for that layer's GEMMs
-against it."""
+"""The published fused MoE layer's effective rate at 512 rows an expert (vLLM's, the lowest of the three backends'
+figures); :data:`EXPERT_GEMM_FP4` is the cost model's time for that layer's GEMMs against it."""
 MOE_LAYER_SHAPE = {"tokens": 4096, "hidden": 2880, "expert_width": 7680, "experts": 32, "topk": 4}
 
 EXPERT_GEMM_FP4 = Figure(3.33, "", MOE_LAYER_SOURCE, "secondary",

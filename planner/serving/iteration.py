@@ -11,8 +11,10 @@ argmax. Every kernel is priced by ``devices.estimate`` on the kind (GEMMs in the
 serving precision, with its bytes per element), every collective by
 ``collectives.estimate`` on the rack's topology (:class:`planner.comm.CommPricer`),
 and the serving efficiencies of :mod:`planner.serving.fitted` apply (GEMMs' compute term, every kernel's
-memory term, attention, a time per iteration, and for a mixture of experts the weight passes each routed decode token
-adds to the experts' grouped GEMMs: :meth:`FusedCost.expert_decode_seconds`).
+memory term, attention, a time per iteration, and for a mixture of experts the fused MoE layer's rate on the experts'
+FP4 grouped GEMMs and the weight passes each routed decode token adds to them:
+:meth:`FusedCost.expert_decode_seconds`). The routed experts' GEMMs are one grouped-GEMM kernel: one launch, one
+stream of every local expert's weights.
 
 With ``ep`` ranks, attention is data parallel (each rank runs its own sequences, under its own batch
 and token limits: :func:`planner.serving.run.simulate`) and the experts are divided over the ranks; with ``pp`` stages the batch is split into ``pp``
@@ -119,7 +121,7 @@ class FusedCost:
         # The cost model counts bytes at the dtype's item size; a quantized GEMM moves weights and
         # activations at the precision's bytes per element (block scales included) and writes 16 bits.
         true = m * k * wb + k * n * wb + m * n * p.activation_bytes
-        if grouped and times > 1:
+        if grouped:
             self._grouped_gemm(parts, m, k, n, times, dtype, true)
             return
         sub: dict = dict.fromkeys(PARTS, 0.0)
