@@ -43,6 +43,10 @@ class ServingEfficiency:
     """Factor on attention time (prefill and decode, over the paged cache)."""
     iteration: Figure | None = None
     """Seconds every engine iteration pays outside the kernels (scheduling, sampling, host synchronisation)."""
+    expert_gemm_fp4: Figure | None = None
+    """Factor on the routed experts' FP4 grouped-GEMM compute time, on top of :attr:`gemm_fp4` (mixtures of experts
+    only): the fused MoE layer (activation quantization, permutation, two grouped GEMMs, activation, finalize) runs at
+    a smaller share of the FP4 peak than dense GEMMs of its shapes; None: the dense GEMMs' rate."""
     expert_decode: Figure | None = None
     """Share of an expert's weights streamed again from HBM per decode token routed to it (mixtures of experts
     only): the experts' grouped GEMM at decode runs small token tiles, each streaming its expert's weights, so the
@@ -52,6 +56,11 @@ class ServingEfficiency:
         """The fitted figures by name."""
         return {f.name: getattr(self, f.name) for f in fields(self)
                 if isinstance(getattr(self, f.name), Figure)}
+
+    def expert_gemm_factor(self, precision: str) -> Figure | None:
+        """The factor on the routed experts' grouped-GEMM compute time in the serving ``precision``, on top of
+        :meth:`gemm_factor` (None: the dense GEMMs' rate)."""
+        return self.expert_gemm_fp4 if precision == "fp4" else None
 
     def gemm_factor(self, precision: str) -> Figure | None:
         """The factor on GEMM compute time in the serving ``precision``."""
@@ -97,13 +106,34 @@ def _blackwell(value: float, what: str) -> Figure:
                   f"{what}; {_HOW}")
 
 
-EXPERT_DECODE = _blackwell(0.05, "each decode token routed to an expert streams 0.05 of the expert's weights again "
-                                 "at the HBM bandwidth: one weight pass per 20 routed decode tokens, as the grouped "
-                                 "GEMM's small token tiles (TensorRT-LLM's SM100 MoE kernels run 8- to 64-token "
-                                 "tiles with the weights as the 128-row MMA operand) each stream their expert's "
-                                 "weights; fitted on the one Qwen3 30B row (the Llama rows have no experts)")
+EXPERT_DECODE = _blackwell(0.0525, "each decode token routed to an expert streams 0.0525 of the expert's weights "
+                                   "again at the HBM bandwidth: one weight pass per 19 routed decode tokens, as the "
+                                   "grouped GEMM's small token tiles (TensorRT-LLM's SM100 MoE kernels run 8- to "
+                                   "64-token tiles with the weights as the 128-row MMA operand) each stream their "
+                                   "expert's weights; fitted on the one Qwen3 30B row (the Llama rows have no experts)")
 """The experts' decode weight passes, fitted on B200's Qwen3 30B A3B row; Hopper (the GPU family, which has no MoE
 fit row) inherits it."""
+
+MOE_LAYER_SOURCE = ("Hugging Face blog, 'TFLOPS Gap: Why FP4 MoE Kernel Engineering Matters on Blackwell' (2026): an "
+                    "NVFP4 MoE layer of hidden 2880, expert width 7680, 32 experts, top-4 on one B200, batch 4096 "
+                    "tokens (512 rows an expert): 1117 TFLOPS in vLLM, 1225 with FlashInfer's CuTe DSL kernels, "
+                    "1262 in SGLang (https://huggingface.co/blog/apsys/blackwell-nvfp4-comparison, read through "
+                    "its public copy at https://api.energit.ir/blog/apsys/blackwell-nvfp4-comparison)")
+MOE_LAYER_TFLOPS = 1117e12
+"""The published fused MoE layer's effective rate at 512 rows an expert (vLLM's, the lowest of the three backends'
+figures); :data:`EXPERT_GEMM_FP4` is the cost model's time for that layer's GEMMs against it."""
+MOE_LAYER_SHAPE = {"tokens": 4096, "hidden": 2880, "expert_width": 7680, "experts": 32, "topk": 4}
+
+EXPERT_GEMM_FP4 = Figure(3.33, "", MOE_LAYER_SOURCE, "secondary",
+                         "the routed experts' FP4 grouped GEMMs take 3.33x the time of dense FP4 GEMMs of their shapes "
+                         "(gemm_fp4 included): the published layer's 1117 TFLOPS (12.4 % of B200's 9 PFLOPS dense FP4 "
+                         "peak; its quantization, permutation, activation and finalize passes included, not priced "
+                         "apart) against the 3,723 TFLOPS the cost model with gemm_fp4 gives its two GEMMs (gate_up "
+                         "512 x 2880 x 15360 and down 512 x 7680 x 2880 an expert). Not fitted on any serving row; "
+                         "the other two backends' 1225 and 1262 TFLOPS would give 3.04 and 2.95")
+"""The fused MoE layer's measured FP4 rate on B200 against the dense-GEMM model (derived, not fitted: see
+:data:`MOE_LAYER_SOURCE`), a factor at every shape as :attr:`ServingEfficiency.gemm_fp4` is; Blackwell only (no
+Hopper FP8 figure of the kind is among the sources)."""
 
 
 def _fitted(value: float, unit: str, rows: str, what: str) -> Figure:
@@ -150,6 +180,7 @@ BLACKWELL = replace(
                              "where Hopper's FP8 GEMMs reach 60 % of theirs (block-scale handling and the "
                              "activations' quantization to FP4 before every GEMM, which the model does not price "
                              "separately)"),
+    expert_gemm_fp4=EXPERT_GEMM_FP4,
     attention=_blackwell(1.3, "attention over the FP8 paged KV cache takes 1.3x the cost model's time (its curve is "
                               "FlashAttention-2's on Hopper): the long-output rows (1024/8192) read the cache "
                               "more slowly than Hopper's FP8 rows did"),
@@ -204,5 +235,5 @@ def serving_efficiency(kind: str) -> ServingEfficiency | None:
     return FITTED.get(chip.kind) or FITTED.get(ENTRY.get(chip.kind, "")) or FITTED.get(chip.family)
 
 
-__all__ = ["BLACKWELL", "ENTRY", "EXPERT_DECODE", "FITTED", "GPU", "TRAINIUM", "TRN2", "ServingEfficiency",
-           "serving_efficiency"]
+__all__ = ["BLACKWELL", "ENTRY", "EXPERT_DECODE", "EXPERT_GEMM_FP4", "FITTED", "GPU", "MOE_LAYER_SHAPE",
+           "MOE_LAYER_SOURCE", "MOE_LAYER_TFLOPS", "TRAINIUM", "TRN2", "ServingEfficiency", "serving_efficiency"]

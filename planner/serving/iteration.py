@@ -11,8 +11,10 @@ argmax. Every kernel is priced by ``devices.estimate`` on the kind (GEMMs in the
 serving precision, with its bytes per element), every collective by
 ``collectives.estimate`` on the rack's topology (:class:`planner.comm.CommPricer`),
 and the serving efficiencies of :mod:`planner.serving.fitted` apply (GEMMs' compute term, every kernel's
-memory term, attention, a time per iteration, and for a mixture of experts the weight passes each routed decode token
-adds to the experts' grouped GEMMs: :meth:`FusedCost.expert_decode_seconds`).
+memory term, attention, a time per iteration, and for a mixture of experts the fused MoE layer's rate on the experts'
+FP4 grouped GEMMs and the weight passes each routed decode token adds to them:
+:meth:`FusedCost.expert_decode_seconds`). The routed experts' GEMMs are one grouped-GEMM kernel: one launch, one
+stream of every local expert's weights.
 
 With ``ep`` ranks, attention is data parallel (each rank runs its own sequences, under its own batch
 and token limits: :func:`planner.serving.run.simulate`) and the experts are divided over the ranks; with ``pp`` stages the batch is split into ``pp``
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import devices
+import devices.cost
 from planner.comm import CommPricer
 from planner.serving.fitted import ServingEfficiency, serving_efficiency
 from planner.serving.grid import Grid, Grid2
@@ -68,6 +71,8 @@ class FusedCost:
                         for name in ("memory", "attention")}
         gemm = self.efficiency.gemm_factor(precision.name) if self.efficiency is not None else None
         self._factor["gemm"] = gemm.value if gemm is not None else 1.0
+        experts = self.efficiency.expert_gemm_factor(precision.name) if self.efficiency is not None else None
+        self._factor["expert_gemm"] = experts.value if experts is not None else 1.0
         self._iteration = self._fig("iteration").value if self._fig("iteration") is not None else 0.0
         restream = self._fig("expert_decode") if shape.experts else None
         self._expert_decode = restream.value * self._expert_weight_seconds() if restream is not None else 0.0
@@ -86,8 +91,10 @@ class FusedCost:
         if self.efficiency is None:
             return ()
         gemm = self.efficiency.gemm_factor(self.precision.name)
+        experts = self.efficiency.expert_gemm_factor(self.precision.name) if self.shape.experts else None
         return tuple(f for name, f in self.efficiency.figures().items()
-                     if (not name.startswith("gemm") or f is gemm) and (name != "expert_decode" or self.shape.experts))
+                     if (not name.startswith("gemm") or f is gemm) and (name != "expert_decode" or self.shape.experts)
+                     and (not name.startswith("expert_gemm") or f is experts))
 
     # -- priced pieces, each as {part: seconds} ------------------------------------------
 
@@ -114,10 +121,26 @@ class FusedCost:
         # The cost model counts bytes at the dtype's item size; a quantized GEMM moves weights and
         # activations at the precision's bytes per element (block scales included) and writes 16 bits.
         true = m * k * wb + k * n * wb + m * n * p.activation_bytes
+        if grouped:
+            self._grouped_gemm(parts, m, k, n, times, dtype, true)
+            return
         sub: dict = dict.fromkeys(PARTS, 0.0)
         self._op(sub, "aten::mm", [(m, k), (k, n)], dtype, self._factor["gemm"], true_bytes=true)
         for key in PARTS:
-            parts[key] += sub[key] * (1 if grouped and key == "overhead" else times)
+            parts[key] += sub[key] * times
+
+    def _grouped_gemm(self, parts: dict, m: int, k: int, n: int, times: int, dtype: str, true: float) -> None:
+        """One grouped-GEMM kernel of ``times`` (m, k) x (k, n) GEMMs moving ``true`` bytes each: its compute is
+        each GEMM's at its own shape (the tiles are per expert) times the fused MoE layer's factor
+        (:attr:`ServingEfficiency.expert_gemm_fp4`); its memory one stream of every GEMM's bytes, so the kernel's
+        memory latency (what keeps a small transfer below the HBM bandwidth) and its launch are paid once, not once
+        per expert."""
+        e = devices.estimate(self.kind, "aten::mm", [(m, k), (k, n)], dtype)
+        whole = devices.cost.estimate_kernel(self.kind, dtype, bytes=e.bytes * times)
+        memory = whole.memory_seconds * (true / e.bytes if e.bytes else 1.0) * self._factor["memory"]
+        compute = e.compute_seconds * self._factor["gemm"] * self._factor["expert_gemm"] * times
+        parts["compute" if compute >= memory else "memory"] += max(compute, memory)
+        parts["overhead"] += e.overhead_seconds
 
     def _pointwise(self, parts: dict, op: str, shapes) -> None:
         self._op(parts, op, shapes, self._act_dtype())

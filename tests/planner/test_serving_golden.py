@@ -51,17 +51,18 @@ def _moe(outcomes, cut: str) -> dict:
 def test_a_mixture_of_experts_on_one_gpu_one_row_fits_the_experts_decode_weight_passes(outcomes):
     # Qwen3 30B A3B (128 experts, top-8) on one B200 or GB200, NVFP4. One row fits the experts' decode weight passes
     # (fitted.EXPERT_DECODE, Blackwell's entry: its 1000/1000 iterations are decode-heavy, ~800 sequences); the
-    # other eleven test it. Not within the 20 % goal everywhere: 1024/8192 and 1024/32768 are 17-26 % slow (they were
-    # 10-24 % slow before the figure: its decode cost adds 2-7 points there), GB200's 1000/1000 and 1024/1024 22-24 %
-    # fast (published below B200's, against every other length of the table: golden.CONTRADICTED). The bounds below
-    # are the model as it stands (a regression check), the goal's 20 % is not claimed for this family.
+    # other eleven test it, with the experts' grouped GEMM streaming every expert in one kernel and its FP4 compute at
+    # the published MoE layer's rate (fitted.EXPERT_GEMM_FP4, derived from a kernel benchmark, not fitted). The nine
+    # bounded rows are within 13 % (1024/32768 on GB200 12 % slow, the rest within 10 %); GB200's 1000/1000 and
+    # 1024/1024 are 25-28 % fast (published below B200's, against every other length of the table:
+    # golden.CONTRADICTED). The bounds below are the model as it stands (a regression check).
     moe = _moe(outcomes, "TP1")
     assert len(moe) == 12
     fit = [label for label in moe if golden.role(next(r for r in golden.ALL_ROWS if r.label == label)) != "test"]
     assert fit == ["TRT-LLM qwen3-30b-a3b B200 TP1 1000/1000"] and abs(moe[fit[0]]) <= 0.01
     bounded = {k: e for k, e in moe.items() if k not in golden.CONTRADICTED and k not in fit}
-    assert len(bounded) == 9 and all(abs(e) <= 0.27 for e in bounded.values()), bounded
-    assert statistics.median(abs(e) for e in bounded.values()) <= 0.12, bounded
+    assert len(bounded) == 9 and all(abs(e) <= 0.13 for e in bounded.values()), bounded
+    assert statistics.median(abs(e) for e in bounded.values()) <= 0.08, bounded
     for label in ("1000/1000", "1024/1024"):  # the contradiction: published GB200 below B200, modelled above
         published = {kind: r.published["tokens_per_s_per_chip"] for r in golden.ALL_ROWS for kind in ("B200", "GB200")
                      if r.label == f"TRT-LLM qwen3-30b-a3b {kind} TP1 {label}"}
@@ -71,16 +72,20 @@ def test_a_mixture_of_experts_on_one_gpu_one_row_fits_the_experts_decode_weight_
 def test_the_experts_decode_weight_passes_fitted_on_30b_carry_to_235b_expert_parallel(outcomes):
     # Out of sample: the figure fitted on one Qwen3 30B row on one GPU, applied to Qwen3 235B A22B with attention data
     # parallel and expert parallel ranks (DEP4 on B200, GB200 and H200, DEP8 on H100; Hopper inherits Blackwell's
-    # figure). Without it these rows were 13-95 % fast (median 44 %); with it the median is 16 % and the decode-heavy
-    # rows (1000/1000, 1024/1024, 1024/8192, 1024/32768) are within 22 %. The prefill-heavy rows (8192/1024,
-    # 32768/1024) stay 14-35 % fast: a cost of prefill under attention data parallelism the model does not price
-    # (docs/serving.md). Bounds: the model as it stands, not the goal.
+    # figure), with the experts' FP4 GEMMs at the published MoE layer's rate on Blackwell (fitted.EXPERT_GEMM_FP4).
+    # Without the decode figure these rows were 13-95 % fast; before the MoE layer's rate the prefill-heavy rows
+    # (8192/1024, 32768/1024) were 14-35 % fast on every kind. Now every Blackwell row is within 9 % and Hopper's
+    # decode-heavy rows within 20 %; Hopper's prefill-heavy rows (H200 FP8) stay about 31 % fast: no FP8 MoE layer
+    # rate is among the sources (docs/serving.md). Bounds: the model as it stands, not the goal.
     rows = _moe(outcomes, "DEP")
     assert len(rows) == 19
-    decode_heavy = {k: e for k, e in rows.items() if k.endswith(("/1000", "1024/1024", "/8192", "/32768"))}
-    assert len(decode_heavy) == 13 and all(abs(e) <= 0.22 for e in decode_heavy.values()), decode_heavy
-    assert all(0 < e <= 0.36 for k, e in rows.items() if k not in decode_heavy), rows
-    assert statistics.median(abs(e) for e in rows.values()) <= 0.17
+    blackwell = {k: e for k, e in rows.items() if " B200 " in k or " GB200 " in k}
+    assert len(blackwell) == 11 and all(abs(e) <= 0.09 for e in blackwell.values()), blackwell
+    hopper_prefill = {k: e for k, e in rows.items() if k not in blackwell and k.endswith(("8192/1024", "32768/1024"))}
+    assert len(hopper_prefill) == 2 and all(0 < e <= 0.32 for e in hopper_prefill.values()), hopper_prefill
+    rest = {k: e for k, e in rows.items() if k not in blackwell and k not in hopper_prefill}
+    assert len(rest) == 6 and all(abs(e) <= 0.20 for e in rest.values()), rest
+    assert statistics.median(abs(e) for e in rows.values()) <= 0.07
 
 
 def test_expert_parallel_rows_keep_the_published_order_of_systems_and_lengths(outcomes):

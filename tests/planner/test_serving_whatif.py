@@ -290,3 +290,76 @@ def test_decode_tokens_routed_to_experts_stream_a_share_of_their_weights():
     _, dense, dense_without = costs("llama3-8b", dict(tp=2))
     assert dense.seconds(0, 0.0, 64, 64 * 600, 64) == dense_without.seconds(0, 0.0, 64, 64 * 600, 64)
     assert fitted.GPU.expert_decode not in dense.figures()
+
+
+def test_the_experts_grouped_gemm_streams_every_expert_in_one_kernel():
+    # The routed experts run as one grouped-GEMM kernel (TensorRT-LLM's fused_moe: scatter, gemm1, activation, gemm2,
+    # finalize): its memory term is one stream of every local expert's bytes, so the per-kernel memory latency that
+    # keeps a small transfer below the HBM bandwidth is paid once, not once per expert; its compute is each expert's
+    # GEMM at its own shape. Reference: the cost model's kernel estimate of those bytes and its mm estimate of one
+    # expert, with the serving factors.
+    import devices.cost
+    from planner.serving.config import configure, price_pool, spec_of
+    from planner.serving.golden_rows import MODELS
+    from planner.serving.iteration import PARTS
+
+    shape, spec, workload = model_shape(MODELS["qwen3-30b-a3b"]), spec_of("h200:1"), Workload(512, 64, requests=8)
+    config = configure(shape, spec, parallel=dict(tp=1), precision="fp8", prefill=None, decode=None, engine=Engine(),
+                       workload=workload)
+    cost = price_pool(shape, spec, config.pools[0], "fp8", config.engine, workload, name="parallel").cost
+    p, eff = cost.precision, cost.efficiency
+    m, k, n, experts = 6, shape.hidden, 1536, 128  # a decode batch's few rows an expert of gate_up
+    parts = dict.fromkeys(PARTS, 0.0)
+    cost._gemm(parts, m, k, n, times=experts, grouped=True)
+    one = devices.estimate("h200", "aten::mm", [(m, k), (k, n)], p.gemm_dtype)
+    true = m * k * p.weight_bytes + k * n * p.weight_bytes + m * n * p.activation_bytes
+    stream = devices.cost.estimate_kernel("h200", p.gemm_dtype, bytes=one.bytes * experts).memory_seconds
+    memory = stream * true / one.bytes * eff.memory.value
+    assert memory > one.compute_seconds * eff.gemm.value * experts  # weight streaming bounds it
+    assert parts["memory"] == pytest.approx(memory, rel=1e-12) and parts["compute"] == 0.0
+    assert parts["overhead"] == pytest.approx(one.overhead_seconds, rel=1e-12)  # one launch
+    separate = dict.fromkeys(PARTS, 0.0)
+    cost._gemm(separate, m, k, n, times=experts)  # the same GEMMs as 128 kernels
+    assert separate["memory"] > 1.5 * parts["memory"]  # each pays the latency of a 3 MB transfer
+
+
+def test_the_experts_fp4_gemms_run_at_the_published_moe_layers_rate():
+    # fitted.EXPERT_GEMM_FP4 is derived, not fitted: the published NVFP4 MoE layer on one B200 (1117 TFLOPS at 4096
+    # tokens, 512 rows an expert) against what the cost model with Blackwell's FP4 GEMM factor gives the same two
+    # grouped GEMMs. Reference: that arithmetic on devices.estimate. It applies to the routed experts' FP4 GEMMs only.
+    from planner.serving import fitted
+    from planner.serving.config import configure, price_pool, spec_of
+    from planner.serving.golden_rows import MODELS
+    from planner.serving.iteration import PARTS
+
+    s = fitted.MOE_LAYER_SHAPE
+    rows = s["tokens"] * s["topk"] // s["experts"]
+    dtype = resolve("fp4", "b200").gemm_dtype
+    seconds = flops = 0.0
+    for k, n in ((s["hidden"], 2 * s["expert_width"]), (s["expert_width"], s["hidden"])):
+        seconds += devices.estimate("b200", "aten::mm", [(rows, k), (k, n)], dtype).compute_seconds * s["experts"]
+        flops += 2.0 * rows * k * n * s["experts"]
+    modelled = seconds * fitted.BLACKWELL.gemm_fp4.value
+    assert fitted.EXPERT_GEMM_FP4.value == pytest.approx(flops / fitted.MOE_LAYER_TFLOPS / modelled, abs=0.005)
+    assert fitted.BLACKWELL.expert_gemm_factor("fp4") is fitted.EXPERT_GEMM_FP4
+    assert fitted.BLACKWELL.expert_gemm_factor("fp8") is None and fitted.GPU.expert_gemm_factor("fp4") is None
+
+    def cost(model, kind, precision):
+        shape, spec, workload = model_shape(model), spec_of(f"{kind}:1"), Workload(512, 64, requests=8)
+        config = configure(shape, spec, parallel=dict(tp=1), precision=precision, prefill=None, decode=None,
+                           engine=Engine(), workload=workload)
+        return price_pool(shape, spec, config.pools[0], precision, config.engine, workload, name="parallel").cost
+
+    moe = cost(MODELS["qwen3-30b-a3b"], "b200", "fp4")
+    m, k, n = 512, moe.shape.hidden, 1536  # prefill-sized rows an expert: compute bounds the grouped GEMM
+    parts = dict.fromkeys(PARTS, 0.0)
+    moe._gemm(parts, m, k, n, times=128, grouped=True)
+    one = devices.estimate("b200", "aten::mm", [(m, k), (k, n)], dtype).compute_seconds
+    assert parts["compute"] == pytest.approx(one * 128 * 1.7 * fitted.EXPERT_GEMM_FP4.value, rel=1e-12)
+    dense = dict.fromkeys(PARTS, 0.0)
+    moe._gemm(dense, 4096, k, n)  # a dense (compute-bound) GEMM of the same model keeps the dense rate
+    big = devices.estimate("b200", "aten::mm", [(4096, k), (k, n)], dtype).compute_seconds
+    assert dense["compute"] == pytest.approx(big * 1.7, rel=1e-12)
+    assert fitted.EXPERT_GEMM_FP4 in moe.figures()
+    assert fitted.EXPERT_GEMM_FP4 not in cost("llama3-8b", "b200", "fp4").figures()
+    assert fitted.EXPERT_GEMM_FP4 not in cost(MODELS["qwen3-30b-a3b"], "h200", "fp8").figures()
