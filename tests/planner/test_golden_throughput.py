@@ -25,15 +25,14 @@ def outcomes():
 
 
 OFF_GOAL = {
-    "llama3-8b 8 DGX-H100 (24.07)": 0.25,
-    "llama3.1-405b 256 DGX-GB200 (26.04.01)": 0.17,
+    "llama3-8b 8 DGX-H100 (24.07)": 0.19,
 }
 """Test rows outside the 15 % goal, each with the bound it holds. NeMo 24.07's Llama3 8B (context parallel 2 without
-FSDP, an older stack: published 12,036 tokens/s/GPU, where 25.11's recipe gets 14,451 and the model 14,710): +22 %;
-neither the ring's communication (16 MB a layer over NVLink, hidden) nor its attention (19 % of the layer) can make
-up the 22 %, and no published CP measurement of that stack was found. GB200's Llama3.1 405B at TP4 PP16 on 256
-GPUs: the same recipe's published figure rose from 793 (26.02) to 864 (26.04.01) tokens/s/GPU, 9 % in two months,
-while the factors describe 25.11's stack: -15.5 % there, -8 to -13 % in the other containers."""
+FSDP, an older stack: published 12,036 tokens/s/GPU, where 25.11's recipe gets 14,451): +18 %. The ring is priced
+as Transformer Engine runs it (planner/ring_attention.py: 2 kernels a direction, FP32 merges, the exchange beside
+one step: +3.5 % of the step over one fused kernel), its exchange (16 MB a layer over NVLink) hides; attention is
+19 % of the layer, so the rest of the gap would need that stack's CP attention at half the speed of its non-CP
+attention, which no published measurement of that stack shows."""
 
 
 def test_every_row_within_15_percent_and_the_test_rows_median_within_5(outcomes):
