@@ -20,7 +20,7 @@ from typing import Iterable, Sequence
 import devices
 from devices.figure import Figure
 from planner.block_pricing import use
-from planner.fitted_efficiency import StepEfficiency
+from planner.fitted_efficiency import FITTED, StepEfficiency
 from planner.models import model_blocks
 from planner.parallel import Parallel
 from planner.estimate import StepEstimate, estimate_from_result, run_config
@@ -38,6 +38,11 @@ SOURCES = {
     "24.07": "NVIDIA/NeMo docs/source/performance/performance_summary.md @070a0bb1, NeMo 24.07 container, DGX-H100, FP8",
     **{c: f"NVIDIA-NeMo/Megatron-Bridge docs/performance-summary-archive.md @067f987df (2026-08-22), section '{c} NeMo "
           f"Container', precision FP8 (current scaling)" for c in ("26.02.01", "26.04", "26.04.01", "26.06")},
+    "24.03.01": "NVIDIA/NeMo docs/source/performance/performance_long_sequence.md @19fadb67b (2025-05-08), section "
+                "'LLAMA2-7B (FP8) - H100', NeMo 24.03.01 container, DGX-H100: published TFLOP/s/GPU only",
+    "torchtitan": "pytorch/torchtitan benchmarks/llama3_8b_h200_2025-06_torchtitan.md @bcdeaa37c (Trainy, June 2025): "
+                  "torchtitan @e7c0cae, torch 2.8.0a0 (NGC 25.05), torch.compile, float8 (tensorwise) with float8 FSDP "
+                  "all-gathers, llama3_8b.toml (sequence 8192, per-op selective activation checkpointing)",
 }
 """Each container's table: the repository, file and commit read (https://github.com/NVIDIA-NeMo/Megatron-Bridge);
 every row is FP8 (current scaling), pre-training, sequence length 8192 unless the row says (NeMo 24.07: Llama 2 at
@@ -71,6 +76,12 @@ class GoldenRow:
     container: str = "25.11"
     """The NeMo container whose table the row is in (a key of :data:`SOURCES`)."""
     seq_len: int = 8192
+
+    @property
+    def stack(self) -> str:
+        """The software stack that ran the row (a key of :data:`STACK_ATTENTION`)."""
+        return "torchtitan" if self.container == "torchtitan" else (
+            "nemo-2024" if self.container.startswith("24.") else "megatron-bridge")
 
     @property
     def label(self) -> str:
@@ -170,7 +181,41 @@ FOUND_ROWS: tuple[GoldenRow, ...] = (
 :data:`SOURCES`): every dense Llama FP8 (current scaling) pre-training row of DGX-H100, DGX-B200, DGX-GB200 and
 DGX-GB300 from 25.09 to 26.06; and NeMo 24.07's DGX-H100 Llama rows (FP8, the summary before Megatron-Bridge)."""
 
-ALL_ROWS: tuple[GoldenRow, ...] = ROWS + FOUND_ROWS
+def nemo_llama2_flops_per_token(seq_len: int, hidden: int = 4096, layers: int = 32, vocab: int = 32000) -> float:
+    """Model FLOPs per token by NeMo's Llama 2 formula before NVIDIA/NeMo#14424 (2025-08, "Discount FLOPs in
+    dot-product att"): ``(24 h^2 + 4 s h) x 3 L + 6 h V``, attention counted without the causal half (NeMo 24.07's
+    table publishes both figures of its Llama 2 7B row: 776 TFLOP/s = 16,847 tokens/s x 46.1 GFLOP, this formula
+    46.0)."""
+    return (24 * hidden * hidden + 4 * seq_len * hidden) * 3 * layers + 6 * hidden * vocab
+
+
+def _long_context(k: int, gpus: int, gbs: int, tflops: float, tp: int, pp: int, cp: int) -> GoldenRow:
+    seq = k * 1024
+    rack = f"h100:{gpus}" if gpus < 8 else "h100-node" if gpus == 8 else f"h100-node*{gpus // 8}"
+    return GoldenRow("llama2-7b", gpus, "DGX-H100", rack, gbs, 1, tp, pp, cp, 1, False,
+                     round(tflops * 1e12 / nemo_llama2_flops_per_token(seq)), tflops, container="24.03.01",
+                     seq_len=seq, note="tokens/s/GPU derived from the published TFLOP/s/GPU by NeMo's formula "
+                                       "(nemo_llama2_flops_per_token); microbatch 1 and no recompute assumed "
+                                       "(not stated)" if k == 4 else "")
+
+
+LONG_CONTEXT_ROWS: tuple[GoldenRow, ...] = tuple(_long_context(*r) for r in (
+    (4, 4, 1024, 768, 1, 1, 1), (8, 8, 512, 730, 1, 2, 1), (16, 16, 256, 660, 2, 1, 1), (32, 32, 128, 610, 2, 1, 2),
+    (64, 64, 64, 574, 4, 1, 2), (128, 128, 32, 555, 4, 1, 4), (256, 256, 16, 549, 4, 1, 8),
+    (512, 512, 8, 549, 8, 1, 16), (1024, 1024, 4, 536, 8, 1, 32)))
+"""NeMo's long-sequence table on DGX-H100 (Llama 2 7B, FP8, sequence 4K to 1M, the configuration of each "with
+CP" column; :data:`SOURCES` ``24.03.01``): context parallelism 2 to 32 at 32K and longer. The same document's
+DGX-B200 table is left out: its TP x PP x DP x CP disagree with its GPU counts (8K: 1 x 1 x 2 x 1 on 8 GPUs)."""
+
+TORCHTITAN_ROWS: tuple[GoldenRow, ...] = tuple(
+    GoldenRow("llama3.1-8b", 8 * nodes, "HGX-H200", f"h200-node*{nodes}", 2 * 8 * nodes, 2, 1, 1, 1, 1, True, tps, 0.0,
+              "selective", container="torchtitan",
+              note="" if nodes == 8 else "per-op selective checkpointing also recomputes every second matmul of a "
+                                         "layer (torchtitan's policy); modelled as selective (non-GEMM ops only)")
+    for nodes, tps in ((4, 10938), (8, 10753)))
+"""torchtitan's Llama 3.1 8B FSDP rows on 32 and 64 H200 (:data:`SOURCES` ``torchtitan``; no TFLOP/s published)."""
+
+ALL_ROWS: tuple[GoldenRow, ...] = ROWS + FOUND_ROWS + LONG_CONTEXT_ROWS + TORCHTITAN_ROWS
 """Every published row the step model is checked against."""
 
 TFLOPS_MISPRINTED = frozenset({"llama3-70b 64 DGX-H100 (26.04.01)"})
@@ -210,9 +255,41 @@ class Outcome:
         return self.tokens_per_gpu / self.row.tokens_per_gpu - 1
 
 
+STACK_ATTENTION = {"megatron-bridge": True, "nemo-2024": False, "torchtitan": False}
+"""Whether a stack's fused attention takes the fitted attention factor (:attr:`StepEfficiency.attention`, fitted on
+Megatron-Bridge rows: cuDNN / FlashAttention-3-class kernels). torchtitan calls PyTorch's
+``scaled_dot_product_attention``, whose flash backend is FlashAttention-2, the curve the cost model is calibrated
+on (devices/cost/efficiency.py): no factor. NeMo's 2024 containers (24.03, 24.07: PyTorch 24.02 base image,
+Transformer Engine of early 2024) predate FlashAttention-3 (July 2024, arXiv:2407.08608): priced as
+FlashAttention-2 too, an assumption (not fitted) that their held-out rows check."""
+
+
+def _stack_table(stack: str) -> dict[str, StepEfficiency] | None:
+    """The efficiencies a stack runs with, from the current ones (None: as they are)."""
+    if STACK_ATTENTION[stack]:
+        return None
+    return {k: (replace(v, attention=None) if v.attention is not None else v) for k, v in FITTED.items()}
+
+
 def evaluate(rows: Iterable[GoldenRow] = ALL_ROWS) -> list[Outcome]:
-    """Model every row (FP8, the row's parallel settings and recompute); rows of several containers that share a
-    recipe are modelled once (within this call: a fit changes the factors between calls)."""
+    """Model every row (FP8, the row's parallel settings and recompute, its stack's attention:
+    :data:`STACK_ATTENTION`); rows of several containers that share a recipe and a stack are modelled once (within
+    this call: a fit changes the factors between calls)."""
+    rows = list(rows)
+    done: dict[int, Outcome] = {}
+    for stack in dict.fromkeys(r.stack for r in rows):
+        mine = [i for i, r in enumerate(rows) if r.stack == stack]
+        table = _stack_table(stack)
+        if table is None:
+            found = _evaluate([rows[i] for i in mine])
+        else:
+            with use(table):
+                found = _evaluate([rows[i] for i in mine])
+        done.update(zip(mine, found))
+    return [done[i] for i in range(len(rows))]
+
+
+def _evaluate(rows: list[GoldenRow]) -> list[Outcome]:
     out, modelled = [], {}
     for row in rows:
         key = (row.model, row.gpus, row.rack, row.global_batch, row.microbatch, row.tp, row.pp, row.cp, row.vp,
@@ -248,7 +325,8 @@ def table(outcomes: Sequence[Outcome]) -> str:
         r = o.row
         lines.append(f"| {r.model} | {r.gpus:,} | {r.system} | {r.container} | {r.tp} | {r.pp} | {r.cp} | "
                      f"{r.vp if r.vp > 1 else '-'} | {int(r.fsdp)} | {r.tokens_per_gpu:,.0f} | {o.tokens_per_gpu:,.0f} | "
-                     f"{o.error:+.1%} | {r.tflops_per_gpu:,.0f} | {o.estimate.model_tflops_per_chip:,.0f} | "
+                     f"{o.error:+.1%} | {f'{r.tflops_per_gpu:,.0f}' if r.tflops_per_gpu else '-'} | "
+                     f"{o.estimate.model_tflops_per_chip:,.0f} | "
                      f"{role(r)} |")
     fit = [abs(o.error) for o in outcomes if role(o.row) != "test"]
     test = [abs(o.error) for o in outcomes if role(o.row) == "test"]
@@ -256,7 +334,8 @@ def table(outcomes: Sequence[Outcome]) -> str:
     lines.append("")
     lines.append(f"fit rows: median {_median(fit)}, largest {_largest(fit)} over {len(fit)}; test rows (out of sample): "
                  f"median {_median(test)}, largest {_largest(test)} over {len(test)} (all figures modelled; "
-                 f"published: {_SUMMARY} and its archive, for 24.07 NVIDIA/NeMo's performance summary; containers "
+                 f"published: {_SUMMARY} and its archive, for 24.07 NVIDIA/NeMo's performance summary, for 24.03.01 "
+                 f"its long-sequence table, torchtitan's H200 benchmark; containers "
                  f"{', '.join(sorted({o.row.container for o in outcomes}))})")
     if notes:
         lines += ["", "Notes:", *notes]
