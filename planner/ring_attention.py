@@ -13,8 +13,10 @@ published recipes) runs that work as ``cp`` kernels, one per ring step, and merg
   rank), or of the ``L / 2`` queries of its second chunk over ``L`` keys (later steps). The chips wait for each
   other at every step (the next step's keys and values come from the peer), so a step takes its slower form;
 * after each step past the first, the output is merged with the step's partial output (rescaled by the
-  log-sum-exp, in FP32: ``flash_attn_fwd_out_correction``), and in the backward the gradients of the queries,
-  keys and values are accumulated over the steps in FP32.
+  log-sum-exp: ``flash_attn_fwd_out_correction``), and in the backward the gradients of the queries, keys and
+  values are accumulated over the steps (``dq.add_(dq_)``, ``dkv.add_(dkv_)``): elementwise passes in the
+  attention's dtype, as the 2024 code does (``FlashAttnUnpaddedFuncWithCP``, read at
+  transformer_engine/pytorch/attention.py of that year).
 
 The FLOPs are those of the traced op; the kernels are shorter (fewer keys per query: the cost model's
 attention curve prices them lower) and the merges add memory traffic. The exchange of the next step's keys and
@@ -34,9 +36,6 @@ _QKV = {  # op base name -> positions of q, k, v in shapes (SDPA layout: batch, 
     "_scaled_dot_product_flash_attention_backward": (1, 2, 3),
     "_scaled_dot_product_efficient_attention_backward": (1, 2, 3),
 }
-
-MERGE_DTYPE = "float32"
-"""Transformer Engine merges partial outputs and accumulates gradients in FP32."""
 
 
 def _resized(record: devices.cost.OpRecord, positions: tuple[int, ...], local: int, q_len: int, k_len: int,
@@ -90,17 +89,18 @@ def ring_steps(record: devices.cost.OpRecord, shard: Shard) -> list[tuple[device
     backward = "backward" in record.op
     out_shape = tuple(q[:3]) + (record.shapes[positions[2]][3],)
     kv_shape = tuple(k[:2]) + (local,) + tuple(k[3:])
-    merges = ([_add(q), _add(kv_shape), _add(kv_shape)] if backward  # dq, dk, dv accumulated in FP32
-              else [_add(out_shape)])  # the output rescaled and added in FP32
+    dtype = record.dtype
+    merges = ([_add(q, dtype), _add(kv_shape, dtype), _add(kv_shape, dtype)] if backward  # dq, dk, dv accumulated
+              else [_add(out_shape, dtype)])  # the output rescaled and added
     for _ in range(shard.cp - 1):
         steps.append((whole_q, half_q))
         steps.extend((m,) for m in merges)
     return steps
 
 
-def _add(shape: tuple[int, ...]) -> devices.cost.OpRecord:
+def _add(shape: tuple[int, ...], dtype: str) -> devices.cost.OpRecord:
     shape = tuple(shape)
-    return devices.cost.OpRecord("aten::add", (shape, shape), MERGE_DTYPE, (shape,))
+    return devices.cost.OpRecord("aten::add", (shape, shape), dtype, (shape,))
 
 
 def exposed_exchange(seconds: float, calls: int, attention: float) -> float:
@@ -113,4 +113,4 @@ def exposed_exchange(seconds: float, calls: int, attention: float) -> float:
     return calls * max(0.0, seconds / calls - per_step)
 
 
-__all__ = ["MERGE_DTYPE", "exposed_exchange", "ring_steps"]
+__all__ = ["exposed_exchange", "ring_steps"]

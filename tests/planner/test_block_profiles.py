@@ -95,7 +95,7 @@ def test_a_context_parallel_ring_runs_cp_kernels_of_the_same_flops(tiny, cp):
         steps = ring_steps(rec, prof.shard)
         kernels = [s for s in steps if "attention" in devices.cost.classify(s[0].op)[1]]
         merges = [s for s in steps if s[0].op == "aten::add"]
-        # cp kernels (step 0 causal on the chip's own chunks, then one per peer), and FP32 merges per later step:
+        # cp kernels (step 0 causal on the chip's own chunks, then one per peer), and merges per later step:
         # the output in the forward, dq, dk and dv in the backward (Transformer Engine's P2P ring).
         assert len(kernels) == cp and len(merges) == (cp - 1) * (3 if "backward" in rec.op else 1)
         assert kernels[0][0].args["is_causal"] and not any(a.args["is_causal"] for s in kernels[1:] for a in s)
