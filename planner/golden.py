@@ -4,8 +4,8 @@ The rows live in :mod:`planner.golden_rows` (re-exported here). :data:`ROWS` are
 performance summary (25.11 container, FP8 current scaling, sequence length 8192) with the parallel settings of the
 published recipes; :data:`FOUND_ROWS` the same tables' other Llama FP8 rows (DGX-B200,
 DGX-GB300, the 25.09 and 26.02-26.06 containers, NeMo 24.07); :data:`LONG_CONTEXT_ROWS` NeMo's long-sequence
-DGX-H100 table (4K to 1M tokens, context parallelism up to 32) and :data:`TORCHTITAN_ROWS` torchtitan's H200 rows,
-each stack with its attention kernels (:data:`STACK_ATTENTION`). :func:`evaluate` models each row with
+DGX-H100 table (4K to 1M tokens, context parallelism up to 32), :data:`NEMO_FRAMEWORK_ROWS` NeMo Framework's 25.02
+and 25.04 Llama rows and :data:`TORCHTITAN_ROWS` torchtitan's H200 rows, each stack with its attention kernels (:data:`STACK_ATTENTION`). :func:`evaluate` models each row with
 :func:`interop.whatif`'s machinery; :func:`fit` solves the step efficiencies of a chip family
 (:mod:`planner.fitted_efficiency`) from chosen rows only, the same factors for every row and
 model, and :func:`fit_kind` one kind's FP8 GEMM factor from its 8-GPU row (the row least
@@ -27,8 +27,8 @@ from planner.models import model_blocks
 from planner.parallel import Parallel
 from planner.estimate import StepEstimate, estimate_from_result, run_config
 from planner.golden_rows import (  # noqa: F401  (the rows, re-exported: golden.ALL_ROWS is what tests read)
-    ALL_ROWS, FOUND_ROWS, LONG_CONTEXT_ROWS, ROWS, SOURCE, SOURCES, TFLOPS_MISPRINTED, TORCHTITAN_ROWS, GoldenRow,
-    _SUMMARY, nemo_llama2_flops_per_token)
+    ALL_ROWS, FOUND_ROWS, LONG_CONTEXT_ROWS, NEMO_FRAMEWORK_ROWS, ROWS, SOURCE, SOURCES, TFLOPS_MISPRINTED,
+    TORCHTITAN_ROWS, GoldenRow, _SUMMARY, nemo_llama2_flops_per_token)
 
 
 FIT_SYSTEM = "DGX-H100"
@@ -64,9 +64,9 @@ class Outcome:
         return self.tokens_per_gpu / self.row.tokens_per_gpu - 1
 
 
-STACK_ATTENTION = {"megatron-bridge": True, "nemo-2024": False, "torchtitan": False}
+STACK_ATTENTION = {"megatron-core": True, "nemo-2024": False, "torchtitan": False}
 """Whether a stack's fused attention takes the fitted attention factor (:attr:`StepEfficiency.attention`, fitted on
-Megatron-Bridge rows: cuDNN / FlashAttention-3-class kernels). torchtitan calls PyTorch's
+Megatron-Bridge rows: cuDNN / FlashAttention-3-class kernels; NeMo 2.0 and Megatron-Bridge from 2025). torchtitan calls PyTorch's
 ``scaled_dot_product_attention``, whose flash backend is FlashAttention-2, the curve the cost model is calibrated
 on (devices/cost/efficiency.py): no factor. NeMo's 2024 containers (24.03, 24.07: PyTorch 24.02 base image,
 Transformer Engine of early 2024) predate FlashAttention-3 (July 2024, arXiv:2407.08608): priced as
@@ -144,7 +144,8 @@ def table(outcomes: Sequence[Outcome]) -> str:
     lines.append(f"fit rows: median {_median(fit)}, largest {_largest(fit)} over {len(fit)}; test rows (out of sample): "
                  f"median {_median(test)}, largest {_largest(test)} over {len(test)} (all figures modelled; "
                  f"published: {_SUMMARY} and its archive, for 24.07 NVIDIA/NeMo's performance summary, for 24.03.01 "
-                 f"its long-sequence table, torchtitan's H200 benchmark; containers "
+                 f"its long-sequence table, for 25.02 and 25.04 NeMo Framework's summaries, torchtitan's H200 "
+                 f"benchmark; containers "
                  f"{', '.join(sorted({o.row.container for o in outcomes}))})")
     if notes:
         lines += ["", "Notes:", *notes]

@@ -1,7 +1,7 @@
 """The published GPU training rows the step model is checked against (:mod:`planner.golden` models and fits them).
 
-NVIDIA Megatron-Bridge's performance summaries (25.09 to 26.06 containers) and NeMo's (24.07), NeMo's
-long-sequence table (24.03.01) and torchtitan's H200 benchmark: each row with its configuration as its source
+NVIDIA Megatron-Bridge's performance summaries (25.09 to 26.06 containers), NeMo Framework's (25.02, 25.04) and
+NeMo's (24.07), NeMo's long-sequence table (24.03.01) and torchtitan's H200 benchmark: each row with its configuration as its source
 states it, and the document (:data:`SOURCES`) it is read from.
 """
 
@@ -24,6 +24,11 @@ SOURCES = {
           f"Container', precision FP8 (current scaling)" for c in ("26.02.01", "26.04", "26.04.01", "26.06")},
     "24.03.01": "NVIDIA/NeMo docs/source/performance/performance_long_sequence.md @19fadb67b (2025-05-08), section "
                 "'LLAMA2-7B (FP8) - H100', NeMo 24.03.01 container, DGX-H100: published TFLOP/s/GPU only",
+    "25.02": "NVIDIA NeMo Framework User Guide, Performance Summary (docs.nvidia.com/nemo-framework/user-guide/latest/"
+             "performance/performance_summary.html, stored copy), NeMo 25.02 container, DGX-B200, FP8",
+    "25.04": "NVIDIA NeMo Framework User Guide, Performance Summary (docs.nvidia.com/nemo-framework/user-guide/latest/"
+             "performance/archive/25.04-performance-summary.html, stored copy), NeMo 25.04 container, DGX-GB200, FP8 "
+             "(per-tensor current scaling)",
     "torchtitan": "pytorch/torchtitan benchmarks/llama3_8b_h200_2025-06_torchtitan.md @bcdeaa37c (Trainy, June 2025): "
                   "torchtitan @e7c0cae, torch 2.8.0a0 (NGC 25.05), torch.compile, float8 (tensorwise) with float8 FSDP "
                   "all-gathers, llama3_8b.toml (sequence 8192, per-op selective activation checkpointing)",
@@ -63,9 +68,10 @@ class GoldenRow:
 
     @property
     def stack(self) -> str:
-        """The software stack that ran the row (a key of :data:`STACK_ATTENTION`)."""
+        """The software stack that ran the row (a key of :data:`planner.golden.STACK_ATTENTION`): ``torchtitan``,
+        ``nemo-2024`` (NeMo's 24.x containers) or ``megatron-core`` (NeMo 2.0 and Megatron-Bridge, 2025 on)."""
         return "torchtitan" if self.container == "torchtitan" else (
-            "nemo-2024" if self.container.startswith("24.") else "megatron-bridge")
+            "nemo-2024" if self.container.startswith("24.") else "megatron-core")
 
     @property
     def label(self) -> str:
@@ -199,7 +205,25 @@ TORCHTITAN_ROWS: tuple[GoldenRow, ...] = tuple(
     for nodes, tps in ((4, 10938), (8, 10753)))
 """torchtitan's Llama 3.1 8B FSDP rows on 32 and 64 H200 (:data:`SOURCES` ``torchtitan``; no TFLOP/s published)."""
 
-ALL_ROWS: tuple[GoldenRow, ...] = ROWS + FOUND_ROWS + LONG_CONTEXT_ROWS + TORCHTITAN_ROWS
+NEMO_FRAMEWORK_ROWS: tuple[GoldenRow, ...] = (
+    # 25.04, DGX-GB200: the Llama rows (the same recipes as Megatron-Bridge's, at GBS 128 / 64).
+    GoldenRow("llama3-8b", 8, "DGX-GB200", "gb200-nvl72", 128, 2, 1, 1, 1, 1, False, 33099, 1917, container="25.04"),
+    GoldenRow("llama3-70b", 64, "DGX-GB200", "gb200-nvl72", 128, 1, 1, 1, 1, 1, True, 4035, 1943, container="25.04"),
+    GoldenRow("llama3.1-405b", 128, "DGX-GB200", "gb200:64*2", 64, 1, 4, 8, 2, 8, False, 665, 1763,
+              container="25.04"),
+    # 25.02, DGX-B200.
+    GoldenRow("llama3-8b", 8, "DGX-B200", "b200-node", 128, 2, 1, 1, 1, 1, False, 26006, 1506, container="25.02",
+              note="the same recipe publishes 30,624 tokens/s/GPU in 25.11 (the row B200's factor is fitted on): "
+                   "15 % of stack progress the factors, which describe 25.11, do not model"),
+    GoldenRow("llama3-70b", 64, "DGX-B200", "b200-node*8", 128, 1, 2, 4, 2, 5, False, 3062, 1474, container="25.02"),
+    GoldenRow("llama3.1-405b", 128, "DGX-B200", "b200-node*16", 64, 1, 4, 8, 2, 8, False, 625, 1658,
+              container="25.02"),
+)
+"""NeMo Framework's (NeMo 2.0) performance summaries before Megatron-Bridge's: the Llama rows of the 25.04 DGX-GB200
+and 25.02 DGX-B200 tables (:data:`SOURCES`; their TFLOP/s count attention without the causal half, as NeMo did
+until 2025-08)."""
+
+ALL_ROWS: tuple[GoldenRow, ...] = ROWS + FOUND_ROWS + LONG_CONTEXT_ROWS + TORCHTITAN_ROWS + NEMO_FRAMEWORK_ROWS
 """Every published row the step model is checked against."""
 
 TFLOPS_MISPRINTED = frozenset({"llama3-70b 64 DGX-H100 (26.04.01)"})
