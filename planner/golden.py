@@ -2,14 +2,14 @@
 
 The rows live in :mod:`planner.golden_rows` (re-exported here). :data:`ROWS` are NVIDIA Megatron-Bridge's
 performance summary (25.11 container, FP8 current scaling, sequence length 8192) with the parallel settings of the
-published recipes; :data:`FOUND_ROWS` the same tables' other Llama FP8 rows (DGX-B200,
-DGX-GB300, the 25.09 and 26.02-26.06 containers, NeMo 24.07); :data:`LONG_CONTEXT_ROWS` NeMo's long-sequence
-DGX-H100 table (4K to 1M tokens, context parallelism up to 32), :data:`NEMO_FRAMEWORK_ROWS` NeMo Framework's 25.02
-and 25.04 Llama rows and :data:`TORCHTITAN_ROWS` torchtitan's H200 rows, each stack with its attention kernels (:data:`STACK_ATTENTION`). :func:`evaluate` models each row with
-:func:`interop.whatif`'s machinery; :func:`fit` solves the step efficiencies of a chip family
-(:mod:`planner.fitted_efficiency`) from chosen rows only, the same factors for every row and
-model, and :func:`fit_kind` one kind's FP8 GEMM factor from its 8-GPU row (the row least
-confounded by communication). :data:`FIT_ROWS` names every fit row; all others test.
+published recipes; :data:`FOUND_ROWS` the same tables' other Llama FP8 rows (DGX-B200, DGX-GB300, the 25.09 and
+26.02-26.06 containers, NeMo 24.07); :data:`LONG_CONTEXT_ROWS` NeMo's long-sequence DGX-H100 table (4K to 1M tokens,
+context parallelism up to 32), :data:`NEMO_FRAMEWORK_ROWS` NeMo Framework's 25.02 and 25.04 Llama rows and
+:data:`TORCHTITAN_ROWS` torchtitan's H200 rows, each stack with its attention kernels (:data:`STACK_ATTENTION`).
+:func:`evaluate` models each row with :func:`interop.whatif`'s machinery; :func:`fit` solves the step efficiencies
+of a chip family (:mod:`planner.fitted_efficiency`) from chosen rows only, the same factors for every row and model,
+and :func:`fit_kind` one kind's FP8 GEMM factor from its 8-GPU row (the row least confounded by communication).
+:data:`FIT_ROWS` names every fit row; all others test.
 """
 
 from __future__ import annotations
@@ -66,11 +66,13 @@ class Outcome:
 
 STACK_ATTENTION = {"megatron-core": True, "nemo-2024": False, "torchtitan": False}
 """Whether a stack's fused attention takes the fitted attention factor (:attr:`StepEfficiency.attention`, fitted on
-Megatron-Bridge rows: cuDNN / FlashAttention-3-class kernels; NeMo 2.0 and Megatron-Bridge from 2025). torchtitan calls PyTorch's
-``scaled_dot_product_attention``, whose flash backend is FlashAttention-2, the curve the cost model is calibrated
-on (devices/cost/efficiency.py): no factor. NeMo's 2024 containers (24.03, 24.07: PyTorch 24.02 base image,
-Transformer Engine of early 2024) predate FlashAttention-3 (July 2024, arXiv:2407.08608): priced as
-FlashAttention-2 too, an assumption (not fitted) that their held-out rows check."""
+Megatron-Bridge rows: cuDNN / FlashAttention-3-class kernels; NeMo 2.0 and Megatron-Bridge from 2025). torchtitan
+calls PyTorch's ``scaled_dot_product_attention``, whose flash backend is FlashAttention-2, the curve the cost model
+is calibrated on (devices/cost/efficiency.py): no factor. NeMo's 2024 containers (24.03, 24.07: PyTorch 24.02 base
+image, Transformer Engine of early 2024) predate FlashAttention-3 (July 2024, arXiv:2407.08608): priced as
+FlashAttention-2 too: an assumption, not fitted (the cost model's own FlashAttention-2 calibration), but made after
+their long-sequence rows came out 5-108 % too fast with the Megatron-Core factor, so those rows do not test it
+blind."""
 
 
 def _stack_table(stack: str) -> dict[str, StepEfficiency] | None:

@@ -1,8 +1,8 @@
 """The published GPU training rows the step model is checked against (:mod:`planner.golden` models and fits them).
 
 NVIDIA Megatron-Bridge's performance summaries (25.09 to 26.06 containers), NeMo Framework's (25.02, 25.04) and
-NeMo's (24.07), NeMo's long-sequence table (24.03.01) and torchtitan's H200 benchmark: each row with its configuration as its source
-states it, and the document (:data:`SOURCES`) it is read from.
+NeMo's (24.07), NeMo's long-sequence table (24.03.01) and torchtitan's H200 benchmark: each row with its
+configuration as its source states it, and the document (:data:`SOURCES`) it is read from.
 """
 
 from __future__ import annotations

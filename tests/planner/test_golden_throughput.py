@@ -1,11 +1,11 @@
 """The step model against NVIDIA Megatron-Bridge's published training throughput (25.11, FP8, seq 8192).
 
-Fit and test: the GPU family's step efficiencies were fitted to the three 25.11 DGX-H100 rows, each Blackwell
-kind's own FP8 GEMM factor (GB200, B200, GB300) to its 25.11 Llama3 8B row; every other row (the 70B and 405B
-Blackwell rows, the 25.09 and 26.02-26.06 containers' rows, NeMo 24.07's, NeMo Framework's 25.02 and 25.04 rows,
-NeMo's long-sequence DGX-H100 rows and torchtitan's H200 rows) is out of sample. The same factors serve every row, but rows of stacks that run
-FlashAttention-2-class attention (golden.STACK_ATTENTION) drop the attention factor (planner/fitted_efficiency.py lists
-each factor with what it was fitted to).
+Fit and test: the GPU family's step efficiencies were fitted to the three 25.11 DGX-H100 rows, each Blackwell kind's
+own FP8 GEMM factor (GB200, B200, GB300) to its 25.11 Llama3 8B row; every other row (the 70B and 405B Blackwell
+rows, the 25.09 and 26.02-26.06 containers' rows, NeMo 24.07's, NeMo Framework's 25.02 and 25.04 rows, NeMo's
+long-sequence DGX-H100 rows and torchtitan's H200 rows) is out of sample. The same factors serve every row, but rows
+of stacks that run FlashAttention-2-class attention (golden.STACK_ATTENTION) drop the attention factor
+(planner/fitted_efficiency.py lists each factor with what it was fitted to).
 """
 
 from __future__ import annotations
