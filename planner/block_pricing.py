@@ -22,6 +22,7 @@ from devices.figure import Figure
 from planner.fitted_efficiency import FITTED, StepEfficiency, step_efficiency
 from planner.precision import Precision, check_precision
 from planner.profile import BlockProfile
+from planner.ring_attention import ring_steps
 
 _GEMM = ("matmul",)
 _ATTENTION = ("attention", "attention_backward", "attention_math")
@@ -124,6 +125,19 @@ def _cast_matmuls(records, precision: Precision):
     return out
 
 
+def _estimate(kind: str, rec) -> devices.cost.Estimate:
+    return devices.cost.estimate(kind, rec.op, rec.shapes, rec.dtype, out_shapes=rec.out_shapes, args=rec.args)
+
+
+def _estimates(kind: str, rec, profile: BlockProfile) -> list:
+    """The cost model's estimates for one record: one, or a context-parallel ring's kernels and merges
+    (:func:`planner.ring_attention.ring_steps`; each step its slowest form)."""
+    steps = ring_steps(rec, profile.shard)
+    if steps is None:
+        return [_estimate(kind, rec)]
+    return [max((_estimate(kind, alt) for alt in step), key=lambda e: e.seconds) for step in steps]
+
+
 def _price(profile: BlockProfile, kind: str, execution: Execution) -> BlockCost:
     eff: StepEfficiency | None = step_efficiency(kind) if execution.calibrated else None
     precision = check_precision(execution.precision)
@@ -138,8 +152,7 @@ def _price(profile: BlockProfile, kind: str, execution: Execution) -> BlockCost:
         for i, r in enumerate(records):
             weight = 1.0 / tp if (offset + i) in profile.sequence_sharded else 1.0
             expanded = _cast_matmuls((r,), precision) if precision.matmul_dtype else (r,)
-            for rec in expanded:
-                e = devices.cost.estimate(kind, rec.op, rec.shapes, rec.dtype, out_shapes=rec.out_shapes, args=rec.args)
+            for e in (e for rec in expanded for e in _estimates(kind, rec, profile)):
                 if e.category in ("view", "none"):
                     continue
                 seconds = e.seconds * weight

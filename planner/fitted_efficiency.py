@@ -102,7 +102,8 @@ GPU = StepEfficiency(
                              "BF16-calibrated share of the FP8 peak): about 70 % of FP8 peak on H100"),
     attention=_fitted(0.5, "fused attention takes 0.5x the FlashAttention-2 curve's time: the framework "
                            "runs cuDNN / FlashAttention-3-class kernels (FA3 reports 1.5-2.0x FA2); the fit "
-                           "sits at the grid's physical bound 0.5"),
+                           "sits at the grid's physical bound 0.5. Rows of stacks that run FlashAttention-2 "
+                           "(torchtitan, NeMo's 2024 containers) are priced without it (planner.golden.STACK_ATTENTION)"),
     overlap=_fitted(0.4, "40 % of the communication running beside compute is hidden; the rest costs "
                          "compute time (collective kernels share SMs and HBM bandwidth)"),
 )

@@ -1,13 +1,15 @@
 """Published training throughput the step model is checked against, and the fit of its step efficiencies.
 
-:data:`ROWS` are NVIDIA Megatron-Bridge's performance summary (25.11 container,
-FP8 current scaling, sequence length 8192) with the parallel settings of the
-published recipes; :data:`FOUND_ROWS` the same tables' other Llama FP8 rows (DGX-B200,
-DGX-GB300, the 25.09 and 26.02-26.06 containers, NeMo 24.07). :func:`evaluate` models each row with
-:func:`interop.whatif`'s machinery; :func:`fit` solves the step efficiencies of a chip family
-(:mod:`planner.fitted_efficiency`) from chosen rows only, the same factors for every row and
-model, and :func:`fit_kind` one kind's FP8 GEMM factor from its 8-GPU row (the row least
-confounded by communication). :data:`FIT_ROWS` names every fit row; all others test.
+The rows live in :mod:`planner.golden_rows` (re-exported here). :data:`ROWS` are NVIDIA Megatron-Bridge's
+performance summary (25.11 container, FP8 current scaling, sequence length 8192) with the parallel settings of the
+published recipes; :data:`FOUND_ROWS` the same tables' other Llama FP8 rows (DGX-B200, DGX-GB300, the 25.09 and
+26.02-26.06 containers, NeMo 24.07); :data:`LONG_CONTEXT_ROWS` NeMo's long-sequence DGX-H100 table (4K to 1M tokens,
+context parallelism up to 32), :data:`NEMO_FRAMEWORK_ROWS` NeMo Framework's 25.02 and 25.04 Llama rows and
+:data:`TORCHTITAN_ROWS` torchtitan's H200 rows, each stack with its attention kernels (:data:`STACK_ATTENTION`).
+:func:`evaluate` models each row with :func:`interop.whatif`'s machinery; :func:`fit` solves the step efficiencies
+of a chip family (:mod:`planner.fitted_efficiency`) from chosen rows only, the same factors for every row and model,
+and :func:`fit_kind` one kind's FP8 GEMM factor from its 8-GPU row (the row least confounded by communication).
+:data:`FIT_ROWS` names every fit row; all others test.
 """
 
 from __future__ import annotations
@@ -20,162 +22,14 @@ from typing import Iterable, Sequence
 import devices
 from devices.figure import Figure
 from planner.block_pricing import use
-from planner.fitted_efficiency import StepEfficiency
+from planner.fitted_efficiency import FITTED, StepEfficiency
 from planner.models import model_blocks
 from planner.parallel import Parallel
 from planner.estimate import StepEstimate, estimate_from_result, run_config
+from planner.golden_rows import (  # noqa: F401  (the rows, re-exported: golden.ALL_ROWS is what tests read)
+    ALL_ROWS, FOUND_ROWS, LONG_CONTEXT_ROWS, NEMO_FRAMEWORK_ROWS, ROWS, SOURCE, SOURCES, TFLOPS_MISPRINTED,
+    TORCHTITAN_ROWS, GoldenRow, _SUMMARY, nemo_llama2_flops_per_token)
 
-SOURCE = ("NVIDIA Megatron-Bridge, docs/performance-summary.md, 25.11 container, pre-training, FP8 current "
-          "scaling, sequence length 8192 (https://github.com/NVIDIA-NeMo/Megatron-Bridge); parallel settings "
-          "and recompute from scripts/performance/configs/llama/llama3*_workload_base_configs.py")
-
-_SUMMARY = "NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md"
-SOURCES = {
-    "25.11": f"{_SUMMARY} @97ad8cc6f (2025-12-04), 25.11 NeMo container",
-    "25.11.1": f"{_SUMMARY} @5776a6d90 (2025-12-10), 25.11 NeMo container after its corrections",
-    "25.09": f"{_SUMMARY} @5776a6d90 (2025-12-10), section '25.09 NeMo Container'",
-    "26.02": f"{_SUMMARY} @c0b9a0003 (2026-02-26), 26.02 NeMo container",
-    "24.07": "NVIDIA/NeMo docs/source/performance/performance_summary.md @070a0bb1, NeMo 24.07 container, DGX-H100, FP8",
-    **{c: f"NVIDIA-NeMo/Megatron-Bridge docs/performance-summary-archive.md @067f987df (2026-08-22), section '{c} NeMo "
-          f"Container', precision FP8 (current scaling)" for c in ("26.02.01", "26.04", "26.04.01", "26.06")},
-}
-"""Each container's table: the repository, file and commit read (https://github.com/NVIDIA-NeMo/Megatron-Bridge);
-every row is FP8 (current scaling), pre-training, sequence length 8192 unless the row says (NeMo 24.07: Llama 2 at
-4096)."""
-
-
-@dataclass(frozen=True, slots=True)
-class GoldenRow:
-    """One published row and how it was run."""
-
-    model: str
-    gpus: int
-    system: str
-    rack: str
-    """Our rack spec for the system: DGX-H100 nodes (8 GPUs, NVLink 4, InfiniBand NDR); DGX-GB200
-    NVL72 racks (64-GPU jobs in one NVLink domain; 128 GPUs as two racks of 64)."""
-    global_batch: int
-    microbatch: int
-    tp: int
-    pp: int
-    cp: int
-    vp: int
-    fsdp: bool
-    tokens_per_gpu: float
-    """Published tokens/s/GPU."""
-    tflops_per_gpu: float
-    """Published model TFLOP/s/GPU."""
-    recompute: str = "none"
-    """As the recipe: ``full:5`` is Megatron's recompute_num_layers=5."""
-    note: str = ""
-    container: str = "25.11"
-    """The NeMo container whose table the row is in (a key of :data:`SOURCES`)."""
-    seq_len: int = 8192
-
-    @property
-    def label(self) -> str:
-        tail = "" if self.container == "25.11" else f" ({self.container})"
-        return f"{self.model} {self.gpus} {self.system}{tail}"
-
-
-ROWS: tuple[GoldenRow, ...] = (
-    GoldenRow("llama3-8b", 8, "DGX-H100", "h100-node", 128, 1, 1, 1, 1, 1, True, 14451, 744, "full:5",
-              "recipe: recompute_num_layers=5"),
-    GoldenRow("llama3-70b", 64, "DGX-H100", "h100-node*8", 128, 1, 4, 8, 1, 5, False, 1602, 719),
-    GoldenRow("llama3.1-405b", 1024, "DGX-H100", "h100-node*128", 512, 1, 8, 8, 2, 8, False, 292, 737),
-    GoldenRow("llama3-8b", 8, "DGX-GB200", "gb200-nvl72", 128, 2, 1, 1, 1, 1, False, 31508, 1622),
-    GoldenRow("llama3-70b", 64, "DGX-GB200", "gb200-nvl72", 128, 2, 1, 1, 1, 1, True, 4312, 1937, "none",
-              "recipe: activations of 40 layers offloaded to host memory (not modelled: memory is over capacity)"),
-    GoldenRow("llama3.1-405b", 128, "DGX-GB200", "gb200:64*2", 64, 1, 2, 1, 1, 1, True, 706, 1782, "none",
-              "recipe: activations of 92 layers offloaded to host memory (not modelled: memory is over capacity)"),
-)
-"""The six rows of issue 11 (reference/planning.md)."""
-
-def _blackwell_fp8(container: str, gb300_70b, gb200_70b, gb300_405b, gb200_405b,
-                   gb300_405b_par: tuple[int, int, int, int] = (4, 8, 1, 4)) -> tuple[GoldenRow, ...]:
-    """One container's DGX-GB300 and DGX-GB200 FP8 Llama rows, (tokens/s/GPU, TFLOP/s/GPU) each (None: not in the
-    table), with the recipes every 26.x container lists: Llama3 70B on 64 GPUs, FSDP, MBS 2, GBS 256; Llama3.1 405B
-    on 256 GPUs, GBS 1,536, GB300 at TP4 PP8 VP4 (``gb300_405b_par``: TP, PP, CP, VP) and GB200 at TP4 PP16 VP4."""
-    tp, pp, cp, vp = gb300_405b_par
-    rows = []
-    for system, rack, fig in (("DGX-GB300", "gb300-nvl72", gb300_70b), ("DGX-GB200", "gb200-nvl72", gb200_70b)):
-        if fig is not None:
-            rows.append(GoldenRow("llama3-70b", 64, system, rack, 256, 2, 1, 1, 1, 1, True, *fig, container=container))
-    for system, rack, fig, (t, p, c, v) in (("DGX-GB300", "gb300:64*4", gb300_405b, (tp, pp, cp, vp)),
-                                            ("DGX-GB200", "gb200:64*4", gb200_405b, (4, 16, 1, 4))):
-        rows.append(GoldenRow("llama3.1-405b", 256, system, rack, 1536, 1, t, p, c, v, False, *fig, container=container))
-    return tuple(rows)
-
-
-FOUND_ROWS: tuple[GoldenRow, ...] = (
-    # 25.11: the other systems' Llama rows of the same table.
-    GoldenRow("llama3-8b", 8, "DGX-B200", "b200-node", 128, 2, 1, 1, 1, 1, False, 30624, 1576),
-    GoldenRow("llama3.1-405b", 128, "DGX-B200", "b200-node*16", 64, 1, 4, 8, 2, 8, False, 661, 1667),
-    GoldenRow("llama3-8b", 8, "DGX-GB300", "gb300-nvl72", 128, 2, 1, 1, 1, 1, False, 37556, 1933),
-    GoldenRow("llama3-70b", 64, "DGX-GB300", "gb300-nvl72", 128, 2, 1, 1, 1, 1, True, 4440, 1995, "none",
-              "recipe: activations offloaded to host memory (not modelled)"),
-    GoldenRow("llama3.1-405b", 128, "DGX-GB300", "gb300:64*2", 64, 1, 2, 1, 1, 1, True, 850, 2145, "none",
-              "recipe: activations offloaded to host memory (not modelled)"),
-    # 25.11 after its corrections (GBS 1,536 recipes on 256 GPUs).
-    GoldenRow("llama3.1-405b", 256, "DGX-GB200", "gb200:64*4", 1536, 1, 4, 16, 1, 4, False, 813, 2053,
-              container="25.11.1"),
-    GoldenRow("llama3.1-405b", 256, "DGX-GB300", "gb300:64*4", 1536, 1, 2, 8, 2, 4, False, 999, 2522,
-              container="25.11.1"),
-    # 25.09: the same recipes one container earlier.
-    GoldenRow("llama3-8b", 8, "DGX-H100", "h100-node", 128, 1, 1, 1, 1, 1, True, 14079, 725, "full:5",
-              container="25.09"),
-    GoldenRow("llama3-70b", 64, "DGX-H100", "h100-node*8", 128, 1, 4, 8, 1, 5, False, 1619, 727, container="25.09"),
-    GoldenRow("llama3.1-405b", 1024, "DGX-H100", "h100-node*128", 512, 1, 8, 8, 2, 8, False, 302, 763,
-              container="25.09"),
-    GoldenRow("llama3-8b", 8, "DGX-GB200", "gb200-nvl72", 128, 2, 1, 1, 1, 1, False, 31357, 1614, container="25.09"),
-    GoldenRow("llama3-70b", 64, "DGX-GB200", "gb200-nvl72", 128, 2, 1, 1, 1, 1, True, 3986, 1791, container="25.09"),
-    GoldenRow("llama3.1-405b", 128, "DGX-GB200", "gb200:64*2", 64, 1, 2, 1, 1, 1, True, 729, 1840,
-              container="25.09"),
-    GoldenRow("llama3-8b", 8, "DGX-B200", "b200-node", 128, 2, 1, 1, 1, 1, False, 29994, 1544, container="25.09"),
-    GoldenRow("llama3.1-405b", 128, "DGX-B200", "b200-node*16", 64, 1, 4, 8, 2, 8, False, 664, 1676,
-              container="25.09"),
-    # 26.02: the H100 recipes at GBS 256 / 1,536.
-    GoldenRow("llama3-70b", 64, "DGX-H100", "h100-node*8", 256, 1, 4, 8, 1, 5, False, 1621, 728, container="26.02"),
-    GoldenRow("llama3.1-405b", 1024, "DGX-H100", "h100-node*128", 1536, 1, 8, 8, 2, 8, False, 311, 784,
-              container="26.02"),
-    # 25.11 after its corrections: GB300's Llama3 70B at GBS 256 (2 microbatches of 2 per GPU).
-    GoldenRow("llama3-70b", 64, "DGX-GB300", "gb300-nvl72", 256, 2, 1, 1, 1, 1, True, 4520, 2030, container="25.11.1"),
-    # 26.02: the Blackwell FP8 rows of the same table (FSDP 70B recipes at GBS 256; 405B on 256 GPUs at GBS 1,536).
-    *_blackwell_fp8("26.02", (5003, 2248), (4040, 1815), (988, 2495), (793, 2004)),
-    # 26.02.01 .. 26.06: the later containers' FP8 rows of the archive (GB300's 405B at TP2 CP2 in 26.02.01).
-    *_blackwell_fp8("26.02.01", (5243, 2353), (4357, 1956), (1024, 2585), (818, 2063), gb300_405b_par=(2, 8, 2, 4)),
-    GoldenRow("llama3-70b", 64, "DGX-H100", "h100-node*8", 256, 1, 4, 8, 1, 5, False, 1639, 736, container="26.02.01"),
-    *_blackwell_fp8("26.04", (5243, 2355), (4143, 1861), (1036, 2615), (842, 2126)),
-    GoldenRow("llama3-70b", 64, "DGX-H100", "h100-node*8", 256, 1, 4, 8, 1, 5, False, 1633, 734, container="26.04"),
-    *_blackwell_fp8("26.04.01", (5248, 2348), (4224, 1892), (1024, 2617), (864, 2144)),
-    GoldenRow("llama3-70b", 64, "DGX-H100", "h100-node*8", 256, 1, 4, 8, 1, 5, False, 1664, 731, container="26.04.01",
-              note="published TFLOP/s/GPU (731) disagrees with its tokens/s/GPU (1,664 x 449 GFLOP per token = 747; "
-                   "the 26.04 and 26.02.01 rows of the same recipe agree): one of the two is misprinted; tokens/s kept"),
-    GoldenRow("llama3.1-405b", 1024, "DGX-H100", "h100-node*128", 1536, 1, 8, 8, 2, 8, False, 328, 827,
-              container="26.04.01"),
-    *_blackwell_fp8("26.06", None, None, (1048, 2646), (843, 2129)),
-    GoldenRow("llama3.1-405b", 1024, "DGX-H100", "h100-node*128", 1536, 1, 8, 8, 2, 8, False, 326, 822,
-              container="26.06"),
-    # 24.07 (NeMo, before Megatron-Bridge): the DGX-H100 Llama rows, Llama 2 at sequence 4,096.
-    GoldenRow("llama2-7b", 8, "DGX-H100", "h100-node", 128, 1, 1, 1, 1, 1, False, 16847, 776, container="24.07",
-              seq_len=4096),
-    GoldenRow("llama2-13b", 16, "DGX-H100", "h100-node*2", 128, 1, 1, 4, 1, 10, False, 8646, 754, container="24.07",
-              seq_len=4096),
-    GoldenRow("llama2-70b", 64, "DGX-H100", "h100-node*8", 128, 1, 4, 4, 1, 20, False, 1707, 759, container="24.07",
-              seq_len=4096),
-    GoldenRow("llama3-8b", 8, "DGX-H100", "h100-node", 128, 1, 1, 1, 2, 1, False, 12036, 697, container="24.07"),
-    GoldenRow("llama3-70b", 64, "DGX-H100", "h100-node*8", 128, 1, 4, 4, 2, 5, False, 1533, 738, container="24.07"),
-)
-"""Rows found since issue 11 in the same summary's history and its archive (each container's commit:
-:data:`SOURCES`): every dense Llama FP8 (current scaling) pre-training row of DGX-H100, DGX-B200, DGX-GB200 and
-DGX-GB300 from 25.09 to 26.06; and NeMo 24.07's DGX-H100 Llama rows (FP8, the summary before Megatron-Bridge)."""
-
-ALL_ROWS: tuple[GoldenRow, ...] = ROWS + FOUND_ROWS
-"""Every published row the step model is checked against."""
-
-TFLOPS_MISPRINTED = frozenset({"llama3-70b 64 DGX-H100 (26.04.01)"})
-"""Rows whose published TFLOP/s/GPU contradicts their own tokens/s/GPU (each row's note says how); kept as published,
-left out of the FLOPs-per-token convention check."""
 
 FIT_SYSTEM = "DGX-H100"
 """The rows the GPU family's step efficiencies are fitted to (those of :data:`ROWS`)."""
@@ -210,9 +64,43 @@ class Outcome:
         return self.tokens_per_gpu / self.row.tokens_per_gpu - 1
 
 
+STACK_ATTENTION = {"megatron-core": True, "nemo-2024": False, "torchtitan": False}
+"""Whether a stack's fused attention takes the fitted attention factor (:attr:`StepEfficiency.attention`, fitted on
+Megatron-Bridge rows: cuDNN / FlashAttention-3-class kernels; NeMo 2.0 and Megatron-Bridge from 2025). torchtitan
+calls PyTorch's ``scaled_dot_product_attention``, whose flash backend is FlashAttention-2, the curve the cost model
+is calibrated on (devices/cost/efficiency.py): no factor. NeMo's 2024 containers (24.03, 24.07: PyTorch 24.02 base
+image, Transformer Engine of early 2024) predate FlashAttention-3 (July 2024, arXiv:2407.08608): priced as
+FlashAttention-2 too: an assumption, not fitted (the cost model's own FlashAttention-2 calibration), but made after
+their long-sequence rows came out 5-108 % too fast with the Megatron-Core factor, so those rows do not test it
+blind."""
+
+
+def _stack_table(stack: str) -> dict[str, StepEfficiency] | None:
+    """The efficiencies a stack runs with, from the current ones (None: as they are)."""
+    if STACK_ATTENTION[stack]:
+        return None
+    return {k: (replace(v, attention=None) if v.attention is not None else v) for k, v in FITTED.items()}
+
+
 def evaluate(rows: Iterable[GoldenRow] = ALL_ROWS) -> list[Outcome]:
-    """Model every row (FP8, the row's parallel settings and recompute); rows of several containers that share a
-    recipe are modelled once (within this call: a fit changes the factors between calls)."""
+    """Model every row (FP8, the row's parallel settings and recompute, its stack's attention:
+    :data:`STACK_ATTENTION`); rows of several containers that share a recipe and a stack are modelled once (within
+    this call: a fit changes the factors between calls)."""
+    rows = list(rows)
+    done: dict[int, Outcome] = {}
+    for stack in dict.fromkeys(r.stack for r in rows):
+        mine = [i for i, r in enumerate(rows) if r.stack == stack]
+        table = _stack_table(stack)
+        if table is None:
+            found = _evaluate([rows[i] for i in mine])
+        else:
+            with use(table):
+                found = _evaluate([rows[i] for i in mine])
+        done.update(zip(mine, found))
+    return [done[i] for i in range(len(rows))]
+
+
+def _evaluate(rows: list[GoldenRow]) -> list[Outcome]:
     out, modelled = [], {}
     for row in rows:
         key = (row.model, row.gpus, row.rack, row.global_batch, row.microbatch, row.tp, row.pp, row.cp, row.vp,
@@ -248,7 +136,8 @@ def table(outcomes: Sequence[Outcome]) -> str:
         r = o.row
         lines.append(f"| {r.model} | {r.gpus:,} | {r.system} | {r.container} | {r.tp} | {r.pp} | {r.cp} | "
                      f"{r.vp if r.vp > 1 else '-'} | {int(r.fsdp)} | {r.tokens_per_gpu:,.0f} | {o.tokens_per_gpu:,.0f} | "
-                     f"{o.error:+.1%} | {r.tflops_per_gpu:,.0f} | {o.estimate.model_tflops_per_chip:,.0f} | "
+                     f"{o.error:+.1%} | {f'{r.tflops_per_gpu:,.0f}' if r.tflops_per_gpu else '-'} | "
+                     f"{o.estimate.model_tflops_per_chip:,.0f} | "
                      f"{role(r)} |")
     fit = [abs(o.error) for o in outcomes if role(o.row) != "test"]
     test = [abs(o.error) for o in outcomes if role(o.row) == "test"]
@@ -256,7 +145,9 @@ def table(outcomes: Sequence[Outcome]) -> str:
     lines.append("")
     lines.append(f"fit rows: median {_median(fit)}, largest {_largest(fit)} over {len(fit)}; test rows (out of sample): "
                  f"median {_median(test)}, largest {_largest(test)} over {len(test)} (all figures modelled; "
-                 f"published: {_SUMMARY} and its archive, for 24.07 NVIDIA/NeMo's performance summary; containers "
+                 f"published: {_SUMMARY} and its archive, for 24.07 NVIDIA/NeMo's performance summary, for 24.03.01 "
+                 f"its long-sequence table, for 25.02 and 25.04 NeMo Framework's summaries, torchtitan's H200 "
+                 f"benchmark; containers "
                  f"{', '.join(sorted({o.row.container for o in outcomes}))})")
     if notes:
         lines += ["", "Notes:", *notes]

@@ -16,6 +16,8 @@ from planner.comm import CommPricer
 from planner.fitted_efficiency import step_efficiency
 from planner.optimizers import GRAD_DTYPES
 from planner.profile import BlockProfile, Shard
+from planner import tp_overlap
+from planner.ring_attention import exposed_exchange
 from planner.stage import Stage
 from planner.step.config import StepConfig
 
@@ -98,38 +100,28 @@ def prepare_stage(blocks: ModelBlocks, index: int, stage: Stage, config: StepCon
     return prepared
 
 
-def _exposed(seconds: float, hide: float, overlap: bool, pieces: int, share: float = 1.0) -> float:
-    """Exposed part of a collective beside ``hide`` seconds of compute, pipelined in ``pieces``: the first
-    piece is always exposed; ``share`` of the rest that the compute's length allows is hidden."""
-    if not overlap or hide <= 0 or seconds <= 0:
-        return seconds
-    pieces = max(pieces, 1)
-    first = seconds / pieces
-    return seconds - share * min(seconds - first, hide * (1 - 1 / pieces))
-
-
 def _block_comm(prof: BlockProfile, cost: BlockCost, stage: Stage, pricer: CommPricer, config: StepConfig,
                 share: float) -> tuple[float, float, float, dict[str, float]]:
     """(exposed forward, exposed backward, exposed TP of a full-recompute forward, exposed per group) of
     one block's collectives on one stage, per microbatch."""
-    per_phase = {"forward": [0.0, 0.0], "backward": [0.0, 0.0]}  # [beside GEMMs, beside attention]
+    per_phase = {"forward": ([], []), "backward": ([], [])}  # (TP beside GEMMs, ring exchanges beside attention)
     plain = {"forward": 0.0, "backward": 0.0}
     kinds: dict[str, float] = {}
-    recompute = 0.0
+    recompute = []
     for coll in prof.collectives:
         group = stage.group(coll.group)
         if coll.op == "send_recv":
             group = group[:2]  # a ring exchange: each member sends to its neighbour
         seconds = coll.calls * pricer.seconds(coll.op, coll.nbytes, group)
         if coll.overlap in ("column_gemm", "row_gemm"):
-            per_phase[coll.phase][0] += seconds
+            per_phase[coll.phase][0].append((tp_overlap.method(coll.phase, coll.overlap), seconds))
         elif coll.overlap == "attention":
-            per_phase[coll.phase][1] += seconds
+            per_phase[coll.phase][1].append((seconds, coll.calls))
         else:
             plain[coll.phase] += seconds
             kinds[coll.group] = kinds.get(coll.group, 0.0) + seconds
         if coll.phase == "forward" and coll.group == "tp":
-            recompute += seconds
+            recompute.append((tp_overlap.method(coll.phase, coll.overlap), seconds))
     for phase, nbytes in prof.host_reads:
         # The host waits for the copy: nothing hides it.
         seconds = pricer.to_host(nbytes, stage.group("tp")[0])
@@ -138,13 +130,13 @@ def _block_comm(prof: BlockProfile, cost: BlockCost, stage: Stage, pricer: CommP
     exposed = {}
     for phase, gemm, attn in (("forward", cost.forward_gemm, cost.forward_attention),
                               ("backward", cost.backward_gemm, cost.backward_attention)):
-        tp_exp = _exposed(per_phase[phase][0], gemm, config.tp_comm_overlap, stage.tp, share)
-        cp_exp = max(0.0, per_phase[phase][1] - attn)
+        tp_exp = tp_overlap.exposed(per_phase[phase][0], gemm, stage.tp, share, config.tp_comm_overlap)
+        cp_exp = sum(exposed_exchange(sec, calls, attn) for sec, calls in per_phase[phase][1])
         kinds["tp"] = kinds.get("tp", 0.0) + tp_exp
         kinds["cp"] = kinds.get("cp", 0.0) + cp_exp
         exposed[phase] = tp_exp + cp_exp + plain[phase]
     return (exposed["forward"], exposed["backward"],
-            _exposed(recompute, cost.forward_gemm, config.tp_comm_overlap, stage.tp, share), kinds)
+            tp_overlap.exposed(recompute, cost.forward_gemm, stage.tp, share, config.tp_comm_overlap), kinds)
 
 
 def overlap_share(kind: str, execution: Execution) -> float:

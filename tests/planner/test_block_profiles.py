@@ -82,6 +82,34 @@ def test_context_parallel_attention_is_split(tiny):
     assert [c.op for c in two.collectives if c.group == "cp"] == ["send_recv", "send_recv"]
 
 
+@pytest.mark.parametrize("cp", [2, 4])
+def test_a_context_parallel_ring_runs_cp_kernels_of_the_same_flops(tiny, cp):
+    import devices.cost
+    from planner.ring_attention import ring_steps
+
+    _, blocks = tiny
+    prof = blocks.profile(1, Shard(seq_len=SEQ, cp=cp))
+    attention = [r for r in prof.forward + prof.backward if "attention" in devices.cost.classify(r.op)[1]]
+    assert len(attention) == 2 and ring_steps(prof.forward[0], prof.shard) is None
+    for rec in attention:
+        steps = ring_steps(rec, prof.shard)
+        kernels = [s for s in steps if "attention" in devices.cost.classify(s[0].op)[1]]
+        merges = [s for s in steps if s[0].op == "aten::add"]
+        # cp kernels (step 0 causal on the chip's own chunks, then one per peer), and merges per later step:
+        # the output in the forward, dq, dk and dv in the backward (Transformer Engine's P2P ring).
+        assert len(kernels) == cp and len(merges) == (cp - 1) * (3 if "backward" in rec.op else 1)
+        assert kernels[0][0].args["is_causal"] and not any(a.args["is_causal"] for s in kernels[1:] for a in s)
+        flops = lambda r: devices.cost.estimate("h100", r.op, r.shapes, r.dtype, out_shapes=r.out_shapes,  # noqa: E731
+                                                args=r.args).flops
+        # Every form of every step does the same work; together they do the traced op's (causal step 0 counts
+        # the diagonal, (L + 1) / L of half of L * L pairs).
+        for s in kernels[1:]:
+            assert flops(s[0]) == flops(s[1])
+        local = SEQ // cp
+        assert sum(flops(s[0]) for s in kernels) == pytest.approx(flops(rec), rel=1.0 / local)
+    assert block_cost(prof, "h100").forward_attention > 0
+
+
 def test_fp8_prices_matmuls_at_the_fp8_peak(tiny):
     _, blocks = tiny
     p = blocks.profile(1, Shard(seq_len=2048, microbatch=4))

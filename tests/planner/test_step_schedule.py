@@ -110,13 +110,37 @@ def test_two_streams_prefetch():
 
 
 def test_exposed_tensor_parallel_communication():
-    from planner.step.prepare import _exposed
+    # Transformer Engine's userbuffers methods (planner/tp_overlap.py), against their arithmetic by hand.
+    from planner.tp_overlap import exposed, exposed_raw, method
 
-    assert _exposed(1.0, 10.0, False, 4) == 1.0  # no overlap: all of it
-    assert _exposed(1.0, 10.0, True, 4) == pytest.approx(0.25)  # the first of 4 pieces
-    assert _exposed(1.0, 0.2, True, 4) == pytest.approx(1.0 - 0.2 * 0.75)  # the GEMM hides only its length
-    assert _exposed(1.0, 10.0, True, 4, 0.0) == pytest.approx(1.0)
-    assert math.isclose(_exposed(0.0, 1.0, True, 4), 0.0)
+    assert method("forward", "column_gemm") == "ring_exchange" and method("forward", "row_gemm") == "pipeline"
+    assert method("backward", "column_gemm") == "bulk"
+    # Ring exchange over 4 chips: 3 exchanges beside 3 of the 4 GEMM chunks; a long GEMM hides all of it.
+    assert exposed_raw("ring_exchange", 1.0, 10.0, 4) == 0.0
+    assert exposed_raw("ring_exchange", 1.0, 0.8, 4) == pytest.approx(1.0 - 0.8 * 0.75)
+    # Pipelined reduce-scatter in 4 splits: the last split's is exposed, the rest hides beside 3 of 4 splits.
+    assert exposed_raw("pipeline", 1.0, 10.0, 8) == pytest.approx(0.25)
+    assert exposed_raw("pipeline", 1.0, 0.4, 8) == pytest.approx(0.25 + (0.75 - 0.3))
+    # Bulk: hidden up to the GEMM's length.
+    assert exposed_raw("bulk", 1.0, 0.6, 4) == pytest.approx(0.4)
+    with pytest.raises(ValueError, match="method"):
+        exposed_raw("chunked", 1.0, 1.0, 4)
+    # A phase: each collective beside its share of the GEMMs (in proportion to its time); 1 - share of what is
+    # hidden still costs compute; without tp_comm_overlap all of it is exposed.
+    colls = [("ring_exchange", 1.0), ("pipeline", 1.0)]
+    assert exposed(colls, 20.0, 4, 1.0, True) == pytest.approx(0.25)
+    assert exposed(colls, 20.0, 4, 0.5, True) == pytest.approx(0.25 + 0.5 * 1.75)
+    assert exposed(colls, 20.0, 4, 1.0, False) == 2.0
+    assert math.isclose(exposed([], 1.0, 4, 1.0, True), 0.0)
+
+
+def test_a_context_parallel_ring_hides_each_exchange_beside_one_step():
+    from planner.ring_attention import exposed_exchange
+
+    # 3 exchanges beside the 4 steps of 4 ms of attention: 1 ms each; exchanges of 1.5 ms leave 0.5 ms each.
+    assert exposed_exchange(4.5, 3, 4.0) == pytest.approx(1.5)
+    assert exposed_exchange(2.4, 3, 4.0) == 0.0
+    assert exposed_exchange(0.0, 3, 4.0) == 0.0
 
 
 def test_the_breakdown_splits_the_step_on_the_busiest_stage_not_the_last_to_finish():
