@@ -120,8 +120,10 @@ def release(tensor: torch.Tensor) -> None:
 
 def zero_replicas(buffers: list) -> None:
     """Clear a shared stage's gradient buffers (replica 0's first) as each replica's ``zero_()`` would: replica
-    0's op runs, and its records are replayed on the other replicas' slots; then every buffer is released
-    (:func:`release`: zeros, its pages not taken until the backward writes them)."""
+    0's op runs, and its records are replayed on the other replicas' slots, whose buffers are released
+    (:func:`release`: zeros, their pages not taken until the backward writes them). Replica 0's stays resident:
+    the backward fills it whole before the step's peak anyway, and pages given back and taken again cost a
+    fault and a clearing each (on a virtual machine whose host reclaims freed memory, the first touch again)."""
     from interop.session import current_timeline
 
     first = buffers[0]
@@ -134,7 +136,6 @@ def zero_replicas(buffers: list) -> None:
         first.zero_()
         timeline.ingest()
         end = timeline.placed
-        release(first)
         for buffer in buffers[1:]:
             release(buffer)
             timeline.replay(begin, end, [first.device.index], [buffer.device.index])

@@ -11,13 +11,22 @@ from interop.live.plan_run import _SetAside
 from interop.live.spill import Spill
 
 
-def test_values_come_back_bit_for_bit_in_every_dtype():
+@pytest.mark.parametrize("direct", [True, False], ids=["o_direct", "buffered"])
+def test_values_come_back_bit_for_bit_in_every_dtype(direct, monkeypatch):
+    import interop.live.spill as spill
+
+    monkeypatch.setattr(spill, "_STAGE", 2 * spill._ALIGN)  # the 8400-byte tensor crosses two stagings, padded
+    if not direct:
+        monkeypatch.setattr(spill._DirectFile, "open", classmethod(lambda cls, directory: None))
     g = torch.Generator().manual_seed(0)
     tensors = {"f32": torch.randn(300, 7, generator=g), "bf16": torch.randn(5, generator=g).bfloat16(),
                "nan": torch.tensor([float("nan"), -0.0, float("inf")]), "i64": torch.arange(-3, 9),
                "bool": torch.tensor([True, False, True]), "scalar": torch.tensor(2.5), "empty": torch.zeros(0, 4),
                "strided": torch.randn(6, 8, generator=g).t()}
     with Spill() as kept:
+        if direct and not kept.direct:
+            pytest.skip("this file system refuses O_DIRECT (the buffered case covers it)")
+        assert kept.direct == direct
         kept.put_all("t", tensors)
         for name, t in tensors.items():
             back = kept.get(f"t/{name}")
@@ -66,3 +75,23 @@ def test_a_models_storages_are_emptied_within_and_refilled_after():
             with _SetAside(model, kept):
                 raise RuntimeError("inside")
         assert all(torch.equal(before[n], t) for n, t in model.state_dict().items())  # refilled on an error too
+
+
+def test_a_file_system_that_refuses_direct_transfers_gets_a_buffered_file(monkeypatch):
+    """Some file systems open a file with O_DIRECT and refuse its transfers (EINVAL): the probe at opening
+    falls back to an ordinary file, and values still come back as written."""
+    import errno
+    import os
+
+    import interop.live.spill as spill
+
+    def refuse(fd, data, offset):
+        raise OSError(errno.EINVAL, "Invalid argument")
+
+    monkeypatch.setattr(spill.os, "pwrite", refuse)
+    with Spill() as kept:
+        assert not kept.direct
+        monkeypatch.setattr(spill.os, "pwrite", os.pwrite)
+        w = torch.randn(1000)
+        kept.put("w", w)
+        assert torch.equal(kept.get("w"), w)
