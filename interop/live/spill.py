@@ -152,28 +152,30 @@ class _DirectFile:
         return file
 
     def write(self, offset: int, data: memoryview) -> None:
-        stage = memoryview(self._stage)
-        for start in range(0, len(data), _STAGE):
-            part = data[start:start + _STAGE]
-            stage[:len(part)] = part
-            padded = -(-len(part) // _ALIGN) * _ALIGN
-            stage[len(part):padded] = bytes(padded - len(part))
-            done = 0
-            while done < padded:
-                done += os.pwrite(self._fd, stage[done:padded], offset + start + done)
+        with memoryview(self._stage) as stage:  # released even on an error: the buffer can then be unmapped
+            for start in range(0, len(data), _STAGE):
+                part = data[start:start + _STAGE]
+                stage[:len(part)] = part
+                padded = -(-len(part) // _ALIGN) * _ALIGN
+                stage[len(part):padded] = bytes(padded - len(part))
+                done = 0
+                while done < padded:
+                    with stage[done:padded] as chunk:
+                        done += os.pwrite(self._fd, chunk, offset + start + done)
 
     def read(self, offset: int, into: memoryview, name: str) -> None:
-        stage = memoryview(self._stage)
-        for start in range(0, len(into), _STAGE):
-            n = min(_STAGE, len(into) - start)
-            padded = -(-n // _ALIGN) * _ALIGN
-            done = 0
-            while done < n:
-                got = os.preadv(self._fd, [stage[done:padded]], offset + start + done)
-                if not got:
-                    raise OSError(f"Spill.get: the file ended {n - done} byte(s) short of {name!r}")
-                done += got
-            into[start:start + n] = stage[:n]
+        with memoryview(self._stage) as stage:
+            for start in range(0, len(into), _STAGE):
+                n = min(_STAGE, len(into) - start)
+                padded = -(-n // _ALIGN) * _ALIGN
+                done = 0
+                while done < n:
+                    with stage[done:padded] as chunk:
+                        got = os.preadv(self._fd, [chunk], offset + start + done)
+                    if not got:
+                        raise OSError(f"Spill.get: the file ended {n - done} byte(s) short of {name!r}")
+                    done += got
+                into[start:start + n] = stage[:n]
 
     def close(self) -> None:
         if self._fd >= 0:
