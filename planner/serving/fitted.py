@@ -111,8 +111,8 @@ EXPERT_DECODE = _blackwell(0.0525, "each decode token routed to an expert stream
                                    "grouped GEMM's small token tiles (TensorRT-LLM's SM100 MoE kernels run 8- to "
                                    "64-token tiles with the weights as the 128-row MMA operand) each stream their "
                                    "expert's weights; fitted on the one Qwen3 30B row (the Llama rows have no experts)")
-"""The experts' decode weight passes, fitted on B200's Qwen3 30B A3B row; Hopper (the GPU family, which has no MoE
-fit row) inherits it."""
+"""The experts' decode weight passes, fitted on B200's Qwen3 30B A3B row; Hopper (the GPU family) inherits it:
+fitted on any one Hopper row it moves the other Hopper rows apart (docs/serving.md)."""
 
 MOE_LAYER_SOURCE = ("Hugging Face blog, 'TFLOPS Gap: Why FP4 MoE Kernel Engineering Matters on Blackwell' (2026): an "
                     "NVFP4 MoE layer of hidden 2880, expert width 7680, 32 experts, top-4 on one B200, batch 4096 "
@@ -132,8 +132,9 @@ EXPERT_GEMM_FP4 = Figure(3.33, "", MOE_LAYER_SOURCE, "secondary",
                          "512 x 2880 x 15360 and down 512 x 7680 x 2880 an expert). Not fitted on any serving row; "
                          "the other two backends' 1225 and 1262 TFLOPS would give 3.04 and 2.95")
 """The fused MoE layer's measured FP4 rate on B200 against the dense-GEMM model (derived, not fitted: see
-:data:`MOE_LAYER_SOURCE`), a factor at every shape as :attr:`ServingEfficiency.gemm_fp4` is; Blackwell only (no
-Hopper FP8 figure of the kind is among the sources)."""
+:data:`MOE_LAYER_SOURCE`), a factor at every shape as :attr:`ServingEfficiency.gemm_fp4` is; Blackwell only:
+Hopper's FP8 experts keep the dense FP8 rate, which the published Hopper figures (DeepGEMM's grouped GEMMs alone,
+vLLM's Triton MoE layer) bracket without describing TensorRT-LLM's layer (docs/serving.md)."""
 
 
 def _fitted(value: float, unit: str, rows: str, what: str) -> Figure:
@@ -155,7 +156,8 @@ GPU = ServingEfficiency(
 )
 """The NVIDIA family's serving efficiencies (Hopper-fitted; every NVIDIA kind without a generation entry, and
 Blackwell's GEMMs outside FP4, its memory and its time per iteration); its experts' decode weight passes are
-inherited from Blackwell's (:data:`EXPERT_DECODE`: no Hopper MoE row is a fit row)."""
+inherited from Blackwell's (:data:`EXPERT_DECODE`: no Hopper MoE row is a fit row; a fit on any one moves the others
+apart) and its FP8 experts keep the dense rate."""
 
 TRAINIUM = ServingEfficiency(
     family="trainium", fitted_on=("trn1",),

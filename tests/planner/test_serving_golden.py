@@ -75,8 +75,10 @@ def test_the_experts_decode_weight_passes_fitted_on_30b_carry_to_235b_expert_par
     # figure), with the experts' FP4 GEMMs at the published MoE layer's rate on Blackwell (fitted.EXPERT_GEMM_FP4).
     # Without the decode figure these rows were 13-95 % fast; before the MoE layer's rate the prefill-heavy rows
     # (8192/1024, 32768/1024) were 14-35 % fast on every kind. Now every Blackwell row is within 9 % and Hopper's
-    # decode-heavy rows within 20 %; Hopper's prefill-heavy rows (H200 FP8) stay about 31 % fast: no FP8 MoE layer
-    # rate is among the sources (docs/serving.md). Bounds: the model as it stands, not the goal.
+    # decode-heavy rows within 20 %; Hopper's prefill-heavy rows (H200 FP8) stay about 31 % fast: the published Hopper
+    # figures (DeepGEMM's grouped GEMMs, vLLM's Triton MoE layer) bracket the dense FP8 rate the experts keep and give
+    # no rate for TensorRT-LLM's layer, and no one Hopper row fits a decode figure of its own that the others keep
+    # (docs/serving.md). Bounds: the model as it stands, not the goal.
     rows = _moe(outcomes, "DEP")
     assert len(rows) == 19
     blackwell = {k: e for k, e in rows.items() if " B200 " in k or " GB200 " in k}

@@ -363,3 +363,30 @@ def test_the_experts_fp4_gemms_run_at_the_published_moe_layers_rate():
     assert fitted.EXPERT_GEMM_FP4 in moe.figures()
     assert fitted.EXPERT_GEMM_FP4 not in cost("llama3-8b", "b200", "fp4").figures()
     assert fitted.EXPERT_GEMM_FP4 not in cost(MODELS["qwen3-30b-a3b"], "h200", "fp8").figures()
+
+
+def test_hoppers_fp8_experts_at_the_dense_rate_run_no_faster_than_a_published_hopper_grouped_gemm():
+    # Hopper's FP8 experts have no grouped-GEMM factor of their own: the dense FP8 rate (docs/serving.md says why).
+    # Reference: DeepGEMM's published FP8 grouped GEMMs in the contiguous layout (every expert's tokens in one
+    # segment, as a prefill's permuted tokens are), measured on H800 SXM5 (H100 SXM5's tensor-core peaks):
+    # deepseek-ai/DeepGEMM README @ 55ab91f72f76 (2025-03-25), "Grouped GEMMs for MoE models (contiguous layout)",
+    # groups x rows an expert x N x K -> TFLOPS. The one-kernel grouped GEMM as the serving model prices it on H100
+    # reaches 80-100 % of each published rate: it prices the experts' GEMMs no faster than the best published Hopper
+    # kernel runs them (85-93 % today), so the H200 rows that come out fast are not fast for their experts' GEMM rate.
+    from planner.serving import fitted
+    from planner.serving.config import configure, price_pool, spec_of
+    from planner.serving.golden_rows import MODELS
+    from planner.serving.iteration import PARTS
+
+    published = {(4, 8192, 4096, 7168): 1346e12, (4, 8192, 7168, 2048): 1214e12,
+                 (8, 4096, 4096, 7168): 1346e12, (8, 4096, 7168, 2048): 1214e12}
+    shape, spec, workload = model_shape(MODELS["qwen3-30b-a3b"]), spec_of("h100:1"), Workload(512, 64, requests=8)
+    config = configure(shape, spec, parallel=dict(tp=1), precision="fp8", prefill=None, decode=None, engine=Engine(),
+                       workload=workload)
+    cost = price_pool(shape, spec, config.pools[0], "fp8", config.engine, workload, name="parallel").cost
+    assert fitted.GPU.expert_gemm_factor("fp8") is None and cost.efficiency is fitted.GPU
+    for (groups, m, n, k), rate in published.items():
+        parts = dict.fromkeys(PARTS, 0.0)
+        cost._gemm(parts, m, k, n, times=groups, grouped=True)
+        modelled = 2.0 * groups * m * n * k / sum(parts.values())
+        assert 0.8 * rate <= modelled <= rate, (groups, m, n, k, modelled / 1e12)
