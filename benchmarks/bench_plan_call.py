@@ -7,36 +7,33 @@
    process, so the row says where the time goes.
 2. The README's flagship, ``hybrid plan --model gpt2 --rack trn3:4+h100:4 --run 3``: wall time and the peak
    resident memory of the process (``ru_maxrss`` of the child). Targets: <= 60 s and <= 4 GB (issue 29: what a
-   laptop user can run first). :data:`FLAGSHIP_BEFORE_WALL` and ``_RSS`` are the same command measured on the
-   code before the replicas of a data-parallel stage were held once (interop.live.shared_replicas), for the rows'
-   detail.
+   laptop user can run first). Medians of up to :data:`FLAGSHIP_RUNS` runs; with ``HYBRID_BENCH_BEFORE=<older
+   checkout>`` each is alternated with a run of the older checkout (``python -m hybrid_cli`` on its tree), whose
+   medians the rows' detail gives.
 
-Each runs in a fresh interpreter (imports and first-call costs included, as a user meets them); one run each,
-these are tens of seconds.
+Each runs in a fresh interpreter (imports and first-call costs included, as a user meets them).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import resource
+import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 from benchmarks.harness import Section, write_section
 
-COMMAND = "python -m benchmarks plan_call"
+COMMAND = "HYBRID_BENCH_BEFORE=<older checkout> python -m benchmarks plan_call"
 RACK = "trn3:72+h100:72+b200:72"
 FLAGSHIP = ["plan", "--model", "gpt2", "--rack", "trn3:4+h100:4", "--run", "3"]
 PLAN_TARGET_S = 5.0
 FLAGSHIP_TARGET_S = 60.0
 FLAGSHIP_TARGET_BYTES = 4 * 10**9
-_BEFORE = ("before (main 7a28553, replicas sharing parameters but each holding its gradients, the reference beside "
-           "the plan's run; two runs under /usr/bin/time -v, 2026-12-05 01:55 and 01:57 UTC, load 1.5-1.7, "
-           "alternated with the after code)")
-FLAGSHIP_BEFORE_WALL = _BEFORE + ": 45.9 s and 49.3 s wall"
-FLAGSHIP_BEFORE_RSS = _BEFORE + ": 6.8 GB (6,623,956 kB maximum resident set size)"
+FLAGSHIP_RUNS = 3
+"""The most flagship runs a measurement makes (about a minute each), whatever ``--repeats`` asks."""
 
 _PLAN_SCRIPT = f"""
 import json, time
@@ -57,15 +54,6 @@ print(json.dumps({{"whole": whole, "cut": cutting, "blocks": len(blocks), "searc
 """
 
 
-def _child_peak_bytes_before() -> int:
-    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-
-
-def _child_cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
 def _plan_row(section: Section) -> None:
     out = subprocess.run([sys.executable, "-c", _PLAN_SCRIPT], capture_output=True, text=True, check=True,
                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -77,38 +65,64 @@ def _plan_row(section: Section) -> None:
                 f"{r['step_ms']:.2f} ms/step; one run in a fresh interpreter")
 
 
-def _flagship_row(section: Section) -> None:
-    hybrid = os.path.join(os.path.dirname(sys.executable), "hybrid")
-    command = [hybrid] if os.path.exists(hybrid) else [sys.executable, "-m", "hybrid_cli"]
-    before = _child_peak_bytes_before()
-    cpu_before = _child_cpu_seconds()
-    start = time.perf_counter()
-    done = subprocess.run(command + FLAGSHIP, capture_output=True, text=True)
-    wall = time.perf_counter() - start
-    cpu = _child_cpu_seconds() - cpu_before
-    peak = _child_peak_bytes_before()
-    if done.returncode != 0:
-        section.add("flagship `hybrid " + " ".join(FLAGSHIP) + "`", "failed", "", False,
-                    (done.stderr.strip().splitlines() or ["no output"])[-1])
-        return
-    matched = "matches single-device" in done.stdout
-    # ru_maxrss of the children is the largest child so far: valid when this child is the largest.
-    note = "" if peak > before else " (an earlier child of this process was larger: not this run's peak)"
-    section.add("flagship `hybrid " + " ".join(FLAGSHIP) + "`: wall time", f"{wall:.0f} s",
+def _flagship(tree: str) -> tuple[float, int, float, bool]:
+    """One run of the flagship in a fresh interpreter on the checkout at ``tree``: (wall seconds, peak resident
+    bytes of the process, CPU seconds, whether it matched single-device training)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        child = subprocess.Popen([sys.executable, "-m", "hybrid_cli", *FLAGSHIP], stdout=out, stderr=err, cwd=tree,
+                                 env={**os.environ, "PYTHONPATH": tree})
+        _, status, usage = os.wait4(child.pid, 0)  # this child's own rusage: its peak, not the largest child's
+        wall = time.perf_counter() - start
+        child.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        text, errors = out.read().decode(), err.read().decode()
+    if child.returncode not in (0, 1):
+        raise RuntimeError(f"the flagship failed on {tree}: {(errors.strip().splitlines() or ['no output'])[-1]}")
+    return wall, usage.ru_maxrss * 1024, usage.ru_utime + usage.ru_stime, "matches single-device" in text
+
+
+def _commit(tree: str) -> str:
+    """The commit checked out at ``tree`` (its path where git cannot say)."""
+    done = subprocess.run(["git", "-C", tree, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return done.stdout.strip() if done.returncode == 0 else tree
+
+
+def _flagship_rows(section: Section, runs: int) -> None:
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    tree = os.environ.get("HYBRID_BENCH_BEFORE")
+    after, before = [], []
+    for _ in range(runs):  # alternated, so that the machine's state moves both alike
+        if tree:
+            before.append(_flagship(tree))
+        after.append(_flagship(here))
+    wall = statistics.median(r[0] for r in after)
+    peak = statistics.median(r[1] for r in after)
+    cpu = statistics.median(r[2] for r in after)
+    matched = all(r[3] for r in after)
+    label = f"before ({_commit(tree)}, alternated)" if tree else "before: not measured in this run"
+    if before:
+        b_wall, b_peak = statistics.median(r[0] for r in before), statistics.median(r[1] for r in before)
+        was_wall = f"{label}: median {b_wall:.1f} s (runs {', '.join(f'{r[0]:.1f}' for r in before)}), now/before {wall / b_wall:.2f}x"
+        was_peak = f"{label}: median {b_peak / 1e9:.2f} GB"
+    else:
+        was_wall = was_peak = label
+    section.add("flagship `hybrid " + " ".join(FLAGSHIP) + "`: wall time", f"{wall:.1f} s",
                 f"<= {FLAGSHIP_TARGET_S:g} s", wall <= FLAGSHIP_TARGET_S,
-                f"one run, {cpu:.0f} s CPU (user + system: on a shared machine the wall time moves with the load); "
-                f"the run {'matches' if matched else 'does NOT match'} single-device training; " + FLAGSHIP_BEFORE_WALL)
+                f"median of {runs} run(s) ({', '.join(f'{r[0]:.1f}' for r in after)} s), {cpu:.0f} s CPU (user + "
+                f"system); every run {'matches' if matched else 'does NOT match'} single-device training; {was_wall}")
     # Two decimals: a peak a few tens of MB either side of the target must not print as the target itself.
     section.add("flagship: peak resident memory of the process", f"{peak / 1e9:.2f} GB ({peak / 2**30:.2f} GiB)",
                 f"<= {FLAGSHIP_TARGET_BYTES / 1e9:g} GB", peak <= FLAGSHIP_TARGET_BYTES,
-                "ru_maxrss" + note + "; " + FLAGSHIP_BEFORE_RSS)
+                f"median of the runs' ru_maxrss (largest {max(r[1] for r in after) / 1e9:.2f} GB); {was_peak}")
 
 
 def run(repeats: int = 1, write: bool = True) -> Section:
     section = Section("plan_call", "whole planning calls: interop.plan of 100 blocks and the README's flagship "
                       "(time and memory measured; plans modelled)", COMMAND)
     _plan_row(section)
-    _flagship_row(section)
+    _flagship_rows(section, min(repeats, FLAGSHIP_RUNS))
     if write:
         write_section(section)
     return section

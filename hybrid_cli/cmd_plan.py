@@ -43,8 +43,9 @@ def host_huge_pages() -> None:
     """Put the process's large host blocks (a slot's bytes, the CPU's) on transparent huge pages, through
     PyTorch's own switch ``THP_MEM_ALLOC_ENABLE``, which c10 reads once, at its first allocation: so before torch
     is imported. A setting of the user's wins. Blocks of 2 MB and more are then mapped at 2 MB alignment, and a
-    freed one leaves the heap rather than staying resident in it: the README's flagship (``--run 3``) peaks at
-    3.95 GB of host memory with them, 4.30 GB without (benchmarks/RESULTS.md, plan_call)."""
+    freed one leaves the heap rather than staying resident in it: the README's flagship (``--run 3``) peaked at
+    3.95 GB of host memory with them, 4.30 GB without, when they were introduced (benchmarks/RESULTS.md,
+    plan_call, has today's figure)."""
     if "torch" not in sys.modules:  # later it would change nothing here, only what this process starts
         os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 
