@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 
-from benchmarks.harness import Section, write_section
+from benchmarks.harness import Section, checkout, write_section
 
 COMMAND = "HYBRID_BENCH_BEFORE=<older checkout> python -m benchmarks plan_call"
 RACK = "trn3:72+h100:72+b200:72"
@@ -83,12 +83,6 @@ def _flagship(tree: str) -> tuple[float, int, float, bool]:
     return wall, usage.ru_maxrss * 1024, usage.ru_utime + usage.ru_stime, "matches single-device" in text
 
 
-def _commit(tree: str) -> str:
-    """The commit checked out at ``tree`` (its path where git cannot say)."""
-    done = subprocess.run(["git", "-C", tree, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    return done.stdout.strip() if done.returncode == 0 else tree
-
-
 def _flagship_rows(section: Section, runs: int) -> None:
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     tree = os.environ.get("HYBRID_BENCH_BEFORE")
@@ -101,7 +95,7 @@ def _flagship_rows(section: Section, runs: int) -> None:
     peak = statistics.median(r[1] for r in after)
     cpu = statistics.median(r[2] for r in after)
     matched = all(r[3] for r in after)
-    label = f"before ({_commit(tree)}, alternated)" if tree else "before: not measured in this run"
+    label = f"before ({checkout(tree)}, alternated)" if tree else "before: not measured in this run"
     if before:
         b_wall, b_peak = statistics.median(r[0] for r in before), statistics.median(r[1] for r in before)
         was_wall = f"{label}: median {b_wall:.1f} s (runs {', '.join(f'{r[0]:.1f}' for r in before)}), now/before {wall / b_wall:.2f}x"

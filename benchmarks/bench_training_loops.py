@@ -15,7 +15,7 @@ import os
 import subprocess
 import sys
 
-from benchmarks.harness import Section, write_section
+from benchmarks.harness import Section, checkout, write_section
 from benchmarks.training_loops import LOOPS, measure
 
 COMMAND = "HYBRID_BENCH_BEFORE=<older checkout> python -m benchmarks training_loops"
@@ -37,7 +37,7 @@ def run(repeats: int = 7, write: bool = True) -> Section:
     tree = os.environ.get("HYBRID_BENCH_BEFORE")
     before = _before(tree, repeats) if tree else None
     after = measure(repeats)
-    label = f"before ({os.path.basename(tree.rstrip('/'))})" if before else "before: not measured in this run"
+    label = f"before ({checkout(tree)})" if before else "before: not measured in this run"
 
     def was(name: str, key: str, fmt: str, unit: str) -> str:
         return f"{label} {format(before[name][key], fmt)}{unit}" if before else label

@@ -103,6 +103,15 @@ class Section:
             print(f"  note: {n}")
 
 
+def checkout(tree: str) -> str:
+    """The commit checked out at ``tree`` (an older checkout a benchmark compares with), or the path where git
+    cannot say."""
+    import subprocess
+
+    done = subprocess.run(["git", "-C", tree, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return done.stdout.strip() if done.returncode == 0 and done.stdout.strip() else tree
+
+
 def machine() -> str:
     import torch
 
