@@ -285,6 +285,36 @@ def test_default_configuration_is_not_a_starved_pipeline(small):
     assert est.seconds <= 2 * found.best.seconds
 
 
+def test_default_configuration_counts_context_parallel_chips():
+    # hybrid claims' Trn3 row (llama3-70b, FP8, 1,024 x 8,192 on 144 Trn3; its profiles ship, so no trace): of
+    # the plain configurations as fast by the compute bound as any, the default takes the one on the fewest chips,
+    # then the least model parallel. A context-parallel group is chips and model parallelism like a TP group: the
+    # default once counted neither, took CP4 x DP32 as "32 chips" and CP2 x DP64 as "64" against CP1 x DP128,
+    # all 128 chips, and so the most context parallel of them, the slowest priced (1,203 tokens/s per chip against
+    # 1,298 and 1,316 before the CP ring pricing). Chips here are the step model's own count (the rack less the
+    # idle chips), not the default's arithmetic.
+    from planner.search import DEFAULT_HEADROOM, DEFAULT_TOLERANCE, _static_bytes, candidates, compute_bound
+
+    blocks = model_blocks("llama3-70b", kernels="fused")
+    spec = devices.parse_rack("trn3-ultraserver")
+    step = dict(global_batch=1024, seq_len=8192)
+    capacity = spec.slot(0).capacity
+    plain = [c for c in candidates(blocks, spec, **step, vp=(1,), microbatch=(1,), ep=False)
+             if _static_bytes(blocks, c, 8192, "adamw") <= DEFAULT_HEADROOM * capacity]
+    bound = {c: compute_bound(blocks, c, **step, precision="fp8", kind="trn3") for c in plain}
+    near = [c for c in plain if bound[c] <= min(bound.values()) * (1 + DEFAULT_TOLERANCE)]
+    assert any(c.cp > 1 for c in near) and any(c.cp == 1 for c in near)  # the case has the choice
+
+    def used(parallel: dict) -> tuple[int, int]:
+        est = whatif(blocks, spec, parallel=parallel, **step, precision="fp8")
+        return len(spec) - est.parallel["idle_chips"], est.parallel["tp"] * est.parallel["cp"] * est.parallel["pp"]
+
+    chosen = whatif(blocks, spec, **step, precision="fp8").parallel
+    same = [c for c in near if c.fsdp == chosen["fsdp"]]
+    options = [used(dict(tp=c.tp, pp=c.pp, cp=c.cp, dp=c.dp, fsdp=c.fsdp)) for c in same]
+    assert used({k: chosen[k] for k in ("tp", "pp", "cp", "dp", "fsdp")}) == min(options)
+
+
 def test_compare_table_fits_120_columns_and_never_cuts_a_cell(small):
     from collections import Counter
 
