@@ -218,9 +218,9 @@ def default_parallel(blocks: ModelBlocks, spec, *, global_batch: int, seq_len: i
     DP, no VP/EP, microbatch 1) whose weights, gradients and optimizer state leave room for activations, those whose compute
     bound (:func:`compute_bound`: the pipeline's fill and drain counted, so a pipeline starved of
     microbatches is as slow as it is) is within :data:`DEFAULT_TOLERANCE` of the fastest; of those, ZeRO-1
-    before FSDP (which gathers parameters every microbatch), then the one on the fewest chips (communication,
-    which the bound leaves out, grows with them), then the least model parallel. Costs no step-model run: a
-    few sums per candidate."""
+    before FSDP (which gathers parameters every microbatch), then the one on the fewest chips (TP x CP x PP x
+    DP: communication, which the bound leaves out, grows with them), then the least model parallel (TP x CP x
+    PP). Costs no step-model run: a few sums per candidate."""
     capacity = min(spec.slot(0).capacity, spec.slot(len(spec) - 1).capacity)
     plain = candidates(blocks, spec, global_batch=global_batch, seq_len=seq_len, vp=(1,), microbatch=(1,), ep=False)
     if not plain:
@@ -233,7 +233,9 @@ def default_parallel(blocks: ModelBlocks, spec, *, global_batch: int, seq_len: i
              for c in fitting}
     fastest = min(bound.values())
     near = [c for c in fitting if bound[c] <= fastest * (1 + DEFAULT_TOLERANCE)]
-    return min(near, key=lambda c: (c.fsdp, c.dp * c.tp * c.pp, c.tp * c.pp, c.pp, bound[c]))
+    # a context-parallel group is chips and model parallelism like a TP group (leaving CP out ranked the most
+    # context parallel first: CP4 x DP32 as 32 chips against CP1 x DP128's 128)
+    return min(near, key=lambda c: (c.fsdp, c.tp * c.cp * c.pp * c.dp, c.tp * c.cp * c.pp, c.pp, bound[c]))
 
 
 def advice(blocks: ModelBlocks, spec, est, *, global_batch: int, seq_len: int, precision: str, optimizer: str,

@@ -212,6 +212,31 @@ def test_search_finds_a_fitting_configuration(small):
     assert found.best.seconds == pytest.approx(min(exhaustive))
 
 
+def test_search_with_context_parallel_attention_is_exhaustive(small):
+    # 8,192-token sequences on 16 Trn3: CP 1, 2 and 4 are in the space and the fastest layout is context parallel,
+    # so the ring's pricing (planner.ring_attention) is what the bound must stay under. Every candidate's compute
+    # bound is at most its priced step (else branch and bound could prune a winner) and the search's best is the
+    # exhaustive walk's.
+    from planner.estimate import run_config
+    from planner.search import candidates, compute_bound, search
+
+    spec, step = devices.parse_rack("trn3:16"), dict(global_batch=16, seq_len=8192)
+    found = search(small, spec, **step, progress=False)
+    fitting = []
+    for par in candidates(small, spec, **step):
+        try:
+            result, _ = run_config(small, spec, par, **step, precision="bfloat16", recompute="auto",
+                                   optimizer="adamw")
+        except ValueError:
+            continue
+        bound = compute_bound(small, par, **step, precision="bfloat16", kind="trn3")
+        assert bound <= result.seconds * (1 + 1e-12), par
+        if all(s.memory.fits for s in result.stages):
+            fitting.append((result.seconds, par.cp))
+    assert {cp for _, cp in fitting} == {1, 2, 4}
+    assert found.best.seconds == min(fitting)[0] and found.best.parallel["cp"] == min(fitting)[1] > 1
+
+
 def test_profiles_survive_the_process_on_disk(tmp_path, monkeypatch, small):
     from transformers import LlamaConfig
 
