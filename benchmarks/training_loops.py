@@ -96,14 +96,14 @@ LOOPS = {
 }
 
 
-def measure(repeats: int) -> dict:
-    """Per loop: the slot/CPU ratio (recording on), and recording on/off on the slot; medians of interleaved
-    steps."""
+def measure(repeats: int, loops: dict | None = None, add_: bool = True) -> dict:
+    """Per loop of ``loops`` (default :data:`LOOPS`): the slot/CPU ratio (recording on), and recording on/off on
+    the slot; medians of interleaved steps. ``add_``: also the one-element ``add_`` overhead."""
     import interop
 
     torch.set_num_threads(1)
     out = {}
-    for name, (_, build, _) in LOOPS.items():
+    for name, (_, build, _) in (LOOPS if loops is None else loops).items():
         cpu, slot = build("cpu"), build(SLOT)
 
         def slot_off(step=slot):
@@ -132,6 +132,8 @@ def measure(repeats: int) -> dict:
             "recording": statistics.median(on / off for on, off in zip(times["on"], times["off"])),
             "cpu_ms": statistics.median(times["cpu"]) * 1e3,
         }
+    if not add_:
+        return out
     a, h = torch.ones(1), torch.ones(1, device="hybrid:0")
     inner = 20_000
     for x in (a, h):
