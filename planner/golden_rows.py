@@ -92,6 +92,7 @@ ROWS: tuple[GoldenRow, ...] = (
 )
 """The six rows of issue 11 (reference/planning.md)."""
 
+
 def _blackwell_fp8(container: str, gb300_70b, gb200_70b, gb300_405b, gb200_405b,
                    gb300_405b_par: tuple[int, int, int, int] = (4, 8, 1, 4)) -> tuple[GoldenRow, ...]:
     """One container's DGX-GB300 and DGX-GB200 FP8 Llama rows, (tokens/s/GPU, TFLOP/s/GPU) each (None: not in the
