@@ -330,3 +330,23 @@ def test_hybrid_plan_cli_runs_and_checks_against_one_slot(use_rack, capsys, tmp_
     assert "matches single-device" in out and "executed" in out and "predicted" in out
     assert json.loads((tmp_path / "plan.json").read_text())["model"] == "GPT"
     gc.collect()
+
+
+def test_a_one_step_run_says_its_step_is_not_a_steady_one():
+    """``--run 1`` compares the first step (which makes the optimizer's state) with a steady step's prediction:
+    the report says so, and says nothing of the kind after two steps."""
+    from types import SimpleNamespace
+
+    from interop.live.agreement import Agreement
+    from interop.live.plan_run import RunCheck, _report_time
+
+    agreed = Agreement(0.0, 0.0, 0.0, 1e-3, 0.0, 0.0, 0, True, True)
+    plan = SimpleNamespace(rack=SimpleNamespace(slot=lambda s: SimpleNamespace(kind="trn3")))
+    for steps in (1, 2):
+        check = RunCheck(steps, [1.0] * steps, [1.0] * steps, agreed, 0.0106, 0.0093, {0: 2 << 30}, {0: 3 << 30})
+        lines: list[str] = []
+        _report_time(check, plan, lines.append)
+        text = "\n".join(lines)
+        assert "executed 10.600 ms, predicted 9.300 ms (+13.98 %)" in text
+        assert ("the executed step is the first" in text) == (steps == 1), text
+        assert ("--run 2 or more" in text) == (steps == 1)
