@@ -25,11 +25,10 @@ and the lowest its run computed module outputs in (:func:`judged_dtype`): under 
 
 from __future__ import annotations
 
+from interop.live.agreement import FLOOR, GRADIENT_FLOOR
 from interop.live.agreement import TOLERANCE as AGREEMENT
 
 FLOAT32 = {"init": 1e-6, "forward": 1e-5, "input_grad": AGREEMENT.grads, "param_grad": AGREEMENT.grads}
-FLOOR = {"bfloat16": 2e-2, "float16": 2e-3}
-GRADIENT_FLOOR = {dtype: 2.5 * value for dtype, value in FLOOR.items()}
 UPDATE_STEP = AGREEMENT.param_step
 """An update element differs when it is more than this many reference steps from the reference's."""
 UPDATE_SHARE = AGREEMENT.param_share

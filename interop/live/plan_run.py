@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from devices.units import format_bytes
 from devices.text_table import paragraph, table
-from interop.live.agreement import TOLERANCE, Agreement
+from interop.live.agreement import ROUNDING_UNITS, TOLERANCE, Agreement
 
 
 @dataclass(slots=True)
@@ -243,6 +243,11 @@ def _report(c: RunCheck, plan, slot: int, echo) -> None:
     else:
         echo("DIFFERS from single-device" + (f", by design: {c.by_design}" if c.by_design else ""))
     echo(paragraph(f"(the rule: {TOLERANCE.describe()})", indent="  "))
+    if agreed.loss_limit > TOLERANCE.loss or agreed.grads_limit > TOLERANCE.grads:
+        echo(paragraph(f"(the gradients are {agreed.precision}: losses and gradients are judged at its rounding, "
+                       f"at most {agreed.loss_limit:.0e} and {agreed.grads_limit:.0e}, and a parameter element "
+                       f"differs only when also more than {ROUNDING_UNITS} units of its format's rounding apart)",
+                       indent="  "))
     _report_time(c, plan, echo)
 
 

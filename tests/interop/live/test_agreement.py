@@ -231,3 +231,37 @@ def test_the_fast_path_for_finite_chunks_counts_as_the_whole_rule(monkeypatch):
         judge.parameter(got, ref)
         assert (judge._differing, judge._non_finite, judge._param_diff) == expected, chunk
     assert expected[1] == 2 and expected[2] == pytest.approx(3.0, abs=0.01)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_sixteen_bit_gradients_are_judged_at_their_rounding(dtype):
+    """A bfloat16 model's data-parallel gradients differ from one slot's by its rounding (GPT-2 on trn3:2, bfloat16:
+    4.6e-3 of the largest gradient, losses bit-equal): within bfloat16's gradient floor, far beyond float32's 1e-4;
+    a gradient off by half (a reduction missed or doubled) still differs."""
+    from interop.live.agreement import GRADIENT_FLOOR
+
+    g = torch.Generator().manual_seed(3)
+    ref = torch.randn(4096, generator=g).to(dtype)
+    rounding = (ref.float() * (1 + 4.6e-3 * torch.sign(torch.randn(4096, generator=g)))).to(dtype)
+    start = torch.zeros(4096, dtype=dtype)
+    params = {"w": torch.full((4096,), 1e-3, dtype=dtype)}
+    for got, agrees in ((rounding, dtype == torch.bfloat16), (ref * 0.5, False)):
+        verdict = compare([2.0], [2.0], {"w": got}, {"w": ref}, params, dict(params), {"w": start})
+        assert verdict.grad_diff > TOLERANCE.grads
+        assert verdict.matches == agrees, (dtype, verdict)
+        assert verdict.precision == ("bfloat16" if dtype == torch.bfloat16 else "float32")
+        assert verdict.grads_limit == (GRADIENT_FLOOR["bfloat16"] if dtype == torch.bfloat16 else TOLERANCE.grads)
+
+
+def test_a_sixteen_bit_parameter_a_unit_of_rounding_apart_was_rounded_not_moved():
+    """bfloat16 parameters near 1 after one step of one unit (2**-7): 1 % of the elements a unit of rounding from
+    the reference were rounded the other way (agree); 1 % four units away moved by other steps (differ)."""
+    ref = torch.ones(4096, dtype=torch.bfloat16)
+    start = ref - 2 ** -7  # the reference's step: one unit of bfloat16's rounding at 1
+    grads = {"w": torch.ones(4096, dtype=torch.bfloat16)}
+    for units, agrees in ((1, True), (4, False)):
+        got = ref.clone()
+        got[::100] = 1 + units * 2 ** -7
+        verdict = compare([2.0], [2.0], grads, dict(grads), {"w": got}, {"w": ref}, {"w": start})
+        assert verdict.step == pytest.approx(2 ** -7, rel=1e-3) and verdict.param_steps == pytest.approx(units)
+        assert verdict.matches == agrees, (units, verdict)
