@@ -31,6 +31,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from devices.dtypes import dtype_name
+
 
 @dataclass(frozen=True, slots=True)
 class Tolerance:
@@ -143,8 +145,6 @@ class Judgement:
         """One first-step gradient of the run (``got``) and the reference's (``ref``), on the CPU."""
         import torch
 
-        from devices.dtypes import dtype_name
-
         dtype = dtype_name(ref.dtype)
         if dtype in FLOOR and FLOOR[dtype] > FLOOR.get(self._precision, 0.0):
             self._precision = dtype
@@ -169,8 +169,6 @@ class Judgement:
         """One parameter or buffer after the last step: the run's (``got``) and the reference's (``ref``), on
         the CPU (after :meth:`step`)."""
         import torch
-
-        from devices.dtypes import dtype_name
 
         if self._step is None:
             raise RuntimeError("Judgement.parameter: call step() first (a parameter is judged in its units)")
