@@ -6,8 +6,10 @@ TensorRT-LLM; a token budget of 2,048 per iteration shared by prefill chunks and
 tokens, first come first served; a KV cache of 32-token blocks taking 90 % of the memory
 left after weights and activations; guaranteed-no-evict admission, TensorRT-LLM's
 default, which reserves each sequence's whole length). A static batch (Neuron's
-Transformers NeuronX) is ``Engine(chunked_prefill=False, max_batch=B)``: its prompts
-prefilled together, then decoded together. ``kernels="eager"`` is the engine
+Transformers NeuronX) is ``Engine(chunked_prefill=False, max_batch=B, max_num_tokens=1 << 30)``:
+its prompts prefilled together, then decoded together. TensorRT-LLM's published
+throughput runs (``trtllm-bench``) have an engine of their own, computed from the model
+and the lengths: :func:`planner.serving.trtllm_bench.trtllm_bench_engine`. ``kernels="eager"`` is the engine
 ``interop.serve`` runs for real: transformers' own forward op by op, one request per
 prefill, one copy per layer's keys and values (see :mod:`planner.serving.eager`).
 """
@@ -52,7 +54,8 @@ class Engine:
     """Token budget of one iteration: decode tokens plus prefill chunk tokens."""
     chunked_prefill: bool = True
     """Split prompts longer than the budget over iterations and mix prefill chunks with decode tokens
-    (colocated serving); False: a prompt is prefilled whole in one iteration."""
+    (colocated serving); False: each prompt is prefilled whole, prompts entering in arrival order while they fit
+    the iteration's budget (its first prompt always enters)."""
     prefill_requests: int | None = None
     """Most prompts in one prefill iteration (None: as many as the budget holds; the eager engine: 1)."""
     kv_fraction: float = DEFAULT_KV_FRACTION

@@ -106,12 +106,14 @@ def _blackwell(value: float, what: str) -> Figure:
                   f"{what}; {_HOW}")
 
 
-EXPERT_DECODE = _blackwell(0.0525, "each decode token routed to an expert streams 0.0525 of the expert's weights "
-                                   "again at the HBM bandwidth: one weight pass per 19 routed decode tokens, as the "
+EXPERT_DECODE = _blackwell(0.0625, "each decode token routed to an expert streams 0.0625 of the expert's weights "
+                                   "again at the HBM bandwidth: one weight pass per 16 routed decode tokens, as the "
                                    "grouped GEMM's small token tiles (TensorRT-LLM's SM100 MoE kernels run 8- to "
                                    "64-token tiles with the weights as the 128-row MMA operand) each stream their "
                                    "expert's weights; fitted on the one Qwen3 30B row (the Llama rows have no experts)")
-"""The experts' decode weight passes, fitted on B200's Qwen3 30B A3B row; Hopper (the GPU family) inherits it:
+"""The experts' decode weight passes, fitted on B200's Qwen3 30B A3B row as trtllm-bench runs it
+(:mod:`planner.serving.trtllm_bench`; under the earlier engine of 2,048 sequences and a chunked 2,048-token budget it
+was 0.0525); Hopper (the GPU family) inherits it:
 fitted on any one Hopper row it moves the other Hopper rows apart (docs/serving.md)."""
 
 MOE_LAYER_SOURCE = ("Hugging Face blog, 'TFLOPS Gap: Why FP4 MoE Kernel Engineering Matters on Blackwell' (2026): an "

@@ -13,6 +13,9 @@ from dataclasses import dataclass
 
 from planner.decoder_blocks import DecoderBlocks
 from planner.serving.engine import Engine
+from planner.serving.model_shape import model_shape
+from planner.serving.precision import resolve
+from planner.serving.trtllm_bench import trtllm_bench_engine
 from planner.serving.workload import Workload
 
 
@@ -94,7 +97,7 @@ NEURON = ("AWS Neuron docs, Trn1 inference performance, throughput_data_decoder.
 
 def STATIC(batch: int) -> Engine:
     """A static batch (Transformers NeuronX): ``batch`` prompts prefilled together, then decoded together."""
-    return Engine(chunked_prefill=False, max_batch=batch)
+    return Engine(chunked_prefill=False, max_batch=batch, max_num_tokens=1 << 30)
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,15 +135,40 @@ class GoldenRow:
                         concurrency=w.concurrency, rate=w.rate, seed=w.seed, max_output_tokens=w.max_output_tokens)
 
 
+_CHECKPOINTS = {("qwen3-30b-a3b", "fp4"): "nvidia/Qwen3-30B-A3B-FP4", ("qwen3-235b-a22b", "fp4"): "nvidia/Qwen3-235B-A22B-FP4",
+                ("qwen3-235b-a22b", "fp8"): "nvidia/Qwen3-235B-A22B-FP8"}
+_DEP = ("; DEP: attention data parallel over the ranks and the experts divided over them (llm_options "
+        "enable_attention_dp: true; trtllm-bench --tp N --ep N)")
+_BENCH = ("; the engine trtllm-bench computes when its llm_options set no limits: its heuristic's max_batch_size "
+          "and max_num_tokens, no chunked prefill (planner.serving.trtllm_bench)")
+
+
+def _trtllm(kind: str, tp: int, precision: str, isl: int, osl: int, value: float,
+            model: str = "llama3.3-70b", ep: int = 1, note: str = "") -> GoldenRow:
+    # perf-overview's requests per length pair ("Preparing a Dataset"): 3000 at 1k/1k, 1500 at 8k/1k and 1k/8k,
+    # 1000 at 32k/1k and 1k/32k (1000/1000 is not listed: 1024/1024's 3000, as the given rows).
+    requests = {(1000, 1000): 3000, (1024, 1024): 3000, (8192, 1024): 1500, (1024, 8192): 1500,
+                (32768, 1024): 1000, (1024, 32768): 1000}[isl, osl]
+    name = "" if model == "llama3.3-70b" else f"{model} "
+    source = TRTLLM if precision == "fp8" else TRTLLM_FP4
+    if model != "llama3.3-70b":
+        checkpoint = _CHECKPOINTS[model, precision]
+        source = (source.replace("nvidia/Llama-3.3-70B-Instruct-FP4", checkpoint) if precision == "fp4" else
+                  source.replace("Llama-3.3-70B-Instruct-FP8", checkpoint))
+    parallel, cut = ({"tp": tp}, f"TP{tp}") if ep == 1 else ({"ep": ep}, f"DEP{ep}")
+    # trtllm-bench is given --tp N --ep N for a DEP row: its heuristic counts the N GPUs as tensor-parallel ones.
+    engine = trtllm_bench_engine(model_shape(MODELS[model]), kind, resolve(precision, kind), tp=tp * ep,
+                                 isl=isl, osl=osl)
+    return GoldenRow(f"TRT-LLM {name}{kind.upper()} {cut} {isl}/{osl}", model, f"{kind}:{tp * ep}", parallel,
+                     precision, Workload(isl, osl, requests=requests), {"tokens_per_s_per_chip": value},
+                     source + (_DEP if ep > 1 else "") + _BENCH, engine=engine, note=note)
+
+
 ROWS: tuple[GoldenRow, ...] = (
-    GoldenRow("TRT-LLM H100 TP2 1000/1000", "llama3.3-70b", "h100:2", {"tp": 2}, "fp8",
-              Workload(1000, 1000, requests=3000), {"tokens_per_s_per_chip": 2209}, TRTLLM),
-    GoldenRow("TRT-LLM H200 TP2 1000/1000", "llama3.3-70b", "h200:2", {"tp": 2}, "fp8",
-              Workload(1000, 1000, requests=3000), {"tokens_per_s_per_chip": 2587}, TRTLLM),
-    GoldenRow("TRT-LLM H100 TP2 8192/1024", "llama3.3-70b", "h100:2", {"tp": 2}, "fp8",
-              Workload(8192, 1024, requests=1500), {"tokens_per_s_per_chip": 398}, TRTLLM),
-    GoldenRow("TRT-LLM H200 TP2 8192/1024", "llama3.3-70b", "h200:2", {"tp": 2}, "fp8",
-              Workload(8192, 1024, requests=1500), {"tokens_per_s_per_chip": 537}, TRTLLM),
+    _trtllm("h100", 2, "fp8", 1000, 1000, 2209),
+    _trtllm("h200", 2, "fp8", 1000, 1000, 2587),
+    _trtllm("h100", 2, "fp8", 8192, 1024, 398),
+    _trtllm("h200", 2, "fp8", 8192, 1024, 537),
     GoldenRow("MLPerf v4.1 Offline 8xH100", "llama2-70b", "h100:8", {"tp": 2, "replicas": 4}, "fp8",
               Workload(222, 290, requests=24576, max_output_tokens=1024), {"tokens_per_s": 24524.9}, MLPERF,
               engine=Engine(max_batch=896)),
@@ -167,30 +195,6 @@ ROWS: tuple[GoldenRow, ...] = (
               {"tokens_per_s": 37.70, "ttft_p50": 0.547, "tpot_p50": 0.0262}, NEURON, engine=STATIC(1)),
 )
 """The given rows of reference/inference.md (A: TensorRT-LLM, B: MLPerf, C: NIM, D: Neuron)."""
-
-
-_CHECKPOINTS = {("qwen3-30b-a3b", "fp4"): "nvidia/Qwen3-30B-A3B-FP4", ("qwen3-235b-a22b", "fp4"): "nvidia/Qwen3-235B-A22B-FP4",
-                ("qwen3-235b-a22b", "fp8"): "nvidia/Qwen3-235B-A22B-FP8"}
-_DEP = ("; DEP: attention data parallel over the ranks and the experts divided over them (llm_options "
-        "enable_attention_dp: true; trtllm-bench --tp N --ep N)")
-
-
-def _trtllm(kind: str, tp: int, precision: str, isl: int, osl: int, value: float,
-            model: str = "llama3.3-70b", ep: int = 1, note: str = "") -> GoldenRow:
-    # perf-overview's requests per length pair ("Preparing a Dataset"): 3000 at 1k/1k, 1500 at 8k/1k and 1k/8k,
-    # 1000 at 32k/1k and 1k/32k (1000/1000 is not listed: 1024/1024's 3000, as the given rows).
-    requests = {(1000, 1000): 3000, (1024, 1024): 3000, (8192, 1024): 1500, (1024, 8192): 1500,
-                (32768, 1024): 1000, (1024, 32768): 1000}[isl, osl]
-    name = "" if model == "llama3.3-70b" else f"{model} "
-    source = TRTLLM if precision == "fp8" else TRTLLM_FP4
-    if model != "llama3.3-70b":
-        checkpoint = _CHECKPOINTS[model, precision]
-        source = (source.replace("nvidia/Llama-3.3-70B-Instruct-FP4", checkpoint) if precision == "fp4" else
-                  source.replace("Llama-3.3-70B-Instruct-FP8", checkpoint))
-    parallel, cut = ({"tp": tp}, f"TP{tp}") if ep == 1 else ({"ep": ep}, f"DEP{ep}")
-    return GoldenRow(f"TRT-LLM {name}{kind.upper()} {cut} {isl}/{osl}", model, f"{kind}:{tp * ep}", parallel,
-                     precision, Workload(isl, osl, requests=requests), {"tokens_per_s_per_chip": value},
-                     source + (_DEP if ep > 1 else ""), note=note)
 
 
 _GB200_BELOW_B200 = ("published GB200 figure below B200's (every other length of the table has GB200 above B200, as "

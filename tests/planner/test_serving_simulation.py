@@ -113,3 +113,24 @@ def test_percentiles_match_numpy():
     np = pytest.importorskip("numpy")
     values = [0.3, 0.1, 0.9, 0.5, 0.7, 0.2, 0.4]
     assert percentiles(values) == pytest.approx(tuple(np.percentile(values, [50, 90, 99])))
+
+
+def test_unchunked_prompts_enter_whole_while_they_fit_in_arrival_order():
+    """TensorRT-LLM without chunked context: a prompt is never split; prompts enter while the rest of the budget holds
+    them whole, the first always, and one that does not fit holds back those behind it."""
+    cost = Constant(p=1e-3, d=0.0)
+    # budget 1000: iteration 1 takes 600 (the 500 behind it would overflow and waits with the 100 behind that);
+    # iteration 2 takes 500 and 100; the 1500-token prompt exceeds the budget yet enters whole as iteration 3's first.
+    reqs = Requests([600, 500, 100, 1500], [1, 1, 1, 1], [0.0] * 4)
+    sim = Simulation(reqs)
+    sim.add("r", "colocated", cost, capacity=10**9, need=lambda r: 1, max_batch=8, budget=1000, chunked=False)
+    sim.run()
+    assert reqs.first[0] == pytest.approx(0.6)
+    assert reqs.first[1] == reqs.first[2] == pytest.approx(0.6 + 0.6)
+    assert reqs.first[3] == pytest.approx(1.2 + 1.5)
+    # chunked, the same budget splits them: 1000 tokens an iteration, the first token of request 0 in iteration 1
+    reqs = Requests([600, 500, 100, 1500], [1, 1, 1, 1], [0.0] * 4)
+    sim = Simulation(reqs)
+    sim.add("r", "colocated", cost, capacity=10**9, need=lambda r: 1, max_batch=8, budget=1000)
+    sim.run()
+    assert reqs.first[0] == pytest.approx(1.0) and reqs.first[1] == pytest.approx(2.0)

@@ -254,7 +254,7 @@ def test_expert_parallel_ranks_gather_tokens_once_and_schedule_their_own_batches
                 + pricer.seconds("reduce_scatter", tokens * 4 * shape.hidden * 2, group))
     assert cost._layer_parts(tokens)["communication"] == pytest.approx(expected, rel=1e-12)
     limits = _limits(Engine(max_batch=16, max_num_tokens=1024), pool)
-    assert limits == {"max_batch": 64, "budget": 4096, "max_prompts": None}
+    assert limits == {"max_batch": 64, "budget": 4096, "max_prompts": None, "chunked": True}
     assert _limits(Engine(max_batch=16), dataclasses.replace(pool, ep=1))["max_batch"] == 16
 
 
@@ -390,3 +390,35 @@ def test_hoppers_fp8_experts_at_the_dense_rate_run_no_faster_than_a_published_ho
         cost._gemm(parts, m, k, n, times=groups, grouped=True)
         modelled = 2.0 * groups * m * n * k / sum(parts.values())
         assert 0.8 * rate <= modelled <= rate, (groups, m, n, k, modelled / 1e12)
+
+
+def test_attention_data_parallel_waits_for_its_busiest_rank():
+    # With ep ranks each prompt is one rank's; every layer waits for the busiest rank before the experts' exchange
+    # (TensorRT-LLM tech blog 10: the iteration is the slowest rank's). Reference: the same prompt tokens dealt out
+    # as one prompt a rank cost the experts' share of the tokens only; one prompt alone costs its rank's dense and
+    # attention time in full, so it is far above a quarter of the four-prompt iteration.
+    from planner.serving.config import configure, price_pool, spec_of
+
+    shape, spec, workload = model_shape("mixtral-8x7b"), spec_of("h100:8"), Workload(4096, 64, requests=8)
+    config = configure(shape, spec, parallel=dict(ep=4), precision="fp8", prefill=None, decode=None,
+                       engine=Engine(), workload=workload)
+    cost = price_pool(shape, spec, config.pools[0], "fp8", config.engine, workload, name="parallel").cost
+    pairs = 4096 * (4096 + 1) / 2
+    assert cost.busiest_rank([(4096, 0)]) == (4096, pairs)
+    # largest first to the least loaded rank: 3000 | 2000 | 1000 + 500 | 1000
+    assert cost.busiest_rank([(1000, 0), (3000, 0), (500, 0), (2000, 0), (1000, 0)])[0] == 3000
+    one, four = cost.prefill([(4096, 0)], 1), cost.prefill([(4096, 0)] * 4, 4)
+    balanced = cost.seconds(4096, pairs, 0, 0, 1)  # the same tokens spread evenly over the ranks
+    assert balanced < one < four
+    # the busiest rank's dense and attention time is the same in both; only the experts' share differs
+    layers = shape.layers
+    moe = layers * (sum(cost._expert_parts(4096).values()) - sum(cost._expert_parts(1024).values()))
+    head = cost._head(4 / 4) - cost._head(1 / 4)
+    assert four - one == pytest.approx(moe + head + cost._edges(4096) - cost._edges(1024), rel=0.02)
+    assert cost.busiest_rank([]) is None
+    _, spec1 = model_shape("mixtral-8x7b"), spec_of("h100:2")
+    single = configure(shape, spec1, parallel=dict(tp=2), precision="fp8", prefill=None, decode=None,
+                       engine=Engine(), workload=workload)
+    tp_cost = price_pool(shape, spec1, single.pools[0], "fp8", single.engine, workload, name="parallel").cost
+    assert tp_cost.busiest_rank([(4096, 0)]) is None
+    assert tp_cost.prefill([(4096, 0)], 1) == tp_cost.seconds(4096, pairs, 0, 0, 1)

@@ -1,0 +1,94 @@
+"""The engine ``trtllm-bench throughput`` runs when it is given no batch limits: TensorRT-LLM's perf-overview rows.
+
+TensorRT-LLM's published throughput tables (docs/source/developer-guide/perf-overview.md) run ``trtllm-bench
+throughput`` with an ``llm_options`` file that sets neither ``max_batch_size`` nor ``max_num_tokens`` nor chunked
+prefill. trtllm-bench then computes both limits from the model, the GPUs' memory and the dataset's mean lengths, and
+runs without chunked prefill, raising the token budget so the longest prompt fits whole beside a full batch
+(NVIDIA/TensorRT-LLM ``tensorrt_llm/bench/benchmark/utils/general.py:get_settings``,
+``tensorrt_llm/bench/build/build.py:get_benchmark_engine_settings``, ``tensorrt_llm/bench/build/tuning.py:
+calc_engine_setting`` and ``finetune_setting``). :func:`trtllm_bench_engine` is that computation, so a row of those
+tables is modelled with the limits its run had, and a new model or length pair gets its own.
+
+The limits are its heuristic's, not the memory's: its "engine size" is the checkpoint's safetensors element count
+times the bytes per element of the weights' format (an NVFP4 weight is stored as one uint8 element per two values
+plus one FP8 scale per 16, so the count is about half the parameters), the KV cache's bytes per token count
+``max(tp, kv heads)`` heads, and the device memory is what NVML reports (the catalogue's capacity here). The KV
+cache that actually holds sequences is still :mod:`planner.serving.kv_cache`'s.
+"""
+
+from __future__ import annotations
+
+import math
+
+import devices
+from planner.serving.engine import DEFAULT_KV_FRACTION, Engine
+from planner.serving.model_shape import ModelShape
+from planner.serving.precision import Precision
+
+TUNED = ("bfloat16", "fp8", "fp4")
+"""Serving precisions whose checkpoint format trtllm-bench's heuristic is tuned for (``TUNED_QUANTS``: no
+quantization, FP8, NVFP4); any other takes TensorRT-LLM's ``BuildConfig`` defaults (:data:`UNTUNED_LIMITS`)."""
+
+UNTUNED_LIMITS = (2048, 8192)
+"""``BuildConfig.max_batch_size`` and ``max_num_tokens``: the limits for a format the heuristic does not know."""
+
+_GIB = 1024 ** 3
+
+
+def stored_elements(shape: ModelShape, precision: Precision) -> float:
+    """The checkpoint's safetensors element count (``huggingface_hub``'s ``parameter_count`` summed over dtypes):
+    the layers' GEMM weights in the precision's storage (NVFP4: half an element per value and a scale per 16), the
+    embeddings, head, norms and routers as they are."""
+    gemm = shape.layers * shape.layer_gemm_params
+    rest = shape.parameters - gemm
+    if precision.name == "fp4":
+        gemm = gemm / 2 + gemm / 16
+    return gemm + rest
+
+
+def heuristic_limits(shape: ModelShape, kind: str, precision: Precision, *, tp: int, pp: int, isl: float,
+                     osl: float, kv_fraction: float = DEFAULT_KV_FRACTION) -> tuple[int, int]:
+    """``calc_engine_setting``'s ``(max_batch_size, max_num_tokens)`` for ``tp x pp`` GPUs of ``kind`` and a dataset
+    of mean lengths ``isl`` / ``osl`` (with expert parallelism trtllm-bench is given ``--tp`` = the ranks)."""
+    if precision.name not in TUNED:
+        return UNTUNED_LIMITS
+    if isl <= 0 or osl <= 0:
+        raise ValueError(f"isl, osl: mean input and output lengths must be positive, got {isl!r}, {osl!r}")
+    weight_bytes = {"bfloat16": 2.0, "fp8": 1.0, "fp4": 0.5}[precision.name]
+    gpus = tp * pp
+    engine_gib = stored_elements(shape, precision) * weight_bytes / _GIB
+    available = devices.chip(kind).hbm_capacity.value / _GIB * gpus - engine_gib
+    if available <= 0:
+        raise ValueError(f"tp: {gpus} {kind} cannot hold {shape.name} in {precision.name} "
+                         f"({engine_gib:,.1f} GiB by trtllm-bench's count)")
+    per_token = 2 * shape.layers * max(tp, shape.kv_heads) * shape.head_dim * precision.kv_bytes / _GIB
+    requests = available * kv_fraction / (per_token * (isl + osl))
+    raw_batch = min(requests, 4096) / pp
+    raw_tokens = min(raw_batch * (1 + isl / osl), 32768)
+    if raw_batch < 256:
+        batch = max(64, 32 * math.ceil(raw_batch / 32))
+    elif raw_batch < 1024:
+        batch = 128 * math.ceil(raw_batch / 128)
+    else:
+        batch = 256 * math.ceil(raw_batch / 256)
+    if raw_tokens < 4096:
+        tokens = max(2048, 256 * math.ceil(raw_tokens / 256))
+    elif raw_tokens < 8192:
+        tokens = 512 * math.ceil(raw_tokens / 512)
+    else:
+        tokens = 1024 * math.ceil(raw_tokens / 1024)
+    return batch, tokens
+
+
+def trtllm_bench_engine(shape: ModelShape, kind: str, precision: Precision, *, tp: int, pp: int = 1,
+                        isl: float, osl: float, longest_prompt: int | None = None,
+                        kv_fraction: float = DEFAULT_KV_FRACTION) -> Engine:
+    """The engine ``trtllm-bench throughput`` configures (see the module doc): the heuristic's batch limit, no
+    chunked prefill, and a token budget of at least the longest prompt plus a full batch."""
+    batch, tokens = heuristic_limits(shape, kind, precision, tp=tp, pp=pp, isl=isl, osl=osl, kv_fraction=kv_fraction)
+    longest = int(math.ceil(isl)) if longest_prompt is None else int(longest_prompt)
+    return Engine(max_batch=batch, max_num_tokens=max(tokens, longest + batch), chunked_prefill=False,
+                  kv_fraction=kv_fraction)
+
+
+__all__ = ["TUNED", "UNTUNED_LIMITS", "heuristic_limits", "stored_elements", "trtllm_bench_engine"]
