@@ -9,8 +9,9 @@ them and fits the serving efficiencies on the rows it names.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from planner.claims import gpt_oss_120b
 from planner.decoder_blocks import DecoderBlocks
 from planner.serving.engine import Engine
 from planner.serving.workload import Workload
@@ -36,6 +37,17 @@ def _qwen3_moe(name: str, repo: str, *, layers: int, hidden: int, heads: int, ff
                   tie_word_embeddings=False))
 
 
+def _gpt_oss_20b() -> DecoderBlocks:
+    """GPT-OSS-20B: GPT-OSS-120B's widths (:func:`planner.claims.gpt_oss_120b`) in 24 layers of 32 experts."""
+    arch = dict(gpt_oss_120b().arch, num_hidden_layers=24, num_local_experts=32,
+                layer_types=["sliding_attention", "full_attention"] * 12)
+    return DecoderBlocks(name="gpt-oss-20b", arch=arch, config_class="GptOssConfig",
+                         source="openai/gpt-oss-20b config.json (24 layers, d 2880, 64 heads of 64, 8 kv heads, 32 "
+                                "experts of width 2880, top-4, vocabulary 201,088, a 128-token sliding window on "
+                                "alternate layers; quantization_config mxfp4, modules_to_not_convert: self_attn, "
+                                "router, embed_tokens, lm_head)")
+
+
 _ARCH = "reference/inference.md: Llama 3.3 70B = Llama 3.1 70B; Llama-3-70B; Llama 2 70B (transformers configs)"
 MODELS = {
     "llama3.3-70b": DecoderBlocks(name="llama3.3-70b", source=_ARCH, config_class="LlamaConfig", arch=_llama70b(
@@ -55,6 +67,8 @@ MODELS = {
                                    "original_max_position_embeddings": 8192}, tie_word_embeddings=False)),
     "qwen3-30b-a3b": _qwen3_moe("qwen3-30b-a3b", "Qwen3-30B-A3B", layers=48, hidden=2048, heads=32, ffn=6144,
                                 expert_ffn=768),
+    "gpt-oss-120b": gpt_oss_120b(),
+    "gpt-oss-20b": _gpt_oss_20b(),
     "qwen3-235b-a22b": _qwen3_moe("qwen3-235b-a22b", "Qwen3-235B-A22B", layers=94, hidden=4096, heads=64,
                                   ffn=12288, expert_ffn=1536),
 }
@@ -171,6 +185,24 @@ ROWS: tuple[GoldenRow, ...] = (
 
 _CHECKPOINTS = {("qwen3-30b-a3b", "fp4"): "nvidia/Qwen3-30B-A3B-FP4", ("qwen3-235b-a22b", "fp4"): "nvidia/Qwen3-235B-A22B-FP4",
                 ("qwen3-235b-a22b", "fp8"): "nvidia/Qwen3-235B-A22B-FP8"}
+GPT_OSS_HOPPER = "bfloat16,experts=mxfp4/bfloat16"
+"""GPT-OSS's checkpoint as TensorRT-LLM runs it on Hopper: MXFP4 experts with BF16 activations (moe_config backend
+TRITON), everything else and the KV cache (kv_cache_config dtype auto) BF16 (:mod:`planner.serving.precision`)."""
+GPT_OSS_BLACKWELL = "bfloat16,experts=mxfp4/fp8,kv=fp8"
+"""GPT-OSS's checkpoint as TensorRT-LLM runs it on Blackwell: MXFP4 experts with MXFP8 activations (moe_config
+backend CUTLASS), an FP8 KV cache (kv_cache_config dtype fp8), everything else BF16."""
+_CHECKPOINTS.update({(m, p): f"openai/{m}" for m in ("gpt-oss-120b", "gpt-oss-20b")
+                     for p in (GPT_OSS_HOPPER, GPT_OSS_BLACKWELL)})
+GPT_OSS = ("NVIDIA TensorRT-LLM docs/source/developer-guide/perf-overview.md @ 03e27c7d (trtllm-bench throughput, "
+           "PyTorch backend, every request queued at once), GPT-OSS 120B and 20B tables: the checkpoint {checkpoint} "
+           "(MXFP4 experts, everything else BF16; GPT-OSS is in neither of the page's FP4 and FP8 model lists, so its "
+           "'(FP4)' and '(FP8)' column labels name how the experts run, not another checkpoint), with the page's "
+           "GPT-OSS llm_options: CUDA graphs with padding, enable_attention_dp: true, kv_cache_config dtype fp8 "
+           "('Hopper: use auto'), moe_config backend CUTLASS ('Hopper: use TRITON'); modelled as {precision} "
+           "(TensorRT-LLM examples/models/core/gpt_oss/README.md @ d513eeaf: MoE activations BF16 on Hopper, MXFP8 "
+           "on Blackwell; no FP8 KV cache for GPT-OSS on Hopper) "
+           "(https://github.com/NVIDIA/TensorRT-LLM/blob/03e27c7d5ff0c6e89f8328838c0a8e64f1b34f9d/docs/source/"
+           "developer-guide/perf-overview.md)")
 _DEP = ("; DEP: attention data parallel over the ranks and the experts divided over them (llm_options "
         "enable_attention_dp: true; trtllm-bench --tp N --ep N)")
 
@@ -191,6 +223,15 @@ def _trtllm(kind: str, tp: int, precision: str, isl: int, osl: int, value: float
     return GoldenRow(f"TRT-LLM {name}{kind.upper()} {cut} {isl}/{osl}", model, f"{kind}:{tp * ep}", parallel,
                      precision, Workload(isl, osl, requests=requests), {"tokens_per_s_per_chip": value},
                      source + (_DEP if ep > 1 else ""), note=note)
+
+
+def _gpt_oss(kind: str, ep: int, isl: int, osl: int, value: float, model: str) -> GoldenRow:
+    """A GPT-OSS row of the perf-overview, through :func:`_trtllm` (the engine every TensorRT-LLM row gets), with
+    its checkpoint's precision on the kind's generation and its source."""
+    precision = GPT_OSS_BLACKWELL if kind in ("b200", "gb200") else GPT_OSS_HOPPER
+    row = _trtllm(kind, 1, precision, isl, osl, value, model, ep=ep)
+    return replace(row, source=GPT_OSS.format(checkpoint=f"openai/{model}", precision=f"'{precision}'")
+                   + (_DEP if ep > 1 else ""))
 
 
 _GB200_BELOW_B200 = ("published GB200 figure below B200's (every other length of the table has GB200 above B200, as "
@@ -222,6 +263,22 @@ FOUND_ROWS: tuple[GoldenRow, ...] = (
                               (32768, 1024): 134}),
           ("h100", 8, "fp8", {(1000, 1000): 1932, (1024, 1024): 1935, (1024, 8192): 873}))
       for (isl, osl), v in values.items()),
+    # K. The same table's GPT-OSS 120B (128 experts, top-4; DEP2 on B200, TP1 on GB200 and H200, DEP4 on H100) and
+    # 20B (32 experts, top-4; TP1 on every kind) columns: a mixed checkpoint (MXFP4 experts, BF16 attention, KV cache
+    # as the options set it), a model family no factor was fitted on.
+    *(_gpt_oss(kind, ep, isl, osl, v, model)
+      for model, columns in (
+          ("gpt-oss-120b", (("b200", 2, (25943, 25870, 17289, 6279, 6111, 1392)),
+                            ("gb200", 1, (27198, 26609, 14800, 5556, 6835, 1645)),
+                            ("h200", 1, (6868, 6798, 3543, None, 1828, 519)),
+                            ("h100", 4, (4685, 4715, None, 1177, 1169, 333)))),
+          ("gpt-oss-20b", (("b200", 1, (53812, 53491, 34702, 14589, 11904, 2645)),
+                           ("gb200", 1, (55823, 56528, 38100, 16463, 12941, 2905)),
+                           ("h200", 1, (13858, 13890, 12743, None, 4015, 915)),
+                           ("h100", 1, (11557, 11403, 8617, None, 3366, 785)))))
+      for kind, ep, values in columns
+      for (isl, osl), v in zip(((1000, 1000), (1024, 1024), (1024, 8192), (1024, 32768), (8192, 1024), (32768, 1024)),
+                               values) if v is not None),
     # F. The same table's other H200 TP2 FP8 points.
     _trtllm("h200", 2, "fp8", 1024, 1024, 2582),
     _trtllm("h200", 2, "fp8", 1024, 8192, 2009),
@@ -253,7 +310,8 @@ FOUND_ROWS: tuple[GoldenRow, ...] = (
 )
 """Published rows found since the given ones, each with its configuration and source: E TensorRT-LLM's
 Blackwell NVFP4 columns, I its Qwen3 30B A3B (MoE) NVFP4 columns, J its Qwen3 235B A22B columns (expert parallel,
-attention data parallel), F its other H200 points, H NIM's other concurrencies (requests per point: ten times the
+attention data parallel), K its GPT-OSS 120B and 20B columns (a mixed checkpoint: MXFP4 experts, BF16 attention), F its
+other H200 points, H NIM's other concurrencies (requests per point: ten times the
 concurrency, as the given rows), G AWS's Trn2 tutorials (and the 70B tutorial as first published).
 :data:`FIT_ROWS` says which fit an entry, the others test."""
 
