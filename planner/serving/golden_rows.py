@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from planner.claims import gpt_oss_120b
 from planner.decoder_blocks import DecoderBlocks
 from planner.serving.engine import Engine
 from planner.serving.workload import Workload
@@ -37,15 +36,19 @@ def _qwen3_moe(name: str, repo: str, *, layers: int, hidden: int, heads: int, ff
                   tie_word_embeddings=False))
 
 
-def _gpt_oss_20b() -> DecoderBlocks:
-    """GPT-OSS-20B: GPT-OSS-120B's widths (:func:`planner.claims.gpt_oss_120b`) in 24 layers of 32 experts."""
-    arch = dict(gpt_oss_120b().arch, num_hidden_layers=24, num_local_experts=32,
-                layer_types=["sliding_attention", "full_attention"] * 12)
-    return DecoderBlocks(name="gpt-oss-20b", arch=arch, config_class="GptOssConfig",
-                         source="openai/gpt-oss-20b config.json (24 layers, d 2880, 64 heads of 64, 8 kv heads, 32 "
-                                "experts of width 2880, top-4, vocabulary 201,088, a 128-token sliding window on "
-                                "alternate layers; quantization_config mxfp4, modules_to_not_convert: self_attn, "
-                                "router, embed_tokens, lm_head)")
+def _gpt_oss(name: str, layers: int, experts: int, source: str) -> DecoderBlocks:
+    """A GPT-OSS model as its config.json gives it: d 2880, 64 query and 8 key/value heads of 64, experts of width
+    2880, top-4, a 128-token sliding window on alternate layers, attention biases (its attention sinks, one scalar a
+    head, are left out)."""
+    arch = dict(vocab_size=201088, hidden_size=2880, intermediate_size=2880, num_hidden_layers=layers,
+                num_attention_heads=64, num_key_value_heads=8, head_dim=64, num_local_experts=experts,
+                num_experts_per_tok=4, sliding_window=128,
+                layer_types=["sliding_attention", "full_attention"] * (layers // 2), max_position_embeddings=131072,
+                tie_word_embeddings=False, attention_bias=True)
+    return DecoderBlocks(name=name, arch=arch, config_class="GptOssConfig", source=source)
+
+
+_GPT_OSS_CARD = "OpenAI, 'gpt-oss-120b & gpt-oss-20b Model Card' (2025-08-05)"
 
 
 _ARCH = "reference/inference.md: Llama 3.3 70B = Llama 3.1 70B; Llama-3-70B; Llama 2 70B (transformers configs)"
@@ -67,8 +70,12 @@ MODELS = {
                                    "original_max_position_embeddings": 8192}, tie_word_embeddings=False)),
     "qwen3-30b-a3b": _qwen3_moe("qwen3-30b-a3b", "Qwen3-30B-A3B", layers=48, hidden=2048, heads=32, ffn=6144,
                                 expert_ffn=768),
-    "gpt-oss-120b": gpt_oss_120b(),
-    "gpt-oss-20b": _gpt_oss_20b(),
+    "gpt-oss-120b": _gpt_oss("gpt-oss-120b", 36, 128, f"{_GPT_OSS_CARD} and openai/gpt-oss-120b config.json: 36 "
+                             "layers, d 2880, 64 query and 8 key/value heads of 64, 128 experts of width 2880, top-4, "
+                             "vocabulary 201,088, a 128-token sliding window on alternate layers, attention biases"),
+    "gpt-oss-20b": _gpt_oss("gpt-oss-20b", 24, 32, f"{_GPT_OSS_CARD} and openai/gpt-oss-20b config.json: 24 layers, "
+                            "32 experts, the 120B's widths; quantization_config mxfp4, modules_to_not_convert: "
+                            "self_attn, router, embed_tokens, lm_head"),
     "qwen3-235b-a22b": _qwen3_moe("qwen3-235b-a22b", "Qwen3-235B-A22B", layers=94, hidden=4096, heads=64,
                                   ffn=12288, expert_ffn=1536),
 }
