@@ -38,7 +38,9 @@ Blackwell ``"bfloat16,experts=mxfp4/fp8,kv=fp8"`` (CUTLASS with MXFP8 activation
 ``examples/models/core/gpt_oss/README.md`` @ d513eeaf (MoE and KV cache support matrices). Assumed: an MMA mixing
 4-bit weights with 8-bit activations runs at the FP8 peak (Blackwell's mixed-operand MMA, ``kind::f8f6f4``, runs at
 the 8-bit rate), MXFP8's 8.25 bits are priced as FP8's 8, and the Triton kernel's in-register dequantization costs
-no MMA time (it is hidden under the weight stream at decode and under the BF16 MMA at prefill).
+no MMA time (it is hidden under the weight stream at decode and under the BF16 MMA at prefill). The experts' GEMMs
+take the serving factors of their MMA's precision (:mod:`planner.serving.fitted`: the GPU family's GEMM factor for
+BF16 and FP8, Blackwell's FP4 GEMM and MoE-layer factors only where both operands are FP4): assumed, no row fits it.
 """
 
 from __future__ import annotations
