@@ -142,20 +142,12 @@ def catalogue_claims() -> list[Claim]:
     return out
 
 
-_GPT_OSS_SOURCE = ("OpenAI, 'gpt-oss-120b & gpt-oss-20b Model Card' (2025-08-05) and openai/gpt-oss-120b config.json: "
-                   "36 layers, d 2880, 64 query and 8 key/value heads of 64, 128 experts of width 2880, top-4, "
-                   "vocabulary 201,088, a 128-token sliding window on alternate layers, attention biases")
-
-
 def gpt_oss_120b():
-    """GPT-OSS-120B's architecture as numbers (the serving shape needs no transformers and no torch)."""
-    from planner.decoder_blocks import DecoderBlocks
+    """GPT-OSS-120B's architecture as numbers (the serving shape needs no transformers and no torch): the serving
+    golden rows' (:data:`planner.serving.golden_rows.MODELS`)."""
+    from planner.serving.golden_rows import MODELS
 
-    arch = dict(vocab_size=201088, hidden_size=2880, intermediate_size=2880, num_hidden_layers=36,
-                num_attention_heads=64, num_key_value_heads=8, head_dim=64, num_local_experts=128,
-                num_experts_per_tok=4, sliding_window=128, layer_types=["sliding_attention", "full_attention"] * 18,
-                max_position_embeddings=131072, tie_word_embeddings=False, attention_bias=True)
-    return DecoderBlocks(name="gpt-oss-120b", arch=arch, config_class="GptOssConfig", source=_GPT_OSS_SOURCE)
+    return MODELS["gpt-oss-120b"]
 
 
 SERVING_LENGTHS = (1024, 1024)

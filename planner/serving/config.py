@@ -17,10 +17,10 @@ import devices
 from planner.comm import pricer_for
 from planner.serving.engine import Engine
 from planner.serving.iteration import FusedCost, Placement
-from planner.serving.kv_cache import KvCache, memory
+from planner.serving.kv_cache import KvCache, memory, model_bytes
 from planner.serving.model_shape import ModelShape
 from planner.serving.pools import Pool, colocated, disaggregated
-from planner.serving.precision import PRECISIONS, Precision, accepted, resolve
+from planner.serving.precision import Precision, resolve
 from planner.serving.workload import Workload
 
 
@@ -78,7 +78,7 @@ class Priced:
 def _memory_message(shape: ModelShape, pool: Pool, kv: KvCache, name: str, precision: str) -> str:
     per = pool.per_instance
     gb = kv.weights / 1e9
-    total = shape.parameters * resolve(precision, pool.kind).weight_bytes / 1e9
+    total = model_bytes(shape, resolve(precision, pool.kind)) / 1e9
     need = math.ceil(total * 1e9 / (kv.capacity * 0.9))
     return (f"{name}: {shape.name} in {precision} needs {gb:,.1f} GB of weights and {kv.activations / 1e9:,.1f} GB "
             f"of activations per chip at tp {pool.tp} x pp {pool.pp} x ep {pool.ep} ({per} chips per instance); "
@@ -152,7 +152,7 @@ def least_parallel(shape: ModelShape, kind: str, chips: int, domain: int, precis
 
 def _fits_nowhere(shape: ModelShape, kind: str, precision: str, chips: int, where: str) -> ValueError:
     chip = devices.chip(kind)
-    total = shape.parameters * resolve(precision, kind).weight_bytes
+    total = model_bytes(shape, resolve(precision, kind))
     return ValueError(f"model: {shape.name} in {precision} needs {total / 1e9:,.1f} GB of weights; {kind} holds "
                       f"{chip.hbm_capacity.value / 1e9:,.1f} GB per chip, so one instance needs at least "
                       f"{math.ceil(total / (0.9 * chip.hbm_capacity.value))} chips with room for a KV cache "
@@ -170,16 +170,24 @@ def default_parallel(shape: ModelShape, spec, precision: str, engine: Engine, wo
     return {"tp": found[0], "pp": found[1]}
 
 
+def _runs(precision: str, kind: str) -> bool:
+    try:
+        resolve(precision, kind)
+    except ValueError:
+        return False
+    return True
+
+
 def auto_pools(shape: ModelShape, spec, precision: str, engine: Engine, workload: Workload) -> tuple[dict, dict]:
     """Disaggregated pools on a rack mixing kinds: prompts on the kind with the highest peak in the precision
     (prefill is compute-bound), decode on the kind with the most memory bandwidth among the others (decode
     streams weights and KV cache), every chip of each kind, each at :func:`least_parallel`."""
     counts = spec.counts()
-    usable = [k for k in counts if precision in accepted(k)]
+    usable = [k for k in counts if _runs(precision, k)]
     if len(usable) < 2:
         raise ValueError(f"precision: {precision} runs on {', '.join(usable) or 'none'} of {', '.join(counts)}; "
                          f"disaggregated pools need two kinds that run it (or give prefill= and decode=)")
-    prefill_kind = max(usable, key=lambda k: devices.chip(k).peak_for(PRECISIONS[precision]).value)
+    prefill_kind = max(usable, key=lambda k: devices.chip(k).peak_for(resolve(precision, k).peak_key).value)
     decode_kind = max((k for k in usable if k != prefill_kind), key=lambda k: devices.chip(k).hbm_bandwidth.value)
     pools = []
     for kind, role in ((prefill_kind, "prefill"), (decode_kind, "decode")):

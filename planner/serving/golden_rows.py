@@ -9,7 +9,7 @@ them and fits the serving efficiencies on the rows it names.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from planner.decoder_blocks import DecoderBlocks
 from planner.serving.engine import Engine
@@ -39,6 +39,21 @@ def _qwen3_moe(name: str, repo: str, *, layers: int, hidden: int, heads: int, ff
                   tie_word_embeddings=False))
 
 
+def _gpt_oss(name: str, layers: int, experts: int, source: str) -> DecoderBlocks:
+    """A GPT-OSS model as its config.json gives it: d 2880, 64 query and 8 key/value heads of 64, experts of width
+    2880, top-4, a 128-token sliding window on alternate layers, attention biases (its attention sinks, one scalar a
+    head, are left out)."""
+    arch = dict(vocab_size=201088, hidden_size=2880, intermediate_size=2880, num_hidden_layers=layers,
+                num_attention_heads=64, num_key_value_heads=8, head_dim=64, num_local_experts=experts,
+                num_experts_per_tok=4, sliding_window=128,
+                layer_types=["sliding_attention", "full_attention"] * (layers // 2), max_position_embeddings=131072,
+                tie_word_embeddings=False, attention_bias=True)
+    return DecoderBlocks(name=name, arch=arch, config_class="GptOssConfig", source=source)
+
+
+_GPT_OSS_CARD = "OpenAI, 'gpt-oss-120b & gpt-oss-20b Model Card' (2025-08-05)"
+
+
 _ARCH = "reference/inference.md: Llama 3.3 70B = Llama 3.1 70B; Llama-3-70B; Llama 2 70B (transformers configs)"
 MODELS = {
     "llama3.3-70b": DecoderBlocks(name="llama3.3-70b", source=_ARCH, config_class="LlamaConfig", arch=_llama70b(
@@ -58,6 +73,12 @@ MODELS = {
                                    "original_max_position_embeddings": 8192}, tie_word_embeddings=False)),
     "qwen3-30b-a3b": _qwen3_moe("qwen3-30b-a3b", "Qwen3-30B-A3B", layers=48, hidden=2048, heads=32, ffn=6144,
                                 expert_ffn=768),
+    "gpt-oss-120b": _gpt_oss("gpt-oss-120b", 36, 128, f"{_GPT_OSS_CARD} and openai/gpt-oss-120b config.json: 36 "
+                             "layers, d 2880, 64 query and 8 key/value heads of 64, 128 experts of width 2880, top-4, "
+                             "vocabulary 201,088, a 128-token sliding window on alternate layers, attention biases"),
+    "gpt-oss-20b": _gpt_oss("gpt-oss-20b", 24, 32, f"{_GPT_OSS_CARD} and openai/gpt-oss-20b config.json: 24 layers, "
+                            "32 experts, the 120B's widths; quantization_config mxfp4, modules_to_not_convert: "
+                            "self_attn, router, embed_tokens, lm_head"),
     "qwen3-235b-a22b": _qwen3_moe("qwen3-235b-a22b", "Qwen3-235B-A22B", layers=94, hidden=4096, heads=64,
                                   ffn=12288, expert_ffn=1536),
 }
@@ -197,6 +218,33 @@ ROWS: tuple[GoldenRow, ...] = (
 """The given rows of reference/inference.md (A: TensorRT-LLM, B: MLPerf, C: NIM, D: Neuron)."""
 
 
+GPT_OSS_HOPPER = "bfloat16,experts=mxfp4/bfloat16"
+"""GPT-OSS's checkpoint as TensorRT-LLM runs it on Hopper: MXFP4 experts with BF16 activations (moe_config backend
+TRITON), everything else and the KV cache (kv_cache_config dtype auto) BF16 (:mod:`planner.serving.precision`)."""
+GPT_OSS_BLACKWELL = "bfloat16,experts=mxfp4/fp8,kv=fp8"
+"""GPT-OSS's checkpoint as TensorRT-LLM runs it on Blackwell: MXFP4 experts with MXFP8 activations (moe_config
+backend CUTLASS), an FP8 KV cache (kv_cache_config dtype fp8), everything else BF16."""
+_CHECKPOINTS.update({(m, p): f"openai/{m}" for m in ("gpt-oss-120b", "gpt-oss-20b")
+                     for p in (GPT_OSS_HOPPER, GPT_OSS_BLACKWELL)})
+GPT_OSS = ("NVIDIA TensorRT-LLM docs/source/developer-guide/perf-overview.md @ 03e27c7d (trtllm-bench throughput, "
+           "PyTorch backend, every request queued at once), GPT-OSS 120B and 20B tables: the checkpoint {checkpoint} "
+           "(MXFP4 experts, everything else BF16; GPT-OSS is in neither of the page's FP4 and FP8 model lists, so its "
+           "'(FP4)' and '(FP8)' column labels name how the experts run, not another checkpoint), with the page's "
+           "GPT-OSS llm_options: CUDA graphs with padding, enable_attention_dp: true, kv_cache_config dtype fp8 "
+           "('Hopper: use auto'), moe_config backend CUTLASS ('Hopper: use TRITON'); modelled as {precision} "
+           "(TensorRT-LLM examples/models/core/gpt_oss/README.md @ d513eeaf: MoE activations BF16 on Hopper, MXFP8 "
+           "on Blackwell; no FP8 KV cache for GPT-OSS on Hopper) "
+           "(https://github.com/NVIDIA/TensorRT-LLM/blob/03e27c7d5ff0c6e89f8328838c0a8e64f1b34f9d/docs/source/"
+           "developer-guide/perf-overview.md)")
+def _gpt_oss(kind: str, ep: int, isl: int, osl: int, value: float, model: str) -> GoldenRow:
+    """A GPT-OSS row of the perf-overview, through :func:`_trtllm` (the engine every TensorRT-LLM row gets), with
+    its checkpoint's precision on the kind's generation and its source."""
+    precision = GPT_OSS_BLACKWELL if kind in ("b200", "gb200") else GPT_OSS_HOPPER
+    row = _trtllm(kind, 1, precision, isl, osl, value, model, ep=ep)
+    return replace(row, source=GPT_OSS.format(checkpoint=f"openai/{model}", precision=f"'{precision}'")
+                   + (_DEP if ep > 1 else "") + _BENCH)
+
+
 _GB200_BELOW_B200 = ("published GB200 figure below B200's (every other length of the table has GB200 above B200, as "
                      "its chip figures do); kept as published")
 
@@ -226,6 +274,22 @@ FOUND_ROWS: tuple[GoldenRow, ...] = (
                               (32768, 1024): 134}),
           ("h100", 8, "fp8", {(1000, 1000): 1932, (1024, 1024): 1935, (1024, 8192): 873}))
       for (isl, osl), v in values.items()),
+    # K. The same table's GPT-OSS 120B (128 experts, top-4; DEP2 on B200, TP1 on GB200 and H200, DEP4 on H100) and
+    # 20B (32 experts, top-4; TP1 on every kind) columns: a mixed checkpoint (MXFP4 experts, BF16 attention, KV cache
+    # as the options set it), a model family no factor was fitted on.
+    *(_gpt_oss(kind, ep, isl, osl, v, model)
+      for model, columns in (
+          ("gpt-oss-120b", (("b200", 2, (25943, 25870, 17289, 6279, 6111, 1392)),
+                            ("gb200", 1, (27198, 26609, 14800, 5556, 6835, 1645)),
+                            ("h200", 1, (6868, 6798, 3543, None, 1828, 519)),
+                            ("h100", 4, (4685, 4715, None, 1177, 1169, 333)))),
+          ("gpt-oss-20b", (("b200", 1, (53812, 53491, 34702, 14589, 11904, 2645)),
+                           ("gb200", 1, (55823, 56528, 38100, 16463, 12941, 2905)),
+                           ("h200", 1, (13858, 13890, 12743, None, 4015, 915)),
+                           ("h100", 1, (11557, 11403, 8617, None, 3366, 785)))))
+      for kind, ep, values in columns
+      for (isl, osl), v in zip(((1000, 1000), (1024, 1024), (1024, 8192), (1024, 32768), (8192, 1024), (32768, 1024)),
+                               values) if v is not None),
     # F. The same table's other H200 TP2 FP8 points.
     _trtllm("h200", 2, "fp8", 1024, 1024, 2582),
     _trtllm("h200", 2, "fp8", 1024, 8192, 2009),
@@ -257,7 +321,8 @@ FOUND_ROWS: tuple[GoldenRow, ...] = (
 )
 """Published rows found since the given ones, each with its configuration and source: E TensorRT-LLM's
 Blackwell NVFP4 columns, I its Qwen3 30B A3B (MoE) NVFP4 columns, J its Qwen3 235B A22B columns (expert parallel,
-attention data parallel), F its other H200 points, H NIM's other concurrencies (requests per point: ten times the
+attention data parallel), K its GPT-OSS 120B and 20B columns (a mixed checkpoint: MXFP4 experts, BF16 attention), F its
+other H200 points, H NIM's other concurrencies (requests per point: ten times the
 concurrency, as the given rows), G AWS's Trn2 tutorials (and the 70B tutorial as first published).
 :data:`FIT_ROWS` says which fit an entry, the others test."""
 

@@ -77,9 +77,13 @@ class FusedCost:
         self.stage_layers = ceil_div(shape.layers, self.pp)
         self._factor = {name: (self._fig(name).value if self._fig(name) is not None else 1.0)
                         for name in ("memory", "attention")}
-        gemm = self.efficiency.gemm_factor(precision.name) if self.efficiency is not None else None
-        self._factor["gemm"] = gemm.value if gemm is not None else 1.0
-        experts = self.efficiency.expert_gemm_factor(precision.name) if self.efficiency is not None else None
+        # The routed experts' GEMMs take the factors of the precision their MMA runs in (a mixed checkpoint's
+        # experts apart from its dense GEMMs: planner.serving.precision).
+        for key, prec in (("gemm", precision), ("expert_mma", precision.expert_gemms)):
+            gemm = self.efficiency.gemm_factor(prec.name) if self.efficiency is not None else None
+            self._factor[key] = gemm.value if gemm is not None else 1.0
+        experts = (self.efficiency.expert_gemm_factor(precision.expert_gemms.name) if self.efficiency is not None
+                   else None)
         self._factor["expert_gemm"] = experts.value if experts is not None else 1.0
         self._iteration = self._fig("iteration").value if self._fig("iteration") is not None else 0.0
         restream = self._fig("expert_decode") if shape.experts else None
@@ -99,10 +103,13 @@ class FusedCost:
         """The fitted serving figures this cost applies."""
         if self.efficiency is None:
             return ()
-        gemm = self.efficiency.gemm_factor(self.precision.name)
-        experts = self.efficiency.expert_gemm_factor(self.precision.name) if self.shape.experts else None
+        routed = self.precision.expert_gemms
+        gemms = {self.efficiency.gemm_factor(self.precision.name)}
+        if self.shape.experts:
+            gemms.add(self.efficiency.gemm_factor(routed.name))
+        experts = self.efficiency.expert_gemm_factor(routed.name) if self.shape.experts else None
         return tuple(f for name, f in self.efficiency.figures().items()
-                     if (not name.startswith("gemm") or f is gemm) and (name != "expert_decode" or self.shape.experts)
+                     if (not name.startswith("gemm") or f in gemms) and (name != "expert_decode" or self.shape.experts)
                      and (not name.startswith("expert_gemm") or f is experts))
 
     # -- priced pieces, each as {part: seconds} ------------------------------------------
@@ -121,15 +128,16 @@ class FusedCost:
     def _gemm(self, parts: dict, m: int, k: int, n: int, times: int = 1, quantized: bool = True,
               grouped: bool = False) -> None:
         """``times`` (m, k) x (k, n) GEMMs; ``grouped``: one grouped-GEMM kernel runs them all (the routed experts,
-        as serving engines run them), so the launch is paid once, not per expert."""
+        as serving engines run them, in :attr:`Precision.expert_gemms`), so the launch is paid once, not per
+        expert."""
         if m <= 0 or times <= 0:
             return
-        p = self.precision
+        p = self.precision.expert_gemms if grouped else self.precision
         dtype = p.gemm_dtype if quantized else ("float32" if p.name == "float32" else "bfloat16")
-        wb = p.weight_bytes if quantized else p.activation_bytes
+        wb, ib = (p.weight_bytes, p.input_bytes) if quantized else (p.activation_bytes, p.activation_bytes)
         # The cost model counts bytes at the dtype's item size; a quantized GEMM moves weights and
         # activations at the precision's bytes per element (block scales included) and writes 16 bits.
-        true = m * k * wb + k * n * wb + m * n * p.activation_bytes
+        true = m * k * ib + k * n * wb + m * n * p.activation_bytes
         if grouped:
             self._grouped_gemm(parts, m, k, n, times, dtype, true)
             return
@@ -147,7 +155,7 @@ class FusedCost:
         e = devices.estimate(self.kind, "aten::mm", [(m, k), (k, n)], dtype)
         whole = devices.cost.estimate_kernel(self.kind, dtype, bytes=e.bytes * times)
         memory = whole.memory_seconds * (true / e.bytes if e.bytes else 1.0) * self._factor["memory"]
-        compute = e.compute_seconds * self._factor["gemm"] * self._factor["expert_gemm"] * times
+        compute = e.compute_seconds * self._factor["expert_mma"] * self._factor["expert_gemm"] * times
         parts["compute" if compute >= memory else "memory"] += max(compute, memory)
         parts["overhead"] += e.overhead_seconds
 
@@ -215,7 +223,7 @@ class FusedCost:
             # each token's expert ids and weights (int32 and float32), and reduce-scatters the experts' BF16 outputs:
             # per rank S = the instance's tokens x hidden x bytes each way, not one copy per routed expert.
             group = self.placement.ep_group()
-            gathered = tokens * ep * (s.hidden * self.precision.weight_bytes + s.topk * 8)
+            gathered = tokens * ep * (s.hidden * self.precision.expert_gemms.input_bytes + s.topk * 8)
             parts["communication"] += self.pricer.seconds("all_gather", gathered, group)
             parts["communication"] += self.pricer.seconds(
                 "reduce_scatter", tokens * ep * s.hidden * self.precision.activation_bytes, group)
@@ -223,7 +231,7 @@ class FusedCost:
     def _expert_weight_seconds(self) -> float:
         """Seconds to stream one expert's weights (every expert GEMM, this chip's share) at the HBM bandwidth."""
         elements = sum(k * n for k, n in (g.local(self.tp) for g in self.shape.gemms if g.experts))
-        return elements * self.precision.weight_bytes / devices.chip(self.kind).hbm_bandwidth.value
+        return elements * self.precision.expert_gemms.weight_bytes / devices.chip(self.kind).hbm_bandwidth.value
 
     def expert_decode_seconds(self, decode_tokens: float) -> float:
         """The experts' extra weight traffic in one layer for ``decode_tokens`` decode tokens of a rank: each of

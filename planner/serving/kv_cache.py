@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import devices
 from planner.serving.engine import Engine
-from planner.serving.model_shape import ModelShape, ceil_div
+from planner.serving.model_shape import Gemm, ModelShape, ceil_div
 from planner.serving.precision import Precision
 
 LOGIT_BYTES = 4
@@ -69,19 +69,29 @@ class KvCache:
         return (self.kv // need) * self.ranks if need else 0
 
 
+def gemm_weight_bytes(precision: Precision, gemm: Gemm) -> float:
+    """Bytes per weight element of ``gemm`` (a routed expert's in :attr:`Precision.expert_gemms`)."""
+    return (precision.expert_gemms if gemm.experts else precision).weight_bytes
+
+
+def model_bytes(shape: ModelShape, precision: Precision) -> float:
+    """Every weight of the model once, in ``precision`` (embedding, head and the rest in 16 bits)."""
+    layers = shape.layers * sum(g.k * g.n * max(1, g.experts) * gemm_weight_bytes(precision, g) for g in shape.gemms)
+    return layers + (shape.parameters - shape.layers * shape.layer_gemm_params) * precision.activation_bytes
+
+
 def memory(shape: ModelShape, kind: str, precision: Precision, *, tp: int, pp: int, ep: int, engine: Engine,
            longest_prompt: int, capacity: int | None = None) -> KvCache:
     """The memory of one chip of an instance cut ``tp x pp x ep`` (see the module doc)."""
     chip = devices.chip(kind)
     capacity = int(chip.hbm_capacity.value) if capacity is None else int(capacity)
     stage_layers = ceil_div(shape.layers, pp)
-    wb = precision.weight_bytes
     eb = precision.activation_bytes  # embedding and head stay in the activations' 16-bit (or 32-bit) type
     per_layer = 0.0
     for g in shape.gemms:
         k, n = g.local(tp)
-        per_layer += k * n * (ceil_div(g.experts, ep) if g.experts else 1)
-    layers_bytes = stage_layers * per_layer * wb
+        per_layer += k * n * (ceil_div(g.experts, ep) if g.experts else 1) * gemm_weight_bytes(precision, g)
+    layers_bytes = stage_layers * per_layer
     embed = (shape.vocab // tp + shape.position_embeddings) * shape.hidden * eb
     head = (shape.vocab // tp) * shape.hidden * eb
     extra = shape.extra_params / pp * eb
@@ -104,4 +114,4 @@ def memory(shape: ModelShape, kind: str, precision: Precision, *, tp: int, pp: i
                    window=shape.window or 0, block=engine.block_size, ranks=ep)
 
 
-__all__ = ["LOGIT_BYTES", "KvCache", "memory"]
+__all__ = ["LOGIT_BYTES", "KvCache", "gemm_weight_bytes", "memory", "model_bytes"]

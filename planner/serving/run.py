@@ -218,8 +218,7 @@ def _parallel_dict(config: Config, priced) -> dict:
     for p in priced:
         entry = p.pool.as_dict()
         entry.update(weights_gb=round(p.kv.weights / 1e9, 2), kv_cache_gb=round(p.kv.kv / 1e9, 2),
-                     precision=p.precision.name + (f" ({p.precision.block_format})" if p.precision.block_format
-                                                   else ""))
+                     precision=p.precision.describe())
         out[p.pool.role] = entry
     return out
 

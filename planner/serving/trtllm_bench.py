@@ -27,7 +27,9 @@ from planner.serving.precision import Precision
 
 TUNED = ("bfloat16", "fp8", "fp4")
 """Serving precisions whose checkpoint format trtllm-bench's heuristic is tuned for (``TUNED_QUANTS``: no
-quantization, FP8, NVFP4); any other takes TensorRT-LLM's ``BuildConfig`` defaults (:data:`UNTUNED_LIMITS`)."""
+quantization, FP8, NVFP4); any other, and a mixed checkpoint (experts in a format of their own, as GPT-OSS's MXFP4
+experts: ``W4A16_MXFP4`` / ``W4A8_MXFP4_FP8``), takes TensorRT-LLM's ``BuildConfig`` defaults
+(:data:`UNTUNED_LIMITS`)."""
 
 UNTUNED_LIMITS = (2048, 8192)
 """``BuildConfig.max_batch_size`` and ``max_num_tokens``: the limits for a format the heuristic does not know."""
@@ -50,7 +52,7 @@ def heuristic_limits(shape: ModelShape, kind: str, precision: Precision, *, tp: 
                      osl: float, kv_fraction: float = DEFAULT_KV_FRACTION) -> tuple[int, int]:
     """``calc_engine_setting``'s ``(max_batch_size, max_num_tokens)`` for ``tp x pp`` GPUs of ``kind`` and a dataset
     of mean lengths ``isl`` / ``osl`` (with expert parallelism trtllm-bench is given ``--tp`` = the ranks)."""
-    if precision.name not in TUNED:
+    if precision.name not in TUNED or getattr(precision, "experts", None) is not None:
         return UNTUNED_LIMITS
     if isl <= 0 or osl <= 0:
         raise ValueError(f"isl, osl: mean input and output lengths must be positive, got {isl!r}, {osl!r}")

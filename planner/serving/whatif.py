@@ -31,8 +31,9 @@ def serving_whatif(model, rack, *, workload: Workload, parallel: dict | None = N
     :class:`Workload`. ``parallel``: ``dict(tp=, pp=, ep=, replicas=)`` for colocated serving (chips per
     replica = tp x pp x ep; default: every chip in replicas of the least parallel cut whose KV cache holds
     a batch). ``precision``: ``bfloat16``, ``fp8``, ``fp4`` (NVFP4 or MXFP4 per the kind's capability
-    table) or ``float32``; refused where a kind lacks it. ``prefill``, ``decode``: disaggregated pools,
-    ``dict(kind=, chips=, tp=, pp=, ep=)`` or ``dict(slots=[...], tp=)``. ``slo``:
+    table) or ``float32``; refused where a kind lacks it; a mixed checkpoint adds what it quantizes apart,
+    ``"bfloat16,experts=mxfp4/bfloat16,kv=bfloat16"`` (:mod:`planner.serving.precision`). ``prefill``,
+    ``decode``: disaggregated pools, ``dict(kind=, chips=, tp=, pp=, ep=)`` or ``dict(slots=[...], tp=)``. ``slo``:
     ``dict(ttft=s, tpot=s, attainment=0.9)``: goodput reported; with ``search=True`` the pools, their
     parallelism and the batch limit that give the most output tokens/s per chip (``objective="time"``)
     or per dollar (``objective="cost"``) within it. ``engine``: the engine's limits and kernels

@@ -15,7 +15,7 @@ import statistics
 
 import pytest
 
-from planner.serving import fitted, golden
+from planner.serving import fitted, golden, golden_rows
 
 
 @pytest.fixture(scope="module")
@@ -43,9 +43,9 @@ def test_every_dense_figure_within_20_percent_and_the_test_figures_median_within
     assert first.modelled["ttft_p50"] == later.modelled["ttft_p50"]  # one configuration, one modelled figure
 
 
-def _moe(outcomes, cut: str) -> dict:
+def _moe(outcomes, cut: str, family: str = "qwen3") -> dict:
     return {o.row.label: o.errors()["tokens_per_s_per_chip"] for o in outcomes
-            if golden.is_moe(o.row) and f" {cut}" in o.row.label}
+            if golden.is_moe(o.row) and f" {cut}" in o.row.label and o.row.model.startswith(family)}
 
 
 def test_a_mixture_of_experts_on_one_gpu_one_row_fits_the_experts_decode_weight_passes(outcomes):
@@ -97,7 +97,7 @@ def test_expert_parallel_rows_keep_the_published_order_of_systems_and_lengths(ou
     # (the test above). What a what-if compares holds: per length the published order of systems (GB200, B200, H200,
     # H100 per GPU), and per system the order of lengths (1024/1024 left out there: within 1 % of 1000/1000 as
     # published).
-    rows = [o for o in outcomes if golden.is_moe(o.row) and " DEP" in o.row.label]
+    rows = [o for o in outcomes if o.row.model == "qwen3-235b-a22b"]
     assert len(rows) == 19
     table = {(o.row.rack.split(":")[0], o.row.label.rsplit(" ", 1)[1]):
              (o.row.published["tokens_per_s_per_chip"], o.modelled["tokens_per_s_per_chip"]) for o in rows}
@@ -108,6 +108,29 @@ def test_expert_parallel_rows_keep_the_published_order_of_systems_and_lengths(ou
         present = [(length, *table[kind, length]) for length in {k[1] for k in table} - {"1024/1024"}
                    if (kind, length) in table]
         assert [p[0] for p in sorted(present, key=lambda p: -p[1])] == [p[0] for p in sorted(present, key=lambda p: -p[2])]
+
+
+def test_gpt_oss_a_mixed_checkpoint_tests_every_factor_and_fits_none(outcomes):
+    # GPT-OSS 120B and 20B (MXFP4 experts, BF16 attention, embedding and head; the KV cache BF16 on Hopper, FP8 on
+    # Blackwell as the perf-overview's options set it) on every kind the table gives: 44 test rows of a family no
+    # factor was fitted on. The bounds are the model as it stands (a regression check), not issue 30's goal: Blackwell
+    # 120B 14 % slow to 8 % fast; 20B 10-39 % slow on Blackwell; Hopper 120B H200 within 18 % and H100 DEP4 15-52 %
+    # fast; 20B on Hopper within 26 % (docs/serving.md). Priced with every weight in the row's one precision and an
+    # FP8 KV cache (before mixed checkpoints), the H100 DEP4 rows were 71-141 % fast and the Blackwell ones 16-40 % slow.
+    rows = _moe(outcomes, "", "gpt-oss")
+    assert len(rows) == 44 and all(golden.role(r) == "test" for r in golden.ALL_ROWS if r.label in rows)
+    assert all(r.precision in (golden_rows.GPT_OSS_HOPPER, golden_rows.GPT_OSS_BLACKWELL)
+               for r in golden.ALL_ROWS if r.label in rows)
+
+    def within(part: str, low: float, high: float) -> None:
+        chosen = {k: e for k, e in rows.items() if part in k}
+        assert chosen and all(low <= e <= high for e in chosen.values()), (part, chosen)
+    for kind in ("B200", "GB200"):
+        within(f"gpt-oss-120b {kind} ", -0.15, 0.08)
+        within(f"gpt-oss-20b {kind} ", -0.40, -0.10)
+    within("gpt-oss-120b H200 ", -0.17, 0.18)
+    within("gpt-oss-120b H100 ", 0.15, 0.52)
+    within("gpt-oss-20b H", -0.26, 0.16)
 
 
 def test_mlperf_server_meets_its_latency_constraints(outcomes):

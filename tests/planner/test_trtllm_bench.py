@@ -41,6 +41,12 @@ def test_finetune_rounding_on_h200(isl, osl, batch, tokens):
 
 def test_a_format_the_heuristic_does_not_know_takes_the_build_defaults():
     assert heuristic_limits(LLAMA, "h200", resolve("float32", "h200"), tp=2, pp=1, isl=1, osl=1) == UNTUNED_LIMITS
+    # a mixed checkpoint (GPT-OSS's MXFP4 experts) is no quant_algo the heuristic is tuned for
+    mixed = resolve("bfloat16,experts=mxfp4/fp8,kv=fp8", "b200")
+    oss = model_shape(MODELS["gpt-oss-120b"])
+    assert heuristic_limits(oss, "b200", mixed, tp=2, pp=1, isl=1024, osl=1024) == UNTUNED_LIMITS == (2048, 8192)
+    engine = trtllm_bench_engine(oss, "b200", mixed, tp=2, isl=1024, osl=1024)
+    assert (engine.max_batch, engine.max_num_tokens) == (2048, 8192)  # max(8192, 1024 + 2048)
 
 
 def test_bad_inputs_name_the_argument():
