@@ -38,7 +38,9 @@ def add_arguments(parser) -> None:
     for dim, text in (("tp", "tensor parallel"), ("pp", "pipeline stages"), ("ep", "expert parallel"),
                       ("replicas", "replicas (default: every chip)")):
         parser.add_argument(f"--{dim}", type=int, default=None, help=text)
-    parser.add_argument("--precision", default="bfloat16", choices=["bfloat16", "fp8", "fp4", "float32"])
+    parser.add_argument("--precision", default="bfloat16",
+                        help="bfloat16, fp8, fp4 or float32; a mixed checkpoint as NAME,experts=WEIGHTS[/ACTIVATIONS]"
+                             "[,kv=DTYPE], e.g. bfloat16,experts=mxfp4/fp8,kv=fp8 (GPT-OSS on Blackwell)")
     parser.add_argument("--prefill", default=None, metavar="KIND:CHIPS[:TP]", help="the prefill pool")
     parser.add_argument("--decode", default=None, metavar="KIND:CHIPS[:TP]", help="the decode pool")
     parser.add_argument("--max-batch", type=int, default=None, help="most sequences in flight per instance")

@@ -91,7 +91,22 @@ def test_compare_fits_120_columns_and_keeps_every_figure(capsys):
     (["--model", "llama3-8b", "--rack", "h100:8", "--isl", "10", "--osl", "5", "--prefill", "h100",
       "--decode", "h100:4"], "--prefill: expected KIND:CHIPS"),
     (["--model", "llama3-8b", "--rack", "h100:8", "--isl", "0", "--osl", "5"], "input_tokens: expected a positive"),
+    (["--model", "llama3-8b", "--rack", "h100:8", "--isl", "10", "--osl", "5", "--precision", "int3"],
+     "precision: unknown 'int3'"),
+    (["--model", "mixtral-8x7b", "--rack", "h100:8", "--isl", "10", "--osl", "5", "--precision",
+      "bfloat16,experts=int4"], "precision experts=: unknown expert weights 'int4'"),
 ])
 def test_bad_arguments_exit_2_naming_them(capsys, argv, message):
     code, _, err = run(capsys, *argv)
     assert code == 2 and message in err
+
+
+def test_a_mixed_checkpoint_precision_is_served_as_the_what_if_serves_it(capsys):
+    from planner.serving import Workload, serving_whatif
+
+    mixed = "bfloat16,experts=mxfp4/fp8,kv=fp8"
+    code, out, _ = run(capsys, "--model", "mixtral-8x7b", "--rack", "b200:1", "--precision", mixed,
+                       "--isl", "512", "--osl", "64", "--requests", "32")
+    assert code == 0
+    est = serving_whatif("mixtral-8x7b", "b200:1", workload=Workload(512, 64, requests=32), precision=mixed)
+    assert f"{est.output_tokens_per_second:,.0f}" in out
