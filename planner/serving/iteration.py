@@ -16,6 +16,11 @@ FP4 grouped GEMMs and the weight passes each routed decode token adds to them:
 :meth:`FusedCost.expert_decode_seconds`). The routed experts' GEMMs are one grouped-GEMM kernel: one launch, one
 stream of every local expert's weights.
 
+A layer is priced as the model's average layer: where layers differ (an MoE model's dense and sparse layers,
+full and local attention), each piece counts for the share of the layers that hold it, and a local-attention
+layer's attention sees only its span (:meth:`ModelShape.local_pairs` at prefill; at decode the keys the
+simulation keeps, :class:`planner.serving.simulation.LocalKeys`).
+
 With ``ep`` ranks, attention is data parallel (each rank runs its own sequences, under its own batch
 and token limits: :func:`planner.serving.run.simulate`) and the experts are divided over the ranks; with ``pp`` stages the batch is split into ``pp``
 microbatches in flight, so one token of every sequence takes ``pp`` stage times.
@@ -75,7 +80,11 @@ class FusedCost:
         self._factor["expert_gemm"] = experts.value if experts is not None else 1.0
         self._iteration = self._fig("iteration").value if self._fig("iteration") is not None else 0.0
         restream = self._fig("expert_decode") if shape.experts else None
-        self._expert_decode = restream.value * self._expert_weight_seconds() if restream is not None else 0.0
+        self._expert_decode = (restream.value * self._expert_weight_seconds() * shape.moe_layers / shape.layers
+                               if restream is not None else 0.0)
+        self.local = (shape.local, shape.span) if shape.local_layers else None
+        """(kind, span) of the model's local-attention layers, for the simulation's :class:`LocalKeys`."""
+        self._local_share = shape.local_layers / shape.layers
         self.projected = devices.chip(kind).projected
         self._layer = Grid(lambda t: sum(self._layer_parts(t).values()))
         self._decode_attention = Grid(lambda n: sum(self._decode_attention_parts(n).values()))
@@ -149,7 +158,8 @@ class FusedCost:
         return "float32" if self.precision.name == "float32" else "bfloat16"
 
     def _layer_parts(self, tokens: int) -> dict:
-        """One layer on one chip for ``tokens`` tokens of its rank, attention excluded."""
+        """The model's average layer on one chip for ``tokens`` tokens of its rank, attention excluded (a piece
+        only some layers hold counts for their share)."""
         s, tp = self.shape, self.tp
         parts = dict.fromkeys(PARTS, 0.0)
         h = s.hidden
@@ -157,23 +167,27 @@ class FusedCost:
         for g in s.gemms:
             if g.experts:
                 continue
+            piece = dict.fromkeys(PARTS, 0.0)
             k, n = g.local(tp)
-            self._gemm(parts, tokens, k, n)
+            self._gemm(piece, tokens, k, n)
             if g.name == "qkv":
                 qk = (s.heads // tp + s.kv_heads_per_chip(tp)) * s.head_dim
-                self._pointwise(parts, "aten::mul", [(tokens, qk), (tokens, qk)])  # rotary embedding
+                self._pointwise(piece, "aten::mul", [(tokens, qk), (tokens, qk)])  # rotary embedding
                 kv = 2 * s.kv_heads_per_chip(tp) * s.head_dim
-                self._op(parts, "aten::copy_", [(tokens, kv), (tokens, kv)], self.precision.kv_dtype)  # cache write
+                self._op(piece, "aten::copy_", [(tokens, kv), (tokens, kv)], self.precision.kv_dtype)  # cache write
             if g.name in ("gate_up", "up", "shared.gate_up"):
                 width = n // 2 if g.name.endswith("gate_up") else n
-                self._pointwise(parts, "aten::mul", [(tokens, width), (tokens, width)])  # activation
+                self._pointwise(piece, "aten::mul", [(tokens, width), (tokens, width)])  # activation
+            _add(parts, piece, s.share(g))
         self._pointwise(parts, "aten::rms_norm", [(tokens, h), (h,)])
         act = self.precision.activation_bytes
         if tp > 1:
             parts["communication"] += 2 * self.pricer.seconds("all_reduce", tokens * h * act,
                                                               self.placement.tp_group())
         if s.experts:
-            self._experts(parts, tokens)
+            piece = dict.fromkeys(PARTS, 0.0)
+            self._experts(piece, tokens)
+            _add(parts, piece, s.moe_layers / s.layers)
         return parts
 
     def _experts(self, parts: dict, tokens: int) -> None:
@@ -205,7 +219,7 @@ class FusedCost:
         return elements * self.precision.weight_bytes / devices.chip(self.kind).hbm_bandwidth.value
 
     def expert_decode_seconds(self, decode_tokens: float) -> float:
-        """The experts' extra weight traffic in one layer for ``decode_tokens`` decode tokens of a rank: each of
+        """The experts' extra weight traffic in an average layer (the sparse layers' share) for ``decode_tokens`` decode tokens of a rank: each of
         their routed pairs (``topk`` a token, balanced over the ranks) streams the fitted share of its expert's
         weights (``expert_decode``: the grouped GEMM's small token tiles at decode each stream their expert's
         weights). Prefill tokens do not pay it: at prefill the GEMM's tiles are large and its compute bounds it."""
@@ -258,26 +272,34 @@ class FusedCost:
     # -- one iteration ---------------------------------------------------------------------
 
     def seconds(self, prefill_tokens: int, prefill_pairs: float, decode_seqs: int, decode_kv: int,
-                sampled: int) -> float:
+                sampled: int, local_pairs: float | None = None, local_kv: float | None = None) -> float:
         """One iteration: ``prefill_tokens`` prompt tokens whose attention covers ``prefill_pairs``
         (query, key) pairs, ``decode_seqs`` decode tokens reading ``decode_kv`` cached tokens in all, and
-        ``sampled`` sequences sampling a token."""
+        ``sampled`` sequences sampling a token; in a local-attention layer ``local_pairs`` and ``local_kv``
+        instead (None: as a full layer)."""
         ep, pp = self.ep, self.pp
         tokens = prefill_tokens + decode_seqs
         if tokens <= 0:
             return 0.0
         rank = tokens / (ep * pp)
         layer = self._layer(rank) + self.expert_decode_seconds(decode_seqs / (ep * pp))
+        local = self._local_share
         if decode_kv:
-            layer += self._decode_attention(decode_kv / (ep * pp))
+            kv = decode_kv if local_kv is None else local_kv
+            layer += (1 - local) * self._decode_attention(decode_kv / (ep * pp))
+            if local and kv:
+                layer += local * self._decode_attention(kv / (ep * pp))
         if prefill_tokens:
             q = prefill_tokens / (ep * pp)
-            layer += self._prefill_attention(q, prefill_pairs / prefill_tokens)
+            pairs = prefill_pairs if local_pairs is None else local_pairs
+            layer += (1 - local) * self._prefill_attention(q, prefill_pairs / prefill_tokens)
+            if local:
+                layer += local * self._prefill_attention(q, pairs / prefill_tokens)
         stage = self.stage_layers * layer
         return pp * stage + self._head(sampled / ep) + self._edges(tokens / ep) + self._iteration
 
     def parts(self, prefill_tokens: int, prefill_pairs: float, decode_seqs: int, decode_kv: int,
-              sampled: int) -> dict[str, float]:
+              sampled: int, local_pairs: float | None = None, local_kv: float | None = None) -> dict[str, float]:
         """:meth:`seconds` split into :data:`PARTS` (priced exactly, not on the grid)."""
         ep, pp = self.ep, self.pp
         tokens = prefill_tokens + decode_seqs
@@ -285,14 +307,20 @@ class FusedCost:
         if tokens <= 0:
             return out
         rank = max(1, round(tokens / (ep * pp)))
-        pieces = [(self._layer_parts(rank), pp * self.stage_layers)]
+        layers, local = pp * self.stage_layers, self._local_share
+        pieces = [(self._layer_parts(rank), layers)]
         if decode_kv:
-            pieces.append((self._decode_attention_parts(max(1, round(decode_kv / (ep * pp)))),
-                           pp * self.stage_layers))
+            kv = decode_kv if local_kv is None else local_kv
+            for keys, share in ((decode_kv, 1 - local), (kv, local)):
+                if share and keys:
+                    pieces.append((self._decode_attention_parts(max(1, round(keys / (ep * pp)))), layers * share))
         if prefill_tokens:
             q = max(1, round(prefill_tokens / (ep * pp)))
-            pieces.append((self._prefill_attention_parts(q, max(1, round(prefill_pairs / prefill_tokens))),
-                           pp * self.stage_layers))
+            pairs = prefill_pairs if local_pairs is None else local_pairs
+            for keys, share in ((prefill_pairs, 1 - local), (pairs, local)):
+                if share:
+                    pieces.append((self._prefill_attention_parts(q, max(1, round(keys / prefill_tokens))),
+                                   layers * share))
         pieces.append((self._head_parts(max(1, round(sampled / ep))) if sampled else dict.fromkeys(PARTS, 0.0), 1))
         pieces.append((self._edge_parts(max(1, round(tokens / ep))), 1))
         for piece, times in pieces:
@@ -305,28 +333,34 @@ class FusedCost:
 
     # -- the simulation's questions (planner.serving.simulation.Costs) ------------------------
 
-    @staticmethod
-    def _work(chunks) -> tuple[int, float]:
+    def _work(self, chunks) -> tuple[int, float, float | None]:
+        """Queries of the prompt chunks, their (query, key) pairs in a full layer and in a local one."""
         queries = sum(c for c, _ in chunks)
         pairs = sum(c * (p + (c + 1) / 2) for c, p in chunks)
-        return queries, pairs
+        local = sum(self.shape.local_pairs(c, p) for c, p in chunks) if self.local else None
+        return queries, pairs, local
 
     def prefill(self, chunks, sampled: int) -> float:
-        q, pairs = self._work(chunks)
-        return self.seconds(q, pairs, 0, 0, sampled)
+        q, pairs, local = self._work(chunks)
+        return self.seconds(q, pairs, 0, 0, sampled, local)
 
-    def mixed(self, chunks, batch: int, kv_tokens: int, sampled: int) -> float:
-        q, pairs = self._work(chunks)
-        return self.seconds(q, pairs, batch, kv_tokens, sampled)
+    def mixed(self, chunks, batch: int, kv_tokens: int, sampled: int, local_kv: int | None = None) -> float:
+        q, pairs, local = self._work(chunks)
+        return self.seconds(q, pairs, batch, kv_tokens, sampled, local, local_kv)
 
-    def decode(self, batch: int, kv_tokens: int, padded: int) -> float:
-        return self.seconds(0, 0.0, batch, kv_tokens, batch)
+    def decode(self, batch: int, kv_tokens: int, padded: int, local_kv: int | None = None) -> float:
+        return self.seconds(0, 0.0, batch, kv_tokens, batch, None, local_kv)
 
     def join(self, batch: int, padded: int, lengths) -> float:
         return 0.0  # a paged cache: joining sequences only adds block-table entries
 
     def leave(self, batch: int, padded: int, kept: int, kept_padded: int) -> float:
         return 0.0
+
+
+def _add(parts: dict, piece: dict, share: float) -> None:
+    for key in PARTS:
+        parts[key] += piece[key] * share
 
 
 def bound(parts: dict[str, float]) -> str:

@@ -36,16 +36,92 @@ class Costs(Protocol):
         """A prefill-only iteration over ``chunks`` ((tokens, tokens already cached) per prompt)."""
 
     def mixed(self, chunks: list[tuple[int, int]], batch: int, kv_tokens: int, sampled: int) -> float:
-        """An iteration of prompt chunks and ``batch`` decode tokens reading ``kv_tokens`` cached tokens."""
+        """An iteration of prompt chunks and ``batch`` decode tokens reading ``kv_tokens`` cached tokens (and, for
+        a cost with :attr:`local`, ``local_kv=`` the keys they see in a local-attention layer)."""
 
     def decode(self, batch: int, kv_tokens: int, padded: int) -> float:
-        """A decode iteration of ``batch`` sequences (the longest cache ``padded`` tokens)."""
+        """A decode iteration of ``batch`` sequences (the longest cache ``padded`` tokens; ``local_kv=`` as
+        :meth:`mixed`)."""
 
     def join(self, batch: int, padded: int, lengths: tuple[int, ...]) -> float:
         """Sequences of cache ``lengths`` joining a running batch."""
 
     def leave(self, batch: int, padded: int, kept: int, kept_padded: int) -> float:
         """Finished sequences leaving a batch."""
+
+
+class LocalKeys:
+    """The keys the running sequences' decode tokens see in a local-attention layer, summed, kept as they grow.
+
+    A sequence whose next token has ``k`` keys in a full layer (its cache and itself) has ``k`` less its cut in a
+    local one: a ``chunked`` layer's whole chunks behind the token (a fixed cut, growing by the span at each chunk
+    boundary), a ``sliding`` layer's keys before its window (none, then growing with the sequence). Each cut
+    changes at a step known when the sequence joins: a heap of those steps keeps the sum exact at O(log n) per
+    change.
+    """
+
+    def __init__(self, kind: str, span: int) -> None:
+        if kind not in ("sliding", "chunked") or span < 1:
+            raise ValueError(f"local: expected ('sliding' or 'chunked', span >= 1), got ({kind!r}, {span!r})")
+        self.kind, self.span = kind, span
+        self._cut: dict[int, tuple[bool, int]] = {}  # request -> (growing, fixed cut or offset)
+        self._fixed = 0
+        self._growing = 0
+        self._offsets = 0
+        self._events: list[tuple[int, int]] = []  # (step, request)
+
+    def _set(self, req: int, growing: bool, value: int) -> None:
+        old = self._cut.get(req)
+        if old is not None:
+            self._drop(old)
+        self._cut[req] = (growing, value)
+        if growing:
+            self._growing += 1
+            self._offsets += value
+        else:
+            self._fixed += value
+
+    def _drop(self, state: tuple[bool, int]) -> None:
+        growing, value = state
+        if growing:
+            self._growing -= 1
+            self._offsets -= value
+        else:
+            self._fixed -= value
+
+    def join(self, req: int, keys: int, step: int) -> None:
+        """Request ``req`` joins at ``step``; its next token sees ``keys`` keys in a full layer."""
+        span, cached = self.span, keys - 1
+        if self.kind == "chunked":
+            behind = cached - cached % span
+            self._set(req, False, behind)
+            heapq.heappush(self._events, (step + behind + span - cached, req))
+        elif keys > span:
+            self._set(req, True, keys - step - span)
+        else:
+            self._set(req, False, 0)
+            heapq.heappush(self._events, (step + span + 1 - keys, req))
+
+    def leave(self, req: int) -> None:
+        state = self._cut.pop(req, None)
+        if state is not None:
+            self._drop(state)
+
+    def cut(self, step: int) -> int:
+        """The keys the running sequences' tokens at ``step`` do not see in a local layer, summed."""
+        events = self._events
+        while events and events[0][0] <= step:
+            at, req = heapq.heappop(events)
+            state = self._cut.get(req)
+            if state is None:
+                continue  # finished
+            if self.kind == "chunked":
+                self._set(req, False, state[1] + self.span)
+                heapq.heappush(events, (at + self.span, req))
+            else:
+                # its key count reached span + 1 at this step: the cut grows from 1 with it
+                self._set(req, True, 1 - at)
+        return self._fixed + self._offsets + self._growing * step
 
 
 @dataclass(slots=True)
@@ -81,7 +157,7 @@ EVENT_LIMIT = 20_000
 class _Instance:
     __slots__ = ("name", "role", "costs", "capacity", "need", "max_batch", "budget", "max_prompts", "free_at",
                  "scheduled", "queue", "prompts", "kv_used", "running", "finish_heap", "step", "acc",
-                 "pad_heap", "left", "pending", "link_free", "done")
+                 "pad_heap", "left", "pending", "link_free", "done", "local")
 
     def __init__(self, name: str, role: str, costs: Costs, capacity: int, need: Callable[[int], int],
                  max_batch: int, budget: int, max_prompts: int | None) -> None:
@@ -101,6 +177,13 @@ class _Instance:
         self.pending: deque[tuple[float, int]] = deque()  # decode: (KV arrival, request)
         self.link_free = 0.0
         self.done: list = []
+        local = getattr(costs, "local", None)  # a cost model that prices local-attention layers asks for their keys
+        self.local = LocalKeys(*local) if local else None
+
+    def decode_keys(self, batch: int) -> tuple[int, dict]:
+        """The running sequences' keys in a full layer, and the cost's ``local_kv`` argument (if it takes one)."""
+        kv = self.acc + batch * self.step
+        return kv, ({"local_kv": kv - self.local.cut(self.step)} if self.local is not None else {})
 
 
 class Simulation:
@@ -207,6 +290,8 @@ class Simulation:
         cache = self.r.inputs[req]  # tokens cached after the prompt
         inst.running.add(req)
         inst.acc += cache + 1 - inst.step
+        if inst.local is not None:
+            inst.local.join(req, cache + 1, inst.step)
         heapq.heappush(inst.finish_heap, (inst.step + self.r.outputs[req] - 2, req))
         if inst.role == "decode":
             heapq.heappush(inst.pad_heap, (-(cache - inst.step), req))
@@ -229,6 +314,8 @@ class Simulation:
             _, req = heapq.heappop(inst.finish_heap)
             inst.running.discard(req)
             inst.acc -= r.inputs[req] + 1 - (step + 2 - r.outputs[req])
+            if inst.local is not None:
+                inst.local.leave(req)
             inst.kv_used -= inst.need(req)
             r.finish[req] = t
             finished += 1
@@ -291,8 +378,8 @@ class Simulation:
             if batch:
                 self._batch_sum += batch
                 self._batch_steps += 1
-                kv = inst.acc + batch * inst.step
-                seconds = inst.costs.mixed(chunks, batch, kv, sampled + batch)
+                kv, local = inst.decode_keys(batch)
+                seconds = inst.costs.mixed(chunks, batch, kv, sampled + batch, **local)
                 inst.done.append(("step", None))
             else:
                 seconds = inst.costs.prefill(chunks, sampled)
@@ -329,7 +416,8 @@ class Simulation:
         batch = len(inst.running)
         self._batch_sum += batch
         self._batch_steps += 1
-        seconds += inst.costs.decode(batch, inst.acc + batch * inst.step, self._padded(inst))
+        kv, local = inst.decode_keys(batch)
+        seconds += inst.costs.decode(batch, kv, self._padded(inst), **local)
         inst.done.append(("step", None))
         self._event(inst.name, f"decode {batch}" + (f" (+{len(joining)} joined)" if joining else ""), t, seconds)
         return seconds
@@ -361,4 +449,4 @@ def percentiles(values: list[float], qs=(50, 90, 99)) -> tuple[float, ...]:
     return tuple(out)
 
 
-__all__ = ["EVENT_LIMIT", "Costs", "Event", "Requests", "Simulation", "percentiles"]
+__all__ = ["EVENT_LIMIT", "Costs", "Event", "LocalKeys", "Requests", "Simulation", "percentiles"]

@@ -66,7 +66,7 @@ def test_kv_cache_is_what_the_memory_leaves():
     est = serving_whatif("llama3-8b", "h100:1", workload=Workload(1000, 1000, requests=64))
     shape = model_shape("llama3-8b")
     entry = est.parallel["colocated"]
-    weights = 2 * (shape.layers * shape.layer_gemm_params + 2 * shape.vocab * shape.hidden + shape.extra_params)
+    weights = 2 * (shape.gemm_params + 2 * shape.vocab * shape.hidden + shape.extra_params)
     assert entry["weights_gb"] == pytest.approx(weights / 1e9, abs=0.01)
     kv = entry["kv_cache_gb"] * 1e9
     per_sequence = 2 * 32 * 8 * 128 * 2 * 2016  # 2,000 tokens in whole 32-token blocks
