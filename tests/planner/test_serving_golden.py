@@ -44,8 +44,9 @@ def test_every_dense_figure_within_20_percent_and_the_test_figures_median_within
 
 
 def _moe(outcomes, cut: str) -> dict:
+    """The Qwen3 MoE rows cut as ``cut`` (TP1, DEP) -> their error."""
     return {o.row.label: o.errors()["tokens_per_s_per_chip"] for o in outcomes
-            if golden.is_moe(o.row) and f" {cut}" in o.row.label}
+            if golden.is_moe(o.row) and o.row.model.startswith("qwen3") and f" {cut}" in o.row.label}
 
 
 def test_a_mixture_of_experts_on_one_gpu_one_row_fits_the_experts_decode_weight_passes(outcomes):
@@ -95,7 +96,7 @@ def test_expert_parallel_rows_keep_the_published_order_of_systems_and_lengths(ou
     # (the test above). What a what-if compares holds: per length the published order of systems (GB200, B200, H200,
     # H100 per GPU), and per system the order of lengths (1024/1024 left out there: within 1 % of 1000/1000 as
     # published).
-    rows = [o for o in outcomes if golden.is_moe(o.row) and " DEP" in o.row.label]
+    rows = [o for o in outcomes if o.row.model == "qwen3-235b-a22b" and " DEP" in o.row.label]
     assert len(rows) == 19
     table = {(o.row.rack.split(":")[0], o.row.label.rsplit(" ", 1)[1]):
              (o.row.published["tokens_per_s_per_chip"], o.modelled["tokens_per_s_per_chip"]) for o in rows}
@@ -106,6 +107,27 @@ def test_expert_parallel_rows_keep_the_published_order_of_systems_and_lengths(ou
         present = [(length, *table[kind, length]) for length in {k[1] for k in table} - {"1024/1024"}
                    if (kind, length) in table]
         assert [p[0] for p in sorted(present, key=lambda p: -p[1])] == [p[0] for p in sorted(present, key=lambda p: -p[2])]
+
+
+def test_llama4_maverick_rows_test_the_interleaved_shape(outcomes):
+    # Llama 4 Maverick (TensorRT-LLM perf-overview, DEP4 on B200 and GB200 in NVFP4, DEP8 on H200 in FP8): MoE layers
+    # every second layer (a dense MLP of 16384 between), a shared expert, chunked attention on 3 of 4 layers. No
+    # factor is fitted on them. Read as every layer sparse (the shape before), every row was 37-59 % slow (median
+    # 50 %); with the interleaved shape the Blackwell rows are within 27 % and H200's short-output rows within 12 %.
+    # H200's long-output rows stay fast (1024/8192 +93 %, 1024/32768 +120 %): the model's KV cache keeps only the
+    # chunk on chunked layers, which TensorRT-LLM's cache does not (docs/serving.md); the published H200 1024/8192
+    # is also 0.28x its 1024/1024, where every other system and model of the table is 0.43-0.46x. Bounds: the model
+    # as it stands (a regression check), not the goal.
+    rows = {o.row.label: o for o in outcomes if o.row.model == "llama4-maverick"}
+    assert len(rows) == 17 and all(golden.role(o.row) == "test" for o in rows.values())
+    errors = {label: o.errors()["tokens_per_s_per_chip"] for label, o in rows.items()}
+    assert all(abs(e) <= 0.27 for label, e in errors.items() if "H200" not in label), errors
+    assert all(abs(errors[f"TRT-LLM llama4-maverick H200 DEP8 {length}"]) <= 0.12
+               for length in ("1000/1000", "1024/1024", "8192/1024")), errors
+    for length in {label.rsplit(" ", 1)[1] for label in rows}:
+        present = [o for o in rows.values() if o.row.label.endswith(" " + length)]
+        published = sorted(present, key=lambda o: -o.row.published["tokens_per_s_per_chip"])
+        assert published == sorted(present, key=lambda o: -o.modelled["tokens_per_s_per_chip"]), length
 
 
 def test_mlperf_server_meets_its_latency_constraints(outcomes):
