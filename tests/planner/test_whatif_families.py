@@ -125,6 +125,14 @@ def test_experts_written_dense_are_priced_routed_and_say_so():
     mm = [r.shapes for r in profile.forward if r.op.split(".")[0] in ("aten::mm", "aten::bmm", "aten::_grouped_mm")]
     flops = sum(2 * a[-2] * a[-1] * b[-1] * (a[0] if len(a) == 3 else 1) for a, b in mm)
     assert flops == 2 * 16 * dense + 2 * 16 * 1 * routed
+    # the elementwise ops on the experts' copies of the tokens (scaled inputs, activation, their gradients) run on
+    # the 16 routed pairs, not on 4 experts x 16 tokens: no record keeps a tensor of every expert's copy
+    records = profile.forward + profile.backward
+    every = [r.op for r in records for shape in r.shapes + (r.out_shapes or ()) if shape[:2] == (4, 16)
+             and len(shape) == 3]
+    # the inputs scaled by the router's scores (forward and its gradient): 16 rows, not 64
+    scaled = [r.shapes for r in records if r.op.startswith("aten::mul") and any(x[1:] == (1,) for x in r.shapes)]
+    assert not every and scaled and all(x[0] == 16 for shapes in scaled for x in shapes), (every, scaled)
 
 
 def test_only_an_moe_models_sparse_layers_exchange_tokens_over_ep():
