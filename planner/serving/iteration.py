@@ -19,7 +19,7 @@ stream of every local expert's weights.
 A layer is priced as the model's average layer: where layers differ (an MoE model's dense and sparse layers,
 full and local attention), each piece counts for the share of the layers that hold it, and a local-attention
 layer's attention sees only its span (:meth:`ModelShape.local_pairs` at prefill; at decode the keys the
-simulation keeps, :class:`planner.serving.simulation.LocalKeys`).
+simulation keeps, :class:`planner.serving.local_keys.LocalKeys`).
 
 With ``ep`` ranks, attention is data parallel (each rank runs its own sequences, under its own batch
 and token limits: :func:`planner.serving.run.simulate`) and the experts are divided over the ranks; with ``pp`` stages the batch is split into ``pp``

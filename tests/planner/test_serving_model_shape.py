@@ -13,7 +13,7 @@ from planner.serving.golden_rows import MODELS, _llama4
 from planner.serving.kv_cache import memory
 from planner.serving.model_shape import model_shape, sparse_layers
 from planner.serving.precision import resolve
-from planner.serving.simulation import LocalKeys
+from planner.serving.local_keys import LocalKeys
 
 H, I, I_MLP, VOCAB, LAYERS = 5120, 8192, 16384, 202048, 48
 ATTENTION = H * (40 + 2 * 8) * 128 + 40 * 128 * H  # q, k, v, o
