@@ -28,12 +28,14 @@ from planner.profile import BlockProfile, Collective, Shard, trace_profile
 _LAYER_LISTS = ("layers", "h", "blocks", "layer")
 _FINAL_NORMS = ("norm", "ln_f", "final_layernorm", "final_norm")
 _PER_LAYER_HINTS = ("layer_types", "mlp_only_layers", "decoder_sparse_step", "first_k_dense_replace",
-                    "moe_layer_freq", "sliding_window_pattern", "no_rope_layers")
+                    "moe_layer_freq", "sliding_window_pattern", "no_rope_layers", "moe_layers",
+                    "interleave_moe_layer_step", "no_rope_layer_interval")
 _EXPERT_COUNTS = ("num_local_experts", "num_experts", "n_routed_experts")
 _TOPK = ("num_experts_per_tok", "moe_topk", "top_k")
 _STATE_SPACE = ("mamba_d_state", "ssm_state_size", "state_size")
 """Config fields of a model with state-space (Mamba) layers (Falcon-H1, Jamba, Bamba, Zamba, Nemotron-H, Mamba)."""
-_WIDTHS = ("intermediate_size", "moe_intermediate_size", "shared_expert_intermediate_size", "ffn_hidden_size",
+_WIDTHS = ("intermediate_size", "intermediate_size_mlp", "moe_intermediate_size", "shared_expert_intermediate_size",
+           "ffn_hidden_size",
            "linear_num_key_heads", "linear_num_value_heads")
 
 
@@ -430,24 +432,27 @@ class DecoderBlocks(ModelBlocks):
             return out[0] if isinstance(out, (tuple, list)) else out
 
         experts = [p for n, p in layer.named_parameters() if "experts" in n.split(".")]
+        # an MoE model's dense layers (Llama 4's every other, Qwen-MoE's mlp_only_layers, DeepSeek's first ones)
+        # route nothing: no expert groups, no all-to-all
+        sparse = bool(experts)
         notes = []
         if self.kv_heads < shard.tp:
             notes.append(f"{self.kv_heads} key/value heads replicated over tp={shard.tp}")
-        groups = self.experts // shard.ep if self.experts else 0
-        if self.experts:
+        groups = self.experts // shard.ep if sparse else 0
+        if sparse:
             notes.append(f"MoE: {self.experts} experts, top-{self.topk}, balanced routing assumed; "
                          f"{groups} experts per chip (ep={shard.ep})")
-        if self._experts_as_written and self.kernels == "fused":
+        if self._experts_as_written and self.kernels == "fused" and sparse:
             notes.append(f"{type(self.config).__name__}'s experts refuse transformers' grouped_mm: traced as "
                          f"the model writes them")
         params = list(layer.parameters())
         profile = trace_profile(
             self.names[index], block, (hidden,), shard=shard, params=params, expert_params=experts,
-            hidden_size=self.hidden_size, collectives=self._layer_collectives(shard),
+            hidden_size=self.hidden_size, collectives=self._layer_collectives(shard, sparse),
             model_flops_scale=shard.tp * shard.cp, note="; ".join(notes), **self._trace_options(params))
         from planner import rewrite
 
-        if self._experts_as_written and self.topk:
+        if self._experts_as_written and self.topk and sparse:
             rows = hidden.shape[0] * hidden.shape[1]
             shapes = {tuple(p.shape[1:]) for p in experts if p.dim() == 3}
             profile = rewrite.dense_experts_as_routed(profile, self.experts, self.topk, rows, shapes)
@@ -458,7 +463,8 @@ class DecoderBlocks(ModelBlocks):
             profile = rewrite.shard_experts(profile, shard.ep)
         return profile
 
-    def _layer_collectives(self, shard: Shard) -> tuple[Collective, ...]:
+    def _layer_collectives(self, shard: Shard, sparse: bool) -> tuple[Collective, ...]:
+        """The collectives of a layer cut as ``shard``; ``sparse``: it routes tokens to experts."""
         act = self._act_bytes(shard)
         out: list[Collective] = []
         if shard.tp > 1:
@@ -477,7 +483,7 @@ class DecoderBlocks(ModelBlocks):
             kv = 2 * shard.tokens * kv_local * self.head_dim * self._torch_dtype().itemsize
             out += [Collective("send_recv", "cp", kv, "forward", shard.cp - 1, "attention"),
                     Collective("send_recv", "cp", 2 * kv, "backward", shard.cp - 1, "attention")]
-        if self.experts and shard.ep > 1:
+        if sparse and shard.ep > 1:
             routed = shard.tokens * self.topk * self.hidden_size * self._torch_dtype().itemsize // (
                 shard.tp if shard.sequence_parallel else 1)
             out += [Collective("all_to_all", "ep", routed, "forward", 2, "none"),

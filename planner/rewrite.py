@@ -21,6 +21,8 @@ import devices.cost
 from planner.profile import BlockProfile, Shard, gemm_flops
 
 _GROUPED = ("aten::_grouped_mm",)
+_GEMMS = ("aten::mm", "aten::addmm", "aten::_grouped_mm", "aten::linear", "aten::matmul")
+"""GEMMs other than the experts' batched ones: their operands are weights and tokens, never an expert's copy."""
 
 
 def _mm(m: int, k: int, n: int, dtype: str) -> devices.cost.OpRecord:
@@ -76,17 +78,32 @@ _ATTENTION_QKV = {  # op base name -> positions of q, k, v in shapes (SDPA layou
 
 def dense_experts_as_routed(profile: BlockProfile, experts: int, topk: int, rows: int,
                             expert_shapes: set[tuple[int, int]]) -> BlockProfile:
-    """``profile`` with the batched GEMMs of experts written dense (Llama 4: every expert runs every token, the
-    router's scores zeroing the rest) recorded as the routed ``_grouped_mm`` a production stack runs: ``rows *
-    topk`` token-expert pairs instead of ``rows * experts`` (:func:`grouped_gemms` then splits them evenly over the
-    chip's experts). ``rows``: the tokens the block sees; ``expert_shapes``: the expert tensors' (in, out) shapes,
-    which tell a weight gradient (its output) from a forward or input-gradient GEMM. The elementwise ops around the
-    experts stay dense, as written (said in the note)."""
+    """``profile`` with the experts a model writes dense (Llama 4: every expert runs every token, the router's
+    scores zeroing the rest) recorded as a production stack runs them routed, on ``rows * topk`` token-expert pairs
+    instead of ``rows * experts``: their batched GEMMs as the routed ``_grouped_mm`` (:func:`grouped_gemms` then
+    splits them evenly over the chip's experts), and the elementwise ops on every expert's copy of the tokens (the
+    scaled inputs, the activation and its gradient: tensors of ``(experts, rows, width)`` or ``(experts * rows,
+    width)``) on the pairs alone. ``rows``: the tokens the block sees; ``expert_shapes``: the expert tensors' (in,
+    out) shapes, which tell a weight gradient (its output) from a forward or input-gradient GEMM."""
     routed = math.ceil(rows * topk)
 
+    def pairs(shape):
+        if len(shape) == 3 and shape[0] == experts and shape[1] == rows:
+            return (routed, shape[2])
+        if len(shape) == 2 and shape[0] == experts * rows:
+            return (routed, shape[1])
+        return shape
+
     def as_routed(r):
-        if r.op.split(".")[0] != "aten::bmm" or len(r.shapes) != 2:
+        base = r.op.split(".")[0]
+        if base in _GEMMS:
             return r
+        if base != "aten::bmm" or len(r.shapes) != 2:
+            shapes = tuple(pairs(s) for s in r.shapes)
+            outs = tuple(pairs(s) for s in r.out_shapes) if r.out_shapes else r.out_shapes
+            if shapes == r.shapes and outs == r.out_shapes:
+                return r
+            return devices.cost.OpRecord(r.op, shapes, r.dtype, outs, r.args)
         a, b = r.shapes
         if len(a) != 3 or len(b) != 3 or a[0] != experts:
             return r
@@ -101,8 +118,8 @@ def dense_experts_as_routed(profile: BlockProfile, experts: int, topk: int, rows
     if forward == profile.forward and backward == profile.backward:
         return profile
     note = (profile.note + "; " if profile.note else "") + (
-        f"experts written dense (every expert on every token): their GEMMs priced routed (top-{topk} of "
-        f"{experts}), the elementwise ops around them as written")
+        f"experts written dense (every expert on every token): priced routed (top-{topk} of {experts}), their "
+        f"GEMMs and the elementwise ops on their copies of the tokens")
     return replace(profile, forward=forward, backward=backward, note=note,
                    model_flops=3.0 * gemm_flops(forward) * profile.flops_scale)
 

@@ -109,7 +109,7 @@ def price_pool(shape: ModelShape, spec, pool: Pool, precision: str, engine: Engi
     longest = max((a if pool.role == "prefill" else a + workload.reserved(b)) for a, b in workload.lengths)
     need = kv.sequence_bytes(longest)
     if need > kv.kv:
-        fit = kv.kv // max(1, kv.layer_bytes * (kv.full_layers + kv.sliding_layers))
+        fit = kv.kv // max(1, kv.layer_bytes * (kv.full_layers + kv.local_layers))
         raise ValueError(f"{name}: one sequence of {longest:,} tokens needs {need / 1e9:,.2f} GB of KV cache per "
                          f"chip; {pool.kind} has {kv.kv / 1e9:,.2f} GB left after {kv.weights / 1e9:,.1f} GB of "
                          f"weights at tp {pool.tp} x pp {pool.pp}: at most about {fit:,} tokens fit; use more chips "
@@ -120,7 +120,8 @@ def price_pool(shape: ModelShape, spec, pool: Pool, precision: str, engine: Engi
 
         cost = EagerCost(shape, pool.kind, prec, placement, spec)
     else:
-        cost = FusedCost(shape, pool.kind, prec, placement, pricer_for(spec), calibrated=calibrated)
+        cost = FusedCost(shape, pool.kind, prec, placement, pricer_for(spec), calibrated=calibrated,
+                         local_cache=engine.local_cache)
     return Priced(pool, prec, kv, cost)
 
 

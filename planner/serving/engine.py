@@ -62,6 +62,12 @@ class Engine:
     """Share of the memory left after weights and activations given to the KV cache."""
     block_size: int = DEFAULT_BLOCK
     """Tokens per KV cache block (a sequence reserves whole blocks)."""
+    local_cache: bool = False
+    """How the engine treats local-attention layers (sliding windows, Llama 4's chunks). False, TensorRT-LLM's way
+    (its docs/source/features/long-sequence.md): every layer's KV cache is allocated for the whole sequence ("the memory
+    allocation for the kv cache still relies on the buffer's maximum value"), a sliding window limits what attention
+    reads, and chunked attention applies to context requests only (decode attends to the whole cache). True (vLLM's
+    hybrid KV cache manager): a local layer's cache keeps only its span and every attention sees only the span."""
 
     def __post_init__(self) -> None:
         check_kernels(self.kernels)
@@ -73,6 +79,8 @@ class Engine:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name}: expected a positive integer, got {value!r}")
+        if not isinstance(self.local_cache, bool):
+            raise ValueError(f"local_cache: expected True or False, got {self.local_cache!r}")
         if not isinstance(self.kv_fraction, (int, float)) or not 0 < self.kv_fraction <= 1:
             raise ValueError(f"kv_fraction: expected a share in (0, 1], got {self.kv_fraction!r}")
 

@@ -53,6 +53,24 @@ def _gpt_oss(name: str, layers: int, experts: int, source: str) -> DecoderBlocks
 
 _GPT_OSS_CARD = "OpenAI, 'gpt-oss-120b & gpt-oss-20b Model Card' (2025-08-05)"
 
+def _llama4(name: str, repo: str, *, experts: int, step: int, qk_norm: bool) -> DecoderBlocks:
+    """A Llama 4 model's language model as its Hugging Face config.json's ``text_config`` gives it: 48 layers, d 5120,
+    40 heads of 128, 8 key/value heads, ``experts`` routed experts of FFN 8192 (top-1) and a shared one in every
+    ``step``-th layer, a dense MLP of 16384 in the others, chunked attention (8192) in three of every four layers
+    (every fourth, without rotary embedding, attends to the whole context)."""
+    source = (f"meta-llama/{repo} config.json text_config (48 layers, d 5120, 40 heads of 128, 8 kv heads, "
+              f"{experts} experts of FFN 8192 top-1 and a shared expert every {step} layer(s), dense FFN 16384 "
+              f"between, attention chunks of 8192 on 3 of 4 layers; as copied in NVIDIA/TensorRT-LLM "
+              f"tests/unittest/_torch/modeling/test_modeling_llama_min_latency.py LLAMA_4_MAVERICK_TWO_LAYER_CONFIG, its layers cut to 2)")
+    return DecoderBlocks(
+        name=name, config_class="Llama4TextConfig", source=source,
+        arch=dict(vocab_size=202048, hidden_size=5120, intermediate_size=8192, intermediate_size_mlp=16384,
+                  num_hidden_layers=48, num_attention_heads=40, num_key_value_heads=8, head_dim=128,
+                  num_local_experts=experts, num_experts_per_tok=1, interleave_moe_layer_step=step,
+                  attention_chunk_size=8192, no_rope_layer_interval=4, use_qk_norm=qk_norm,
+                  max_position_embeddings=1048576 if step == 2 else 10485760, rms_norm_eps=1e-5,
+                  rope_parameters={"rope_type": "default", "rope_theta": 500000.0}, tie_word_embeddings=False))
+
 
 _ARCH = "reference/inference.md: Llama 3.3 70B = Llama 3.1 70B; Llama-3-70B; Llama 2 70B (transformers configs)"
 MODELS = {
@@ -81,6 +99,7 @@ MODELS = {
                             "self_attn, router, embed_tokens, lm_head"),
     "qwen3-235b-a22b": _qwen3_moe("qwen3-235b-a22b", "Qwen3-235B-A22B", layers=94, hidden=4096, heads=64,
                                   ffn=12288, expert_ffn=1536),
+    "llama4-maverick": _llama4("llama4-maverick", "Llama-4-Maverick-17B-128E", experts=128, step=2, qk_norm=False),
 }
 """The rows' models, as their transformers configs' numbers."""
 
@@ -157,7 +176,9 @@ class GoldenRow:
 
 
 _CHECKPOINTS = {("qwen3-30b-a3b", "fp4"): "nvidia/Qwen3-30B-A3B-FP4", ("qwen3-235b-a22b", "fp4"): "nvidia/Qwen3-235B-A22B-FP4",
-                ("qwen3-235b-a22b", "fp8"): "nvidia/Qwen3-235B-A22B-FP8"}
+                ("qwen3-235b-a22b", "fp8"): "nvidia/Qwen3-235B-A22B-FP8",
+                ("llama4-maverick", "fp4"): "nvidia/Llama-4-Maverick-17B-128E-Instruct-NVFP4",
+                ("llama4-maverick", "fp8"): "nvidia/Llama-4-Maverick-17B-128E-Instruct-FP8"}
 _DEP = ("; DEP: attention data parallel over the ranks and the experts divided over them (llm_options "
         "enable_attention_dp: true; trtllm-bench --tp N --ep N)")
 _BENCH = ("; the engine trtllm-bench computes when its llm_options set no limits: its heuristic's max_batch_size "
@@ -236,6 +257,8 @@ GPT_OSS = ("NVIDIA TensorRT-LLM docs/source/developer-guide/perf-overview.md @ 0
            "on Blackwell; no FP8 KV cache for GPT-OSS on Hopper) "
            "(https://github.com/NVIDIA/TensorRT-LLM/blob/03e27c7d5ff0c6e89f8328838c0a8e64f1b34f9d/docs/source/"
            "developer-guide/perf-overview.md)")
+
+
 def _gpt_oss(kind: str, ep: int, isl: int, osl: int, value: float, model: str) -> GoldenRow:
     """A GPT-OSS row of the perf-overview, through :func:`_trtllm` (the engine every TensorRT-LLM row gets), with
     its checkpoint's precision on the kind's generation and its source."""
@@ -326,7 +349,23 @@ other H200 points, H NIM's other concurrencies (requests per point: ten times th
 concurrency, as the given rows), G AWS's Trn2 tutorials (and the 70B tutorial as first published).
 :data:`FIT_ROWS` says which fit an entry, the others test."""
 
-ALL_ROWS: tuple[GoldenRow, ...] = ROWS + FOUND_ROWS
+LLAMA4_ROWS: tuple[GoldenRow, ...] = tuple(
+    # L. The same table's Llama 4 Maverick columns (perf-overview "LLaMA v4 Maverick"; its llm_options.yml for "Qwen3
+    # MoE, Llama4 Maverick": enable_attention_dp: true, CUDA graphs with padding): DEP4 on B200 and GB200 in NVFP4, DEP8
+    # on H200 in FP8. A family no factor was fitted on: every row tests.
+    _trtllm(kind, 1, precision, isl, osl, v, "llama4-maverick", ep=ep)
+    for kind, ep, precision, values in (
+        ("b200", 4, "fp4", {(1000, 1000): 11337, (1024, 1024): 11227, (1024, 8192): 5174, (1024, 32768): 2204,
+                            (8192, 1024): 3279, (32768, 1024): 859}),
+        ("gb200", 4, "fp4", {(1000, 1000): 11828, (1024, 1024): 11905, (1024, 8192): 5508, (1024, 32768): 2300,
+                             (8192, 1024): 3444, (32768, 1024): 963}),
+        ("h200", 8, "fp8", {(1000, 1000): 4146, (1024, 1024): 4180, (1024, 8192): 1157, (1024, 32768): 679,
+                            (8192, 1024): 1276}))
+    for (isl, osl), v in values.items())
+"""L: TensorRT-LLM's Llama 4 Maverick columns (interleaved dense and MoE layers, a shared expert, chunked attention),
+test rows only."""
+
+ALL_ROWS: tuple[GoldenRow, ...] = ROWS + FOUND_ROWS + LLAMA4_ROWS
 """Every published row the serving model is checked against."""
 
 CONTRADICTED: dict[str, tuple[str, ...]] = {
@@ -345,4 +384,4 @@ def is_moe(row: GoldenRow) -> bool:
     return any(arch.get(k) for k in ("num_experts", "num_local_experts"))
 
 
-__all__ = ["ALL_ROWS", "CONTRADICTED", "FOUND_ROWS", "MODELS", "ROWS", "STATIC", "GoldenRow", "is_moe"]
+__all__ = ["ALL_ROWS", "CONTRADICTED", "FOUND_ROWS", "LLAMA4_ROWS", "MODELS", "ROWS", "STATIC", "GoldenRow", "is_moe"]

@@ -16,6 +16,11 @@ FP4 grouped GEMMs and the weight passes each routed decode token adds to them:
 :meth:`FusedCost.expert_decode_seconds`). The routed experts' GEMMs are one grouped-GEMM kernel: one launch, one
 stream of every local expert's weights.
 
+A layer is priced as the model's average layer: where layers differ (an MoE model's dense and sparse layers,
+full and local attention), each piece counts for the share of the layers that hold it, and a local-attention
+layer's attention sees only its span (:meth:`ModelShape.local_pairs` at prefill; at decode the keys the
+simulation keeps, :class:`planner.serving.local_keys.LocalKeys`).
+
 With ``ep`` ranks, attention is data parallel (each rank runs its own sequences, under its own batch
 and token limits: :func:`planner.serving.run.simulate`) and the experts are divided over the ranks; with ``pp`` stages the batch is split into ``pp``
 microbatches in flight, so one token of every sequence takes ``pp`` stage times.
@@ -70,7 +75,8 @@ class FusedCost:
     """Seconds of one iteration of the fused engine on one instance (see the module doc)."""
 
     def __init__(self, shape: ModelShape, kind: str, precision: Precision, placement: Placement,
-                 pricer: CommPricer, efficiency: ServingEfficiency | None = None, calibrated: bool = True) -> None:
+                 pricer: CommPricer, efficiency: ServingEfficiency | None = None, calibrated: bool = True,
+                 local_cache: bool = False) -> None:
         self.shape, self.kind, self.precision, self.placement, self.pricer = shape, kind, precision, placement, pricer
         self.tp, self.ep, self.pp = placement.tp, placement.ep, placement.pp
         self.efficiency = (efficiency or serving_efficiency(kind)) if calibrated else None
@@ -87,7 +93,16 @@ class FusedCost:
         self._factor["expert_gemm"] = experts.value if experts is not None else 1.0
         self._iteration = self._fig("iteration").value if self._fig("iteration") is not None else 0.0
         restream = self._fig("expert_decode") if shape.experts else None
-        self._expert_decode = restream.value * self._expert_weight_seconds() if restream is not None else 0.0
+        self._expert_decode = (restream.value * self._expert_weight_seconds() * shape.moe_layers / shape.layers
+                               if restream is not None else 0.0)
+        self._local_share = shape.local_layers / shape.layers
+        # TensorRT-LLM applies chunked attention to context requests only (Engine.local_cache): decode keys are whole
+        decode_local = shape.local_layers and (local_cache or shape.local != "chunked")
+        self.local = (shape.local, shape.span) if decode_local else None
+        """(kind, span) of the local-attention layers whose decode tokens see only the span, for the simulation's
+        :class:`LocalKeys` (None: every decode token sees its whole cache)."""
+        self.prefill_local = bool(shape.local_layers)
+        """Prompt tokens of local-attention layers attend within the span (every engine)."""
         self.projected = devices.chip(kind).projected
         self._dense = Grid(lambda t: sum(self._dense_parts(t).values()))
         self._moe = Grid(lambda t: sum(self._expert_parts(t).values()))
@@ -166,21 +181,24 @@ class FusedCost:
         return "float32" if self.precision.name == "float32" else "bfloat16"
 
     def _layer_parts(self, tokens: int, busiest: int | None = None) -> dict:
-        """One layer on one chip for ``tokens`` tokens of its rank (``busiest``: of the busiest rank, whose dense
-        part every rank waits for), attention excluded."""
+        """The model's average layer on one chip for ``tokens`` tokens of its rank (``busiest``: of the busiest rank,
+        whose dense part every rank waits for), attention excluded."""
         parts = self._dense_parts(tokens if busiest is None else busiest)
-        moe = self._expert_parts(tokens)
-        return {key: parts[key] + moe[key] for key in PARTS}
+        _add(parts, self._expert_parts(tokens), 1.0)
+        return parts
 
     def _expert_parts(self, tokens: int) -> dict:
-        """The layer's experts for ``tokens`` tokens of each rank (nothing for a dense model)."""
+        """The experts of the model's average layer (the sparse layers' share) for ``tokens`` tokens of each rank."""
         parts = dict.fromkeys(PARTS, 0.0)
         if self.shape.experts:
-            self._experts(parts, tokens)
+            piece = dict.fromkeys(PARTS, 0.0)
+            self._experts(piece, tokens)
+            _add(parts, piece, self.shape.moe_layers / self.shape.layers)
         return parts
 
     def _dense_parts(self, tokens: int) -> dict:
-        """One layer on one chip for ``tokens`` tokens of its rank, attention and the experts excluded."""
+        """The model's average layer on one chip for ``tokens`` tokens of its rank, attention and the experts
+        excluded (a piece only some layers hold counts for their share)."""
         s, tp = self.shape, self.tp
         parts = dict.fromkeys(PARTS, 0.0)
         h = s.hidden
@@ -188,16 +206,18 @@ class FusedCost:
         for g in s.gemms:
             if g.experts:
                 continue
+            piece = dict.fromkeys(PARTS, 0.0)
             k, n = g.local(tp)
-            self._gemm(parts, tokens, k, n)
+            self._gemm(piece, tokens, k, n)
             if g.name == "qkv":
                 qk = (s.heads // tp + s.kv_heads_per_chip(tp)) * s.head_dim
-                self._pointwise(parts, "aten::mul", [(tokens, qk), (tokens, qk)])  # rotary embedding
+                self._pointwise(piece, "aten::mul", [(tokens, qk), (tokens, qk)])  # rotary embedding
                 kv = 2 * s.kv_heads_per_chip(tp) * s.head_dim
-                self._op(parts, "aten::copy_", [(tokens, kv), (tokens, kv)], self.precision.kv_dtype)  # cache write
+                self._op(piece, "aten::copy_", [(tokens, kv), (tokens, kv)], self.precision.kv_dtype)  # cache write
             if g.name in ("gate_up", "up", "shared.gate_up"):
                 width = n // 2 if g.name.endswith("gate_up") else n
-                self._pointwise(parts, "aten::mul", [(tokens, width), (tokens, width)])  # activation
+                self._pointwise(piece, "aten::mul", [(tokens, width), (tokens, width)])  # activation
+            _add(parts, piece, s.share(g))
         self._pointwise(parts, "aten::rms_norm", [(tokens, h), (h,)])
         act = self.precision.activation_bytes
         if tp > 1:
@@ -234,7 +254,7 @@ class FusedCost:
         return elements * self.precision.expert_gemms.weight_bytes / devices.chip(self.kind).hbm_bandwidth.value
 
     def expert_decode_seconds(self, decode_tokens: float) -> float:
-        """The experts' extra weight traffic in one layer for ``decode_tokens`` decode tokens of a rank: each of
+        """The experts' extra weight traffic in an average layer (the sparse layers' share) for ``decode_tokens`` decode tokens of a rank: each of
         their routed pairs (``topk`` a token, balanced over the ranks) streams the fitted share of its expert's
         weights (``expert_decode``: the grouped GEMM's small token tiles at decode each stream their expert's
         weights). Prefill tokens do not pay it: at prefill the GEMM's tiles are large and its compute bounds it."""
@@ -287,43 +307,60 @@ class FusedCost:
     # -- one iteration ---------------------------------------------------------------------
 
     def seconds(self, prefill_tokens: int, prefill_pairs: float, decode_seqs: int, decode_kv: int,
-                sampled: int, busiest: tuple[int, float] | None = None) -> float:
+                sampled: int, local_pairs: float | None = None, local_kv: float | None = None,
+                busiest: tuple[int, float, float | None] | None = None) -> float:
         """One iteration: ``prefill_tokens`` prompt tokens whose attention covers ``prefill_pairs``
         (query, key) pairs, ``decode_seqs`` decode tokens reading ``decode_kv`` cached tokens in all, and
-        ``sampled`` sequences sampling a token; ``busiest``: the (prompt tokens, pairs) of the rank holding the most
-        (None: spread evenly, see the module doc)."""
+        ``sampled`` sequences sampling a token; in a local-attention layer ``local_pairs`` and ``local_kv``
+        instead (None: as a full layer); ``busiest``: the (prompt tokens, pairs, local pairs) of the rank holding the
+        most (None: spread evenly over the ranks, see the module doc)."""
         ep, pp = self.ep, self.pp
         tokens = prefill_tokens + decode_seqs
         if tokens <= 0:
             return 0.0
-        q, pairs = (prefill_tokens / ep, prefill_pairs / ep) if busiest is None else busiest
+        if busiest is None:
+            q, pairs = prefill_tokens / ep, prefill_pairs / ep
+            lpairs = None if local_pairs is None else local_pairs / ep
+        else:
+            q, pairs, lpairs = busiest
         layer = (self._dense((q + decode_seqs / ep) / pp) + self._moe(tokens / (ep * pp))
                  + self.expert_decode_seconds(decode_seqs / (ep * pp)))
+        local = self._local_share
         if decode_kv:
-            layer += self._decode_attention(decode_kv / (ep * pp))
+            kv = decode_kv if local_kv is None else local_kv
+            layer += (1 - local) * self._decode_attention(decode_kv / (ep * pp))
+            if local and kv:
+                layer += local * self._decode_attention(kv / (ep * pp))
         if q:
-            layer += self._prefill_attention(q / pp, pairs / q)
+            layer += (1 - local) * self._prefill_attention(q / pp, pairs / q)
+            if local:
+                layer += local * self._prefill_attention(q / pp, (pairs if lpairs is None else lpairs) / q)
         stage = self.stage_layers * layer
         return pp * stage + self._head(sampled / ep) + self._edges(tokens / ep) + self._iteration
 
     def parts(self, prefill_tokens: int, prefill_pairs: float, decode_seqs: int, decode_kv: int,
-              sampled: int) -> dict[str, float]:
-        """:meth:`seconds` split into :data:`PARTS` (priced exactly, not on the grid), the prompt tokens spread
-        evenly over the ranks."""
+              sampled: int, local_pairs: float | None = None, local_kv: float | None = None) -> dict[str, float]:
+        """:meth:`seconds` split into :data:`PARTS` (priced exactly, not on the grid)."""
         ep, pp = self.ep, self.pp
         tokens = prefill_tokens + decode_seqs
         out = dict.fromkeys(PARTS, 0.0)
         if tokens <= 0:
             return out
         rank = max(1, round(tokens / (ep * pp)))
-        pieces = [(self._layer_parts(rank), pp * self.stage_layers)]
+        layers, local = pp * self.stage_layers, self._local_share
+        pieces = [(self._layer_parts(rank), layers)]
         if decode_kv:
-            pieces.append((self._decode_attention_parts(max(1, round(decode_kv / (ep * pp)))),
-                           pp * self.stage_layers))
+            kv = decode_kv if local_kv is None else local_kv
+            for keys, share in ((decode_kv, 1 - local), (kv, local)):
+                if share and keys:
+                    pieces.append((self._decode_attention_parts(max(1, round(keys / (ep * pp)))), layers * share))
         if prefill_tokens:
             q = max(1, round(prefill_tokens / (ep * pp)))
-            pieces.append((self._prefill_attention_parts(q, max(1, round(prefill_pairs / prefill_tokens))),
-                           pp * self.stage_layers))
+            pairs = prefill_pairs if local_pairs is None else local_pairs
+            for keys, share in ((prefill_pairs, 1 - local), (pairs, local)):
+                if share:
+                    pieces.append((self._prefill_attention_parts(q, max(1, round(keys / prefill_tokens))),
+                                   layers * share))
         pieces.append((self._head_parts(max(1, round(sampled / ep))) if sampled else dict.fromkeys(PARTS, 0.0), 1))
         pieces.append((self._edge_parts(max(1, round(tokens / ep))), 1))
         for piece, times in pieces:
@@ -335,41 +372,44 @@ class FusedCost:
 
     # -- the simulation's questions (planner.serving.simulation.Costs) ------------------------
 
-    @staticmethod
-    def _work(chunks) -> tuple[int, float]:
+    def _work(self, chunks) -> tuple[int, float, float | None]:
+        """Queries of the prompt chunks, their (query, key) pairs in a full layer and in a local one."""
         queries = sum(c for c, _ in chunks)
         pairs = sum(c * (p + (c + 1) / 2) for c, p in chunks)
-        return queries, pairs
+        local = sum(self.shape.local_pairs(c, p) for c, p in chunks) if self.prefill_local else None
+        return queries, pairs, local
 
-    def busiest_rank(self, chunks) -> tuple[int, float] | None:
-        """The (prompt tokens, attention pairs) of the busiest of the ``ep`` ranks once the iteration's chunks are
-        dealt out whole, the largest first to the least loaded rank (None with one rank)."""
+    def busiest_rank(self, chunks) -> tuple[int, float, float | None] | None:
+        """The (prompt tokens, attention pairs, local-layer pairs) of the busiest of the ``ep`` ranks once the
+        iteration's chunks are dealt out whole, the largest first to the least loaded rank (None with one rank)."""
         if self.ep == 1 or not chunks:
             return None
-        ranks = [[0, 0.0] for _ in range(self.ep)]
-        for c, p in sorted(chunks, reverse=True):
-            rank = min(ranks, key=lambda r: r[0])
-            rank[0] += c
-            rank[1] += c * (p + (c + 1) / 2)
-        q, pairs = max(ranks, key=lambda r: r[0])
-        return q, pairs
+        ranks: list[list] = [[] for _ in range(self.ep)]
+        for chunk in sorted(chunks, reverse=True):
+            min(ranks, key=lambda r: sum(c for c, _ in r)).append(chunk)
+        return self._work(max(ranks, key=lambda r: sum(c for c, _ in r)))
 
     def prefill(self, chunks, sampled: int) -> float:
-        q, pairs = self._work(chunks)
-        return self.seconds(q, pairs, 0, 0, sampled, self.busiest_rank(chunks))
+        q, pairs, local = self._work(chunks)
+        return self.seconds(q, pairs, 0, 0, sampled, local, None, self.busiest_rank(chunks))
 
-    def mixed(self, chunks, batch: int, kv_tokens: int, sampled: int) -> float:
-        q, pairs = self._work(chunks)
-        return self.seconds(q, pairs, batch, kv_tokens, sampled, self.busiest_rank(chunks))
+    def mixed(self, chunks, batch: int, kv_tokens: int, sampled: int, local_kv: int | None = None) -> float:
+        q, pairs, local = self._work(chunks)
+        return self.seconds(q, pairs, batch, kv_tokens, sampled, local, local_kv, self.busiest_rank(chunks))
 
-    def decode(self, batch: int, kv_tokens: int, padded: int) -> float:
-        return self.seconds(0, 0.0, batch, kv_tokens, batch)
+    def decode(self, batch: int, kv_tokens: int, padded: int, local_kv: int | None = None) -> float:
+        return self.seconds(0, 0.0, batch, kv_tokens, batch, None, local_kv)
 
     def join(self, batch: int, padded: int, lengths) -> float:
         return 0.0  # a paged cache: joining sequences only adds block-table entries
 
     def leave(self, batch: int, padded: int, kept: int, kept_padded: int) -> float:
         return 0.0
+
+
+def _add(parts: dict, piece: dict, share: float) -> None:
+    for key in PARTS:
+        parts[key] += piece[key] * share
 
 
 def bound(parts: dict[str, float]) -> str:

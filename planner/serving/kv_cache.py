@@ -38,9 +38,9 @@ class KvCache:
     """KV bytes per token per layer on this chip (keys and values of its key/value heads)."""
     full_layers: int
     """Full-attention layers on the stage."""
-    sliding_layers: int
-    """Sliding-window layers on the stage (they keep at most :attr:`window` tokens)."""
-    window: int
+    local_layers: int
+    """Local-attention layers on the stage (sliding or chunked: they keep at most :attr:`span` tokens)."""
+    span: int
     block: int
     """Tokens per block."""
     ranks: int = 1
@@ -49,13 +49,13 @@ class KvCache:
     @property
     def token_bytes(self) -> int:
         """KV bytes per token of one long sequence on this chip (every layer of the stage)."""
-        return self.layer_bytes * (self.full_layers + self.sliding_layers)
+        return self.layer_bytes * (self.full_layers + self.local_layers)
 
     def sequence_bytes(self, length: int) -> int:
         """Bytes one sequence of ``length`` tokens reserves on a chip (whole blocks)."""
         blocks = self.full_layers * ceil_div(length, self.block)
-        if self.sliding_layers:
-            blocks += self.sliding_layers * ceil_div(min(length, self.window), self.block)
+        if self.local_layers:
+            blocks += self.local_layers * ceil_div(min(length, self.span), self.block)
         return self.layer_bytes * self.block * blocks
 
     @property
@@ -76,8 +76,9 @@ def gemm_weight_bytes(precision: Precision, gemm: Gemm) -> float:
 
 def model_bytes(shape: ModelShape, precision: Precision) -> float:
     """Every weight of the model once, in ``precision`` (embedding, head and the rest in 16 bits)."""
-    layers = shape.layers * sum(g.k * g.n * max(1, g.experts) * gemm_weight_bytes(precision, g) for g in shape.gemms)
-    return layers + (shape.parameters - shape.layers * shape.layer_gemm_params) * precision.activation_bytes
+    layers = sum(shape.holding(g) * g.k * g.n * max(1, g.experts) * gemm_weight_bytes(precision, g)
+                 for g in shape.gemms)
+    return layers + (shape.parameters - shape.gemm_params) * precision.activation_bytes
 
 
 def memory(shape: ModelShape, kind: str, precision: Precision, *, tp: int, pp: int, ep: int, engine: Engine,
@@ -87,10 +88,11 @@ def memory(shape: ModelShape, kind: str, precision: Precision, *, tp: int, pp: i
     capacity = int(chip.hbm_capacity.value) if capacity is None else int(capacity)
     stage_layers = ceil_div(shape.layers, pp)
     eb = precision.activation_bytes  # embedding and head stay in the activations' 16-bit (or 32-bit) type
-    per_layer = 0.0
+    per_layer = 0.0  # an average layer: a GEMM held by some layers only counts their share
     for g in shape.gemms:
         k, n = g.local(tp)
-        per_layer += k * n * (ceil_div(g.experts, ep) if g.experts else 1) * gemm_weight_bytes(precision, g)
+        per_layer += (k * n * (ceil_div(g.experts, ep) if g.experts else 1) * gemm_weight_bytes(precision, g)
+                      * shape.share(g))
     layers_bytes = stage_layers * per_layer
     embed = (shape.vocab // tp + shape.position_embeddings) * shape.hidden * eb
     head = (shape.vocab // tp) * shape.hidden * eb
@@ -107,11 +109,12 @@ def memory(shape: ModelShape, kind: str, precision: Precision, *, tp: int, pp: i
         activations = tokens * (shape.hidden + widest) * eb + tokens * (shape.vocab // tp) * LOGIT_BYTES
     free = capacity - weights - activations
     kv = int(engine.kv_fraction * free) if free > 0 else 0
-    sliding = min(stage_layers, ceil_div(shape.sliding_layers, pp)) if shape.sliding_layers else 0
+    # an engine that allocates every layer for the whole sequence (TensorRT-LLM) keeps no span on local layers
+    local = min(stage_layers, ceil_div(shape.local_layers, pp)) if shape.local_layers and engine.local_cache else 0
     layer_bytes = 2 * shape.kv_heads_per_chip(tp) * shape.head_dim * precision.kv_bytes
     return KvCache(capacity=capacity, weights=int(math.ceil(weights)), activations=int(math.ceil(activations)),
-                   kv=kv, layer_bytes=layer_bytes, full_layers=stage_layers - sliding, sliding_layers=sliding,
-                   window=shape.window or 0, block=engine.block_size, ranks=ep)
+                   kv=kv, layer_bytes=layer_bytes, full_layers=stage_layers - local, local_layers=local,
+                   span=shape.span, block=engine.block_size, ranks=ep)
 
 
 __all__ = ["LOGIT_BYTES", "KvCache", "gemm_weight_bytes", "memory", "model_bytes"]

@@ -6,9 +6,12 @@ embedding and the LM head. :func:`model_shape` reads them from what
 :func:`planner.models.model_blocks` resolves (a preset's numbers, a
 transformers config, a meta module's config), so ``hybrid serving`` never imports
 torch. Families: Llama-style gated MLPs (Llama, Mistral, Qwen2/3, Gemma, ...),
-GPT-2-style MLPs, and mixtures of experts (Mixtral, Qwen-MoE) with shared experts;
-layers of sliding-window attention keep at most the window in their KV cache.
-Multi-head latent attention (DeepSeek) is not modelled and is refused.
+GPT-2-style MLPs, and mixtures of experts (Mixtral, Qwen-MoE, Llama 4) with shared experts,
+sparse in every layer or only in some (:func:`sparse_layers`: Llama 4 Maverick's every second layer,
+Qwen-MoE's ``decoder_sparse_step`` and ``mlp_only_layers``, DeepSeek's first dense layers), the
+dense layers with their own MLP width. Layers of local attention (:func:`local_layers`: a sliding
+window, as Mistral and GPT-OSS; Llama 4's chunks) keep at most their span in the KV cache and
+attend to at most it. Multi-head latent attention (DeepSeek) is not modelled and is refused.
 """
 
 from __future__ import annotations
@@ -21,9 +24,13 @@ _NON_GATED = frozenset({"gpt2", "gpt_neo", "gptj", "gpt_neox", "gpt_bigcode", "o
                         "starcoder2", "codegen", "biogpt", "xglm"})
 """transformers model types whose MLP is up-projection, activation, down-projection (two GEMMs)."""
 _CONFIG_TYPES = {"LlamaConfig": "llama", "MixtralConfig": "mixtral", "MistralConfig": "mistral",
-                 "Qwen2Config": "qwen2", "GPT2Config": "gpt2"}
-_EXPERTS = ("num_local_experts", "num_experts", "n_routed_experts")
-_TOPK = ("num_experts_per_tok", "moe_topk", "top_k")
+                 "Qwen2Config": "qwen2", "GPT2Config": "gpt2", "Llama4TextConfig": "llama4_text"}
+_IMPLICIT_SHARED = {"llama4_text": "intermediate_size", "llama4": "intermediate_size"}
+"""Model types whose every sparse layer also runs a shared expert their config does not name (Llama 4's
+``feed_forward.shared_expert``), and the config field that gives its width."""
+_LOCAL_TYPES = {"sliding_attention": ("sliding", "sliding_window"), "chunked_attention": ("chunked",
+                                                                                        "attention_chunk_size")}
+"""``layer_types`` entries of local attention: the kind, and the config field that gives its span."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +44,9 @@ class Gemm:
     """How tensor parallelism cuts it: ``column`` (n / tp) or ``row`` (k / tp)."""
     experts: int = 0
     """For an expert GEMM: the number of experts holding one of these (0: a dense GEMM)."""
+    layers: int | None = None
+    """How many of the model's layers hold it (None: every layer). An MoE model whose dense layers differ from
+    its sparse ones gives the experts to the sparse layers and the MLP to the dense ones."""
 
     def local(self, tp: int) -> tuple[int, int]:
         """(k, n) on one of ``tp`` chips."""
@@ -62,9 +72,15 @@ class ModelShape:
     """LM head tied to the embedding (held once)."""
     position_embeddings: int = 0
     """Rows of a learned position embedding (GPT-2), else 0."""
-    sliding_layers: int = 0
-    """Layers whose attention sees only the last :attr:`window` tokens."""
-    window: int = 0
+    moe_layers: int = 0
+    """Layers with routed experts (all of them, or every :func:`sparse_layers` one)."""
+    local_layers: int = 0
+    """Layers of local attention: each query sees at most :attr:`span` keys and the KV cache keeps at most
+    :attr:`span` tokens of a sequence (:attr:`local`)."""
+    span: int = 0
+    local: str = ""
+    """``sliding`` (the last :attr:`span` tokens) or ``chunked`` (the tokens of the query's own chunk of
+    :attr:`span`: Llama 4)."""
     extra_params: int = 0
     """Parameters outside the GEMMs, the embeddings and the head (norms, biases, routers)."""
     source: str = ""
@@ -74,37 +90,57 @@ class ModelShape:
 
     # -- sizes ---------------------------------------------------------------------------
 
+    def holding(self, gemm: Gemm) -> int:
+        """How many layers hold ``gemm``."""
+        return self.layers if gemm.layers is None else gemm.layers
+
+    def share(self, gemm: Gemm) -> float:
+        """The fraction of the layers holding ``gemm`` (what an average layer runs of it)."""
+        return self.holding(gemm) / self.layers
+
     @property
-    def layer_gemm_params(self) -> int:
-        """Weight elements in one layer's GEMMs (every expert counted)."""
-        return sum(g.k * g.n * max(1, g.experts) for g in self.gemms)
+    def gemm_params(self) -> int:
+        """Weight elements in every layer's GEMMs (every expert counted)."""
+        return sum(self.holding(g) * g.k * g.n * max(1, g.experts) for g in self.gemms)
 
     @property
     def parameters(self) -> int:
         """Every parameter of the model."""
         embed = self.vocab * self.hidden
         head = 0 if self.tied else self.vocab * self.hidden
-        return (self.layers * self.layer_gemm_params + embed + head + self.position_embeddings * self.hidden
-                + self.extra_params)
+        return self.gemm_params + embed + head + self.position_embeddings * self.hidden + self.extra_params
 
     @property
     def active_parameters(self) -> int:
         """Parameters one token's forward uses (``topk`` of the experts)."""
-        per_layer = sum(g.k * g.n * (self.topk if g.experts else 1) for g in self.gemms)
-        return self.layers * per_layer + 2 * self.vocab * self.hidden
+        gemms = sum(self.holding(g) * g.k * g.n * (self.topk if g.experts else 1) for g in self.gemms)
+        return gemms + 2 * self.vocab * self.hidden
+
+    # -- local attention -----------------------------------------------------------------
+
+    def local_keys(self, position: int) -> int:
+        """Keys a local layer's query at ``position`` (0-based) attends to, itself included."""
+        if self.local == "chunked":
+            return position % self.span + 1
+        return min(position + 1, self.span)
+
+    def local_pairs(self, queries: int, cached: int) -> float:
+        """(query, key) pairs of ``queries`` prompt tokens after ``cached`` ones in a local layer (a full layer's
+        are ``queries * (cached + (queries + 1) / 2)``)."""
+        return _keys_before(self, cached + queries) - _keys_before(self, cached)
+
+    def kv_elements_per_token(self, context: int | None = None) -> float:
+        """KV cache elements per token of one sequence, all layers (2 x layers x kv_heads x head_dim);
+        with ``context``, local layers count only their span's share of that context."""
+        per_layer = 2 * self.kv_heads * self.head_dim
+        full = self.layers - self.local_layers
+        if not self.local_layers or context is None or context <= self.span:
+            return per_layer * self.layers
+        return per_layer * (full + self.local_layers * self.span / context)
 
     def kv_heads_per_chip(self, tp: int) -> int:
         """Key/value heads one of ``tp`` chips holds (replicated when tp exceeds them)."""
         return max(1, self.kv_heads // tp)
-
-    def kv_elements_per_token(self, context: int | None = None) -> float:
-        """KV cache elements per token of one sequence, all layers (2 x layers x kv_heads x head_dim);
-        with ``context``, sliding-window layers count only the window's share of that context."""
-        per_layer = 2 * self.kv_heads * self.head_dim
-        full = self.layers - self.sliding_layers
-        if not self.sliding_layers or context is None or context <= self.window:
-            return per_layer * self.layers
-        return per_layer * (full + self.sliding_layers * self.window / context)
 
     def check_tp(self, tp: int) -> None:
         """ValueError naming tp when it cannot cut the heads or the GEMMs."""
@@ -154,6 +190,66 @@ def _first(summary, names, default=None):
     return default
 
 
+def _keys_before(shape: ModelShape, n: int) -> float:
+    """Keys the queries at positions 0 .. n-1 of a local layer attend to, summed."""
+    span = shape.span
+    if shape.local == "chunked":
+        whole, rest = divmod(n, span)
+        return whole * span * (span + 1) / 2 + rest * (rest + 1) / 2
+    if n <= span:
+        return n * (n + 1) / 2
+    return span * (span + 1) / 2 + (n - span) * span
+
+
+def sparse_layers(summary, layers: int) -> list[bool]:
+    """Which of ``layers`` layers of an MoE config route to experts, by its fields: ``moe_layers`` (a list of
+    indices) or ``interleave_moe_layer_step`` (every k-th layer: Llama 4), ``decoder_sparse_step`` and
+    ``mlp_only_layers`` (Qwen-MoE), ``first_k_dense_replace`` and ``moe_layer_freq`` (DeepSeek); else every
+    layer."""
+    listed = _get(summary, "moe_layers")
+    if isinstance(listed, (list, tuple)):
+        chosen = set(int(i) for i in listed)
+        return [i in chosen for i in range(layers)]
+    step = _first(summary, ("interleave_moe_layer_step", "decoder_sparse_step"))
+    dense = set(int(i) for i in (_get(summary, "mlp_only_layers") or ()))
+    first = int(_get(summary, "first_k_dense_replace", 0) or 0)
+    freq = int(_get(summary, "moe_layer_freq", 1) or 1)
+    step = int(step or 1)
+    return [(i + 1) % step == 0 and i not in dense and i >= first and i % freq == 0
+            for i in range(layers)]
+
+
+def local_layers(summary, layers: int) -> tuple[str, int, int]:
+    """(kind, span, how many) of a config's local-attention layers (``("", 0, 0)`` when none), by its fields:
+    ``layer_types`` (``sliding_attention``: ``sliding_window``; ``chunked_attention``: ``attention_chunk_size``);
+    without them, a ``sliding_window`` on every layer (Mistral; Qwen2 only with ``use_sliding_window``), or an
+    ``attention_chunk_size`` on the layers with rotary embeddings (Llama 4: ``no_rope_layers``' ones, or every
+    layer but each ``no_rope_layer_interval``-th)."""
+    types = _get(summary, "layer_types")
+    if not isinstance(types, (list, tuple)):
+        chunk = _get(summary, "attention_chunk_size")
+        window = _get(summary, "sliding_window")
+        rope = _get(summary, "no_rope_layers")
+        interval = _get(summary, "no_rope_layer_interval")
+        if chunk and (rope or interval):
+            rope = list(rope) if rope else [int((i + 1) % int(interval) != 0) for i in range(layers)]
+            types = ["chunked_attention" if r else "full_attention" for r in rope]
+        elif window and _get(summary, "use_sliding_window", True):
+            types = ["sliding_attention"] * layers
+        else:
+            return "", 0, 0
+    found = {t for t in types[:layers] if t in _LOCAL_TYPES}
+    if not found:
+        return "", 0, 0
+    if len(found) > 1:
+        raise ValueError(f"model: layers of {' and '.join(sorted(found))} in one model are not modelled; give a "
+                         f"model with one kind of local attention")
+    kind, field_name = _LOCAL_TYPES[found.pop()]
+    span = int(_get(summary, field_name, 0) or 0)
+    count = sum(1 for t in types[:layers] if _LOCAL_TYPES.get(t, ("",))[0] == kind)
+    return (kind, span, count) if span else ("", 0, 0)
+
+
 def model_shape(model) -> ModelShape:
     """The :class:`ModelShape` of a preset name, a transformers model type, a config or a meta-device module."""
     blocks = model_blocks(model)
@@ -162,51 +258,55 @@ def model_shape(model) -> ModelShape:
     if _get(summary, "kv_lora_rank") is not None:
         raise ValueError(f"model: {blocks.name} uses multi-head latent attention (kv_lora_rank), which the "
                          f"serving model does not cover; give a model with multi-head or grouped-query attention")
-    h = blocks.hidden_size
+    h, layers = blocks.hidden_size, blocks.num_layers
     heads, kv, hd = blocks.heads, blocks.kv_heads, blocks.head_dim
     gemms = [Gemm("qkv", h, (heads + 2 * kv) * hd, "column"), Gemm("o", heads * hd, h, "row")]
     experts = blocks.experts
     topk = blocks.topk
     gated = model_type not in _NON_GATED
-    extra = 2 * h * blocks.num_layers + h  # two norms per layer and the final norm
-    if experts:
+    extra = 2 * h * layers + h  # two norms per layer and the final norm
+    sparse = sum(sparse_layers(summary, layers)) if experts else 0
+    if sparse:
         width = int(_first(summary, ("moe_intermediate_size", "intermediate_size")))
-        gemms += [Gemm("experts.gate_up", h, 2 * width, "column", experts),
-                  Gemm("experts.down", width, h, "row", experts)]
-        extra += blocks.num_layers * h * experts  # the router
+        gemms += [Gemm("experts.gate_up", h, 2 * width, "column", experts, sparse),
+                  Gemm("experts.down", width, h, "row", experts, sparse)]
+        extra += sparse * h * experts  # the router
         shared = _get(summary, "shared_expert_intermediate_size") or (
             _get(summary, "n_shared_experts", 0) * width if _get(summary, "n_shared_experts") else 0)
+        implicit = _IMPLICIT_SHARED.get(model_type)
         if shared:
-            gemms += [Gemm("shared.gate_up", h, 2 * int(shared), "column"), Gemm("shared.down", int(shared), h, "row")]
-            extra += blocks.num_layers * h  # the shared expert's gate
-    else:
-        width = _first(summary, ("intermediate_size", "n_inner", "ffn_dim")) or 4 * h
-        width = int(width)
+            extra += sparse * h  # the shared expert's gate
+        elif implicit:
+            shared = _get(summary, implicit)
+        if shared:
+            gemms += [Gemm("shared.gate_up", h, 2 * int(shared), "column", layers=sparse),
+                      Gemm("shared.down", int(shared), h, "row", layers=sparse)]
+    if layers - sparse:
+        names = ("intermediate_size_mlp", "intermediate_size", "n_inner", "ffn_dim")
+        width = int(_first(summary, names) or 4 * h)
+        dense = None if not sparse else layers - sparse
         if gated:
-            gemms += [Gemm("gate_up", h, 2 * width, "column"), Gemm("down", width, h, "row")]
+            gemms += [Gemm("gate_up", h, 2 * width, "column", layers=dense), Gemm("down", width, h, "row",
+                                                                                  layers=dense)]
         else:
-            gemms += [Gemm("up", h, width, "column"), Gemm("down", width, h, "row")]
+            gemms += [Gemm("up", h, width, "column", layers=dense), Gemm("down", width, h, "row", layers=dense)]
     if not gated:
         # GPT-2-style blocks carry biases on every projection and LayerNorms with a bias.
-        extra += blocks.num_layers * (sum(g.n for g in gemms) + 2 * h) + h
+        extra += layers * (sum(g.n for g in gemms) + 2 * h) + h
     elif _get(summary, "attention_bias") or _get(summary, "qkv_bias") or model_type in ("qwen2", "qwen2_moe"):
-        extra += blocks.num_layers * (heads + 2 * kv) * hd
+        extra += layers * (heads + 2 * kv) * hd
     positions = int(_get(summary, "n_positions", 0) or 0) if model_type in ("gpt2", "gpt_bigcode") else 0
-    layer_types = _get(summary, "layer_types")
-    window = int(_get(summary, "sliding_window", 0) or 0)
-    if isinstance(layer_types, (list, tuple)):
-        sliding = sum(1 for t in layer_types[:blocks.num_layers] if t == "sliding_attention")
-    else:
-        sliding = blocks.num_layers if window and _get(summary, "use_sliding_window", True) else 0
-    return ModelShape(name=blocks.name, layers=blocks.num_layers, hidden=h, heads=heads, kv_heads=kv, head_dim=hd,
-                      vocab=blocks.vocab, gemms=tuple(gemms), experts=experts, topk=topk, tied=blocks.tied,
-                      position_embeddings=positions, sliding_layers=sliding if window else 0, window=window,
-                      extra_params=extra, source=getattr(blocks, "source", ""), blocks=blocks)
+    local, span, count = local_layers(summary, layers)
+    return ModelShape(name=blocks.name, layers=layers, hidden=h, heads=heads, kv_heads=kv, head_dim=hd,
+                      vocab=blocks.vocab, gemms=tuple(gemms), experts=experts if sparse else 0,
+                      topk=topk if sparse else 0, tied=blocks.tied, position_embeddings=positions, moe_layers=sparse,
+                      local_layers=count, span=span, local=local, extra_params=extra,
+                      source=getattr(blocks, "source", ""), blocks=blocks)
 
 
 def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-__all__ = ["Gemm", "ModelShape", "ceil_div", "model_shape"]
+__all__ = ["Gemm", "ModelShape", "ceil_div", "local_layers", "model_shape", "sparse_layers"]
 

@@ -206,8 +206,14 @@ def _phases(priced, sim: Simulation, mean_in: float, mean_out: float, engine: En
     decode_cost = priced[-1].cost
     batch = max(1, round(sim.mean_decode_batch()))
     chunk = int(min(mean_in, engine.max_num_tokens)) or 1
-    pre = prefill_cost.parts(chunk, chunk * (chunk + 1) / 2, 0, 0, 1)
-    dec = decode_cost.parts(0, 0.0, batch, int(batch * (mean_in + mean_out / 2)), batch)
+    length = int(mean_in + mean_out / 2)
+    # a cost that prices local-attention layers is given their keys (a decode token at the mean length)
+    pre_local = {"local_pairs": prefill_cost.shape.local_pairs(chunk, 0)} \
+        if getattr(prefill_cost, "prefill_local", False) else {}
+    dec_local = {"local_kv": batch * decode_cost.shape.local_keys(length)} if getattr(decode_cost, "local", None) \
+        else {}
+    pre = prefill_cost.parts(chunk, chunk * (chunk + 1) / 2, 0, 0, 1, **pre_local)
+    dec = decode_cost.parts(0, 0.0, batch, int(batch * (mean_in + mean_out / 2)), batch, **dec_local)
     breakdown = {"prefill": pre, "decode": dec}
     return breakdown, {phase: bound(parts) for phase, parts in breakdown.items()}
 

@@ -31,6 +31,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
+from planner.serving.local_keys import LocalKeys
+
 
 class Costs(Protocol):
     """What the simulation asks an instance's cost model (seconds)."""
@@ -39,10 +41,12 @@ class Costs(Protocol):
         """A prefill-only iteration over ``chunks`` ((tokens, tokens already cached) per prompt)."""
 
     def mixed(self, chunks: list[tuple[int, int]], batch: int, kv_tokens: int, sampled: int) -> float:
-        """An iteration of prompt chunks and ``batch`` decode tokens reading ``kv_tokens`` cached tokens."""
+        """An iteration of prompt chunks and ``batch`` decode tokens reading ``kv_tokens`` cached tokens (and, for
+        a cost with :attr:`local`, ``local_kv=`` the keys they see in a local-attention layer)."""
 
     def decode(self, batch: int, kv_tokens: int, padded: int) -> float:
-        """A decode iteration of ``batch`` sequences (the longest cache ``padded`` tokens)."""
+        """A decode iteration of ``batch`` sequences (the longest cache ``padded`` tokens; ``local_kv=`` as
+        :meth:`mixed`)."""
 
     def join(self, batch: int, padded: int, lengths: tuple[int, ...]) -> float:
         """Sequences of cache ``lengths`` joining a running batch."""
@@ -84,7 +88,7 @@ EVENT_LIMIT = 20_000
 class _Instance:
     __slots__ = ("name", "role", "costs", "capacity", "need", "max_batch", "budget", "max_prompts", "chunked", "free_at",
                  "scheduled", "queue", "prompts", "kv_used", "running", "finish_heap", "step", "acc",
-                 "pad_heap", "left", "pending", "link_free", "done")
+                 "pad_heap", "left", "pending", "link_free", "done", "local")
 
     def __init__(self, name: str, role: str, costs: Costs, capacity: int, need: Callable[[int], int],
                  max_batch: int, budget: int, max_prompts: int | None, chunked: bool) -> None:
@@ -105,6 +109,13 @@ class _Instance:
         self.pending: deque[tuple[float, int]] = deque()  # decode: (KV arrival, request)
         self.link_free = 0.0
         self.done: list = []
+        local = getattr(costs, "local", None)  # a cost model that prices local-attention layers asks for their keys
+        self.local = LocalKeys(*local) if local else None
+
+    def decode_keys(self, batch: int) -> tuple[int, dict]:
+        """The running sequences' keys in a full layer, and the cost's ``local_kv`` argument (if it takes one)."""
+        kv = self.acc + batch * self.step
+        return kv, ({"local_kv": kv - self.local.cut(self.step)} if self.local is not None else {})
 
 
 class Simulation:
@@ -212,6 +223,8 @@ class Simulation:
         cache = self.r.inputs[req]  # tokens cached after the prompt
         inst.running.add(req)
         inst.acc += cache + 1 - inst.step
+        if inst.local is not None:
+            inst.local.join(req, cache + 1, inst.step)
         heapq.heappush(inst.finish_heap, (inst.step + self.r.outputs[req] - 2, req))
         if inst.role == "decode":
             heapq.heappush(inst.pad_heap, (-(cache - inst.step), req))
@@ -234,6 +247,8 @@ class Simulation:
             _, req = heapq.heappop(inst.finish_heap)
             inst.running.discard(req)
             inst.acc -= r.inputs[req] + 1 - (step + 2 - r.outputs[req])
+            if inst.local is not None:
+                inst.local.leave(req)
             inst.kv_used -= inst.need(req)
             r.finish[req] = t
             finished += 1
@@ -299,8 +314,8 @@ class Simulation:
             if batch:
                 self._batch_sum += batch
                 self._batch_steps += 1
-                kv = inst.acc + batch * inst.step
-                seconds = inst.costs.mixed(chunks, batch, kv, sampled + batch)
+                kv, local = inst.decode_keys(batch)
+                seconds = inst.costs.mixed(chunks, batch, kv, sampled + batch, **local)
                 inst.done.append(("step", None))
             else:
                 seconds = inst.costs.prefill(chunks, sampled)
@@ -337,7 +352,8 @@ class Simulation:
         batch = len(inst.running)
         self._batch_sum += batch
         self._batch_steps += 1
-        seconds += inst.costs.decode(batch, inst.acc + batch * inst.step, self._padded(inst))
+        kv, local = inst.decode_keys(batch)
+        seconds += inst.costs.decode(batch, kv, self._padded(inst), **local)
         inst.done.append(("step", None))
         self._event(inst.name, f"decode {batch}" + (f" (+{len(joining)} joined)" if joining else ""), t, seconds)
         return seconds

@@ -41,7 +41,7 @@ def stored_elements(shape: ModelShape, precision: Precision) -> float:
     """The checkpoint's safetensors element count (``huggingface_hub``'s ``parameter_count`` summed over dtypes):
     the layers' GEMM weights in the precision's storage (NVFP4: half an element per value and a scale per 16), the
     embeddings, head, norms and routers as they are."""
-    gemm = shape.layers * shape.layer_gemm_params
+    gemm = shape.gemm_params
     rest = shape.parameters - gemm
     if precision.name == "fp4":
         gemm = gemm / 2 + gemm / 16

@@ -44,6 +44,7 @@ def test_every_dense_figure_within_20_percent_and_the_test_figures_median_within
 
 
 def _moe(outcomes, cut: str, family: str = "qwen3") -> dict:
+    """The MoE rows of ``family`` cut as ``cut`` (TP1, DEP) -> their error."""
     return {o.row.label: o.errors()["tokens_per_s_per_chip"] for o in outcomes
             if golden.is_moe(o.row) and f" {cut}" in o.row.label and o.row.model.startswith(family)}
 
@@ -97,7 +98,7 @@ def test_expert_parallel_rows_keep_the_published_order_of_systems_and_lengths(ou
     # (the test above). What a what-if compares holds: per length the published order of systems (GB200, B200, H200,
     # H100 per GPU), and per system the order of lengths (1024/1024 left out there: within 1 % of 1000/1000 as
     # published).
-    rows = [o for o in outcomes if o.row.model == "qwen3-235b-a22b"]
+    rows = [o for o in outcomes if o.row.model == "qwen3-235b-a22b" and " DEP" in o.row.label]
     assert len(rows) == 19
     table = {(o.row.rack.split(":")[0], o.row.label.rsplit(" ", 1)[1]):
              (o.row.published["tokens_per_s_per_chip"], o.modelled["tokens_per_s_per_chip"]) for o in rows}
@@ -113,10 +114,12 @@ def test_expert_parallel_rows_keep_the_published_order_of_systems_and_lengths(ou
 def test_gpt_oss_a_mixed_checkpoint_tests_every_factor_and_fits_none(outcomes):
     # GPT-OSS 120B and 20B (MXFP4 experts, BF16 attention, embedding and head; the KV cache BF16 on Hopper, FP8 on
     # Blackwell as the perf-overview's options set it) on every kind the table gives: 44 test rows of a family no
-    # factor was fitted on. The bounds are the model as it stands (a regression check), not issue 30's goal: Blackwell
-    # 120B 14 % slow to 8 % fast; 20B 10-39 % slow on Blackwell; Hopper 120B H200 within 18 % and H100 DEP4 15-52 %
-    # fast; 20B on Hopper within 26 % (docs/serving.md). Priced with every weight in the row's one precision and an
-    # FP8 KV cache (before mixed checkpoints), the H100 DEP4 rows were 71-141 % fast and the Blackwell ones 16-40 % slow.
+    # factor was fitted on. The bounds are the model as it stands (a regression check), not issue 30's goal, under
+    # trtllm-bench's engine with TensorRT-LLM's cache (sliding layers allocated for the whole sequence, attention over
+    # the window): Blackwell 120B 14 % slow to 46 % fast, 20B 20 % slow to 31 % fast (the prefill-heavy rows fast);
+    # Hopper 120B H200 within 15 % and H100 DEP4 23-75 % fast; 20B on Hopper within 28 % (docs/serving.md). Priced with
+    # every weight in the row's one precision and an FP8 KV cache (before mixed checkpoints), the H100 DEP4 rows were
+    # 71-141 % fast and the Blackwell ones 16-40 % slow.
     rows = _moe(outcomes, "", "gpt-oss")
     assert len(rows) == 44 and all(golden.role(r) == "test" for r in golden.ALL_ROWS if r.label in rows)
     assert all(r.precision in (golden_rows.GPT_OSS_HOPPER, golden_rows.GPT_OSS_BLACKWELL)
@@ -126,11 +129,31 @@ def test_gpt_oss_a_mixed_checkpoint_tests_every_factor_and_fits_none(outcomes):
         chosen = {k: e for k, e in rows.items() if part in k}
         assert chosen and all(low <= e <= high for e in chosen.values()), (part, chosen)
     for kind in ("B200", "GB200"):
-        within(f"gpt-oss-120b {kind} ", -0.15, 0.08)
-        within(f"gpt-oss-20b {kind} ", -0.40, -0.10)
-    within("gpt-oss-120b H200 ", -0.17, 0.18)
-    within("gpt-oss-120b H100 ", 0.15, 0.52)
-    within("gpt-oss-20b H", -0.26, 0.16)
+        within(f"gpt-oss-120b {kind} ", -0.15, 0.47)
+        within(f"gpt-oss-20b {kind} ", -0.21, 0.32)
+    within("gpt-oss-120b H200 ", -0.15, 0.12)
+    within("gpt-oss-120b H100 ", 0.22, 0.76)
+    within("gpt-oss-20b H", -0.13, 0.28)
+
+
+def test_llama4_maverick_rows_test_the_interleaved_shape(outcomes):
+    # Llama 4 Maverick (TensorRT-LLM perf-overview, DEP4 on B200 and GB200 in NVFP4, DEP8 on H200 in FP8): MoE layers
+    # every second layer (a dense MLP of 16384 between), a shared expert, chunked attention on 3 of 4 layers. No
+    # factor is fitted on them. Read as every layer sparse (the shape before), every row was 37-59 % slow (median
+    # 50 %). With the interleaved shape and TensorRT-LLM's cache (chunked attention on context requests only: decode
+    # attends to the whole cache, every layer allocated for the whole sequence) the Blackwell rows are 16-37 % slow
+    # and H200's within 10 % but its long outputs: 1024/8192 +80 % (published 0.28x its 1024/1024, where every other
+    # system and model of the table is 0.43-0.46x) and 1024/32768 +13 %. Bounds: the model as it stands, not the goal.
+    rows = {o.row.label: o for o in outcomes if o.row.model == "llama4-maverick"}
+    assert len(rows) == 17 and all(golden.role(o.row) == "test" for o in rows.values())
+    errors = {label: o.errors()["tokens_per_s_per_chip"] for label, o in rows.items()}
+    assert all(-0.37 <= e <= -0.15 for label, e in errors.items() if "H200" not in label), errors
+    assert all(abs(errors[f"TRT-LLM llama4-maverick H200 DEP8 {length}"]) <= 0.14
+               for length in ("1000/1000", "1024/1024", "8192/1024", "1024/32768")), errors
+    for length in {label.rsplit(" ", 1)[1] for label in rows}:
+        present = [o for o in rows.values() if o.row.label.endswith(" " + length)]
+        published = sorted(present, key=lambda o: -o.row.published["tokens_per_s_per_chip"])
+        assert published == sorted(present, key=lambda o: -o.modelled["tokens_per_s_per_chip"]), length
 
 
 def test_mlperf_server_meets_its_latency_constraints(outcomes):

@@ -66,7 +66,7 @@ def test_kv_cache_is_what_the_memory_leaves():
     est = serving_whatif("llama3-8b", "h100:1", workload=Workload(1000, 1000, requests=64))
     shape = model_shape("llama3-8b")
     entry = est.parallel["colocated"]
-    weights = 2 * (shape.layers * shape.layer_gemm_params + 2 * shape.vocab * shape.hidden + shape.extra_params)
+    weights = 2 * (shape.gemm_params + 2 * shape.vocab * shape.hidden + shape.extra_params)
     assert entry["weights_gb"] == pytest.approx(weights / 1e9, abs=0.01)
     kv = entry["kv_cache_gb"] * 1e9
     per_sequence = 2 * 32 * 8 * 128 * 2 * 2016  # 2,000 tokens in whole 32-token blocks
@@ -404,7 +404,7 @@ def test_attention_data_parallel_waits_for_its_busiest_rank():
                        engine=Engine(), workload=workload)
     cost = price_pool(shape, spec, config.pools[0], "fp8", config.engine, workload, name="parallel").cost
     pairs = 4096 * (4096 + 1) / 2
-    assert cost.busiest_rank([(4096, 0)]) == (4096, pairs)
+    assert cost.busiest_rank([(4096, 0)]) == (4096, pairs, None)  # no local-attention layers
     # largest first to the least loaded rank: 3000 | 2000 | 1000 + 500 | 1000
     assert cost.busiest_rank([(1000, 0), (3000, 0), (500, 0), (2000, 0), (1000, 0)])[0] == 3000
     one, four = cost.prefill([(4096, 0)], 1), cost.prefill([(4096, 0)] * 4, 4)

@@ -25,7 +25,7 @@ def test_llama_70b_fp8_on_two_h200_at_8k_1k_by_hand():
 
 def test_nvfp4_checkpoint_counts_half_an_element_a_weight_and_a_scale_per_16():
     fp4 = stored_elements(LLAMA, resolve("fp4", "b200"))
-    gemm = LLAMA.layers * LLAMA.layer_gemm_params
+    gemm = LLAMA.gemm_params
     assert fp4 == pytest.approx(gemm * (0.5 + 1 / 16) + (LLAMA.parameters - gemm))
 
 

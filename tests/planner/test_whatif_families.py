@@ -51,6 +51,9 @@ def _configs():
         "llama4": transformers.Llama4TextConfig(**SMALL, intermediate_size_mlp=128, num_local_experts=4,
                                                 num_experts_per_tok=1),
         "hunyuan_v1_dense": transformers.HunYuanDenseV1Config(**_NO_HEAD_DIM),
+        # Llama 4 Maverick's layout: a dense MLP of its own width, then a sparse layer
+        "llama4_interleaved": transformers.Llama4TextConfig(**SMALL, intermediate_size_mlp=96, num_local_experts=4,
+                                                            num_experts_per_tok=1, interleave_moe_layer_step=2),
     }
 
 
@@ -84,7 +87,7 @@ def _reference_model(config):
 def test_every_layer_is_traced_with_the_models_own_parameters(family):
     config = CONFIGS[family]
     # experts' grouped GEMMs run in bfloat16 only (float32 experts would be priced as written: kernels="eager")
-    moe = family in ("gpt_oss", "deepseek_v3", "qwen3_next", "llama4")
+    moe = family in ("gpt_oss", "deepseek_v3", "qwen3_next", "llama4", "llama4_interleaved")
     blocks = DecoderBlocks(config, dtype="bfloat16" if moe else "float32")
     text = config.get_text_config()
     model = _reference_model(config)
@@ -122,6 +125,27 @@ def test_experts_written_dense_are_priced_routed_and_say_so():
     mm = [r.shapes for r in profile.forward if r.op.split(".")[0] in ("aten::mm", "aten::bmm", "aten::_grouped_mm")]
     flops = sum(2 * a[-2] * a[-1] * b[-1] * (a[0] if len(a) == 3 else 1) for a, b in mm)
     assert flops == 2 * 16 * dense + 2 * 16 * 1 * routed
+    # the elementwise ops on the experts' copies of the tokens (scaled inputs, activation, their gradients) run on
+    # the 16 routed pairs, not on 4 experts x 16 tokens: no record keeps a tensor of every expert's copy
+    records = profile.forward + profile.backward
+    every = [r.op for r in records for shape in r.shapes + (r.out_shapes or ()) if shape[:2] == (4, 16)
+             and len(shape) == 3]
+    # the inputs scaled by the router's scores (forward and its gradient): 16 rows, not 64
+    scaled = [r.shapes for r in records if r.op.startswith("aten::mul") and any(x[1:] == (1,) for x in r.shapes)]
+    assert not every and scaled and all(x[0] == 16 for shapes in scaled for x in shapes), (every, scaled)
+
+
+def test_only_an_moe_models_sparse_layers_exchange_tokens_over_ep():
+    # Llama 4 with MoE every second layer, ep=2: the dense first layer issues no all-to-all and says nothing of
+    # experts; the sparse second one exchanges its tokens' hidden states (top-1) both ways, forward and backward.
+    blocks = DecoderBlocks(CONFIGS["llama4_interleaved"], dtype="bfloat16")
+    shard = Shard(microbatch=1, seq_len=16, ep=2)
+    dense, sparse = blocks.profile(1, shard), blocks.profile(2, shard)
+    assert not [c for c in dense.collectives if c.op == "all_to_all"] and "MoE" not in dense.note
+    routed = 16 * 1 * 64 * 2  # tokens x top-1 x hidden x bfloat16
+    assert [(c.op, c.nbytes, c.phase, c.calls) for c in sparse.collectives if c.op == "all_to_all"] == [
+        ("all_to_all", routed, "forward", 2), ("all_to_all", routed, "backward", 2)]
+    assert "MoE: 4 experts, top-1" in sparse.note
 
 
 def test_a_state_space_model_is_refused_by_name():
