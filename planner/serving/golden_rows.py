@@ -2,7 +2,7 @@
 
 Each :class:`GoldenRow` is a published configuration as its source states it (model as a transformers config, rack,
 parallelism, precision, workload, the engine's limits) and the figures it reports (output tokens/s, TTFT, TPOT).
-:data:`ROWS` are the given rows of ``reference/inference.md`` (A-D); :data:`FOUND_ROWS` the rows found since (E-J);
+:data:`ROWS` are the given rows of ``reference/inference.md`` (A-D); :data:`FOUND_ROWS` the rows found since (E-K, T);
 :data:`CONTRADICTED` the published figures another publication contradicts. :mod:`planner.serving.golden` models
 them and fits the serving efficiencies on the rows it names.
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from planner.decoder_blocks import DecoderBlocks
+from planner.models import MODELS as PRESETS
 from planner.serving.engine import Engine
 from planner.serving.model_shape import model_shape
 from planner.serving.precision import resolve
@@ -89,6 +90,14 @@ MODELS = {
                   rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
                                    "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                                    "original_max_position_embeddings": 8192}, tie_word_embeddings=False)),
+    "llama3.1-8b": DecoderBlocks(name="llama3.1-8b", source=PRESETS["llama3.1-8b"].source,
+                                 config_class=PRESETS["llama3.1-8b"].config_class, arch=PRESETS["llama3.1-8b"].arch),
+    "qwen3-32b": DecoderBlocks(
+        name="qwen3-32b", config_class="Qwen3Config",
+        source="Qwen/Qwen3-32B config.json (64 layers, d 5120, FFN 25600, 64 heads of 128, 8 kv heads)",
+        arch=dict(vocab_size=151936, hidden_size=5120, intermediate_size=25600, num_hidden_layers=64,
+                  num_attention_heads=64, num_key_value_heads=8, head_dim=128, max_position_embeddings=40960,
+                  rms_norm_eps=1e-6, rope_theta=1000000.0, tie_word_embeddings=False)),
     "qwen3-30b-a3b": _qwen3_moe("qwen3-30b-a3b", "Qwen3-30B-A3B", layers=48, hidden=2048, heads=32, ffn=6144,
                                 expert_ffn=768),
     "gpt-oss-120b": _gpt_oss("gpt-oss-120b", 36, 128, f"{_GPT_OSS_CARD} and openai/gpt-oss-120b config.json: 36 "
@@ -272,6 +281,67 @@ _GB200_BELOW_B200 = ("published GB200 figure below B200's (every other length of
                      "its chip figures do); kept as published")
 
 
+VLLM_NEURON = ("AWS Neuron docs, vLLM Neuron EAGLE3 tutorials, the non-speculative baseline "
+               "(aws-neuron/aws-neuron-sdk @ 81ce03ae, vllm-neuron/docs/tutorials/{file}, {sdk}; 'representative "
+               "numbers' on trn2.48xlarge): the vLLM Neuron plugin (vLLM V1, chunked prefill), BF16, {tp} NeuronCores "
+               "at LNC=2 = {chips} Trainium2 (GPT-OSS 120B in BF16 does not fit TP8 and fits TP16: four cores a "
+               "chip), {limits}; vllm bench serve, sonnet dataset, --sonnet-input-len 512 --sonnet-output-len 128, "
+               "{prompts} prompts at --max-concurrency {concurrency}; its median TTFT, median TPOT and output "
+               "throughput")
+OPTIMUM_NEURON = ("Hugging Face optimum-neuron vLLM benchmark on Trn2 (huggingface/optimum-neuron @ 213224e6, "
+                  "benchmark/vllm/single-instance/{dir}/.env and vllm-results.csv, {date}): vLLM serving "
+                  "optimum-neuron's NxD-derived models (optimum-cli neuron serve), BF16, TP {tp} NeuronCores at "
+                  "LNC=2 = {chips} Trainium2, batch {batch} (continuous batching, one prompt encoded at a time), "
+                  "sequence length 4096 without bucketing (NxDNeuronConfig enable_bucketing False: every prompt is "
+                  "encoded padded to 4,096 tokens), on-device sampling; guidellm emulated data, 1,500 +- 150 prompt "
+                  "and 250 +- 20 output tokens (benchmark/vllm/benchmark.sh), its 'synchronous' profile (one request "
+                  "at a time): TTFT, inter-token latency and output tokens/s")
+
+
+def _optimum_neuron(model: str, folder: str, date: str, tp: int, batch: int, ttft: float, itl: float,
+                    tokens_per_s: float) -> GoldenRow:
+    """An optimum-neuron Trn2 row's 'synchronous' figures: five requests one at a time model its p50 (each runs
+    alone), every prompt encoded at the compiled 4,096 tokens, its contexts one at a time into a batch of ``batch``."""
+    chips = tp // 4
+    return GoldenRow(f"optimum-neuron trn2 TP{tp} b{batch} {model} 1500/250", model, f"trn2:{chips}", {"tp": chips},
+                     "bfloat16", Workload(1500, 250, concurrency=1, requests=5),
+                     {"ttft_p50": ttft, "tpot_p50": itl, "tokens_per_s": tokens_per_s},
+                     OPTIMUM_NEURON.format(dir=folder, date=date, tp=tp, chips=chips, batch=batch),
+                     engine=Engine(chunked_prefill=False, max_batch=batch, max_num_tokens=1 << 30, prefill_requests=1),
+                     prompt_bucket=4096)
+
+
+NEURON_ENGINE_ROWS: tuple[GoldenRow, ...] = (
+    # T. Trn2 under the Neuron engines the trn2 entry was not fitted on (it was fitted on NxD Inference under vLLM's
+    # V0 loop, 2025): the vLLM Neuron plugin's tutorials (2026) and Hugging Face's optimum-neuron (October 2025).
+    # Every row tests; none fits. TTFT and TPOT as the tools report them (TPOT excludes the first token).
+    GoldenRow("vLLM Neuron trn2 TP8 c2 llama3.1-8b 512/128", "llama3.1-8b", "trn2:2", {"tp": 2}, "bfloat16",
+              Workload(512, 128, concurrency=2, requests=10),
+              {"ttft_p50": 0.05107, "tpot_p50": 0.01052, "tokens_per_s": 184.44},
+              VLLM_NEURON.format(file="tutorial-eagle3-speculative-decoding-llama-3-1.md", sdk="Neuron SDK 2.32",
+                                 tp="TP 8", chips=2, prompts=50, concurrency=2,
+                                 limits="--max-num-seqs 2, --max-model-len 2048 (prefill buckets up to 2,048 tokens)"),
+              engine=Engine(max_batch=2, max_num_tokens=2048)),
+    GoldenRow("vLLM Neuron trn2 TP16 c1 gpt-oss-120b 512/128", "gpt-oss-120b", "trn2:4", {"tp": 4}, "bfloat16",
+              Workload(512, 128, concurrency=1, requests=5),
+              {"ttft_p50": 0.25233, "tpot_p50": 0.0070, "tokens_per_s": 112.13},
+              VLLM_NEURON.format(file="tutorial-eagle3-speculative-decoding-gpt-oss.md", sdk="Neuron SDK 2.31",
+                                 tp="TP 16", chips=4, prompts=30, concurrency=1,
+                                 limits="the MXFP4 experts dequantized to BF16 at load (Trn2 has no MXFP4 path), "
+                                        "--max-num-seqs 1, --max-model-len 768, --max-num-batched-tokens 512 (one "
+                                        "512-token prefill bucket)"),
+              engine=Engine(max_batch=1, max_num_tokens=512)),
+    _optimum_neuron("llama3.1-8b", "llama-3.1-8b-trn2", "2025-10-16", 4, 32, 0.19725, 0.022136, 43.53),
+    _optimum_neuron("qwen3-32b", "qwen3-32B-trn2", "2025-10-17", 4, 2, 0.77086, 0.032084, 28.44),
+    # Qwen3-30B-A3B-Instruct-2507 and Qwen3-235B-A22B-Instruct-2507: the architectures of the rows I and J (only the
+    # context length differs).
+    _optimum_neuron("qwen3-30b-a3b", "qwen3-30B-A3B-trn2", "2025-10-16", 4, 16, 1.54675, 0.056360, 15.90),
+    _optimum_neuron("qwen3-235b-a22b", "qwen3-235B-A22B-trn2", "2025-10-09", 64, 4, 4.58715, 0.032183, 18.70),
+)
+"""T: published Trn2 rows of the Neuron engines the ``trn2`` entry was not fitted on (vLLM Neuron's tutorials,
+optimum-neuron's benchmark), each with its configuration: test rows only."""
+
+
 FOUND_ROWS: tuple[GoldenRow, ...] = (
     # E. TensorRT-LLM perf-overview, Llama 3.3 70B, the Blackwell NVFP4 columns (B200 and GB200, TP1).
     *(_trtllm(kind, 1, "fp4", isl, osl, v) for kind, values in (("b200", (6920, 6842, 3242, 1362, 274)),
@@ -341,12 +411,14 @@ FOUND_ROWS: tuple[GoldenRow, ...] = (
               Workload(10000, 1785, concurrency=1, requests=5), {"ttft_p50": 2.44196, "tpot_p50": 0.03793},
               NXDI + "; Llama-3.1-405B-Instruct, context-encoding buckets 2048/4096/10240/12288, p50 output 1,785 "
                      "tokens", engine=STATIC(1), prompt_bucket=10240),
+    *NEURON_ENGINE_ROWS,
 )
 """Published rows found since the given ones, each with its configuration and source: E TensorRT-LLM's
 Blackwell NVFP4 columns, I its Qwen3 30B A3B (MoE) NVFP4 columns, J its Qwen3 235B A22B columns (expert parallel,
 attention data parallel), K its GPT-OSS 120B and 20B columns (a mixed checkpoint: MXFP4 experts, BF16 attention), F its
 other H200 points, H NIM's other concurrencies (requests per point: ten times the
-concurrency, as the given rows), G AWS's Trn2 tutorials (and the 70B tutorial as first published).
+concurrency, as the given rows), G AWS's Trn2 tutorials (and the 70B tutorial as first published), T Trn2
+under other Neuron engines (:data:`NEURON_ENGINE_ROWS`).
 :data:`FIT_ROWS` says which fit an entry, the others test."""
 
 LLAMA4_ROWS: tuple[GoldenRow, ...] = tuple(
@@ -384,4 +456,5 @@ def is_moe(row: GoldenRow) -> bool:
     return any(arch.get(k) for k in ("num_experts", "num_local_experts"))
 
 
-__all__ = ["ALL_ROWS", "CONTRADICTED", "FOUND_ROWS", "LLAMA4_ROWS", "MODELS", "ROWS", "STATIC", "GoldenRow", "is_moe"]
+__all__ = ["ALL_ROWS", "CONTRADICTED", "FOUND_ROWS", "LLAMA4_ROWS", "MODELS", "NEURON_ENGINE_ROWS", "ROWS", "STATIC",
+           "GoldenRow", "is_moe"]
