@@ -139,7 +139,7 @@ def test_mlperf_rows_of_later_rounds_test_the_factors_fitted_on_v41_h100(outcome
     # v4.1 H200 (FP8) rows, and one partner's v5.1 H200 Mixtral 8x7B: 16 test rows, none fitted. The dense ones are
     # within 20 % (the test above); the bounds here are the model as it stands (a regression check): 8B Offline and
     # GB300 405B Offline 19-20 % fast, Mixtral 47 % slow (its decode is charged the experts' weight passes per routed
-    # token fitted on Qwen3 30B's 50 tokens an expert, at Mixtral's ~250: docs/serving.md).
+    # token fitted on Qwen3 30B's ~60 tokens an expert, at Mixtral's 170-280: docs/serving.md).
     rows = {o.row.label: o for o in outcomes if o.row.label.startswith("MLPerf") and golden.role(o.row) == "test"}
     assert len(rows) == 16
     for label, o in rows.items():
