@@ -2,7 +2,7 @@
 
 Each :class:`GoldenRow` is a published configuration as its source states it (model as a transformers config, rack,
 parallelism, precision, workload, the engine's limits) and the figures it reports (output tokens/s, TTFT, TPOT).
-:data:`ROWS` are the given rows of ``reference/inference.md`` (A-D); :data:`FOUND_ROWS` the rows found since (E-J);
+:data:`ROWS` are the given rows of ``reference/inference.md`` (A-D); :data:`FOUND_ROWS` the rows found since (E-L);
 :data:`CONTRADICTED` the published figures another publication contradicts. :mod:`planner.serving.golden` models
 them and fits the serving efficiencies on the rows it names.
 """
@@ -441,7 +441,8 @@ FOUND_ROWS: tuple[GoldenRow, ...] = (
 Blackwell NVFP4 columns, I its Qwen3 30B A3B (MoE) NVFP4 columns, J its Qwen3 235B A22B columns (expert parallel,
 attention data parallel), K its GPT-OSS 120B and 20B columns (a mixed checkpoint: MXFP4 experts, BF16 attention), F its
 other H200 points, H NIM's other concurrencies (requests per point: ten times the
-concurrency, as the given rows), G AWS's Trn2 tutorials (and the 70B tutorial as first published).
+concurrency, as the given rows), G AWS's Trn2 tutorials (and the 70B tutorial as first published), L MLPerf Inference
+closed-division systems (v5.1 B200, GB200 and GB300 in NVFP4; v4.1 H200; a partner's v5.1 H200 Mixtral 8x7B).
 :data:`FIT_ROWS` says which fit an entry, the others test."""
 
 ALL_ROWS: tuple[GoldenRow, ...] = ROWS + FOUND_ROWS
