@@ -2,7 +2,8 @@
 
 Each :class:`GoldenRow` is a published configuration as its source states it (model as a transformers config, rack,
 parallelism, precision, workload, the engine's limits) and the figures it reports (output tokens/s, TTFT, TPOT).
-:data:`ROWS` are the given rows of ``reference/inference.md`` (A-D); :data:`FOUND_ROWS` the rows found since (E-K, T);
+:data:`ROWS` are the given rows of ``reference/inference.md`` (A-D); :data:`FOUND_ROWS` the rows found since (E-K, M,
+T); :data:`LLAMA4_ROWS` section L;
 :data:`CONTRADICTED` the published figures another publication contradicts. :mod:`planner.serving.golden` models
 them and fits the serving efficiencies on the rows it names.
 """
@@ -13,6 +14,7 @@ from dataclasses import dataclass, replace
 
 from planner.decoder_blocks import DecoderBlocks
 from planner.models import MODELS as PRESETS
+from planner.models import model_blocks
 from planner.serving.engine import Engine
 from planner.serving.model_shape import model_shape
 from planner.serving.precision import resolve
@@ -109,6 +111,8 @@ MODELS = {
     "qwen3-235b-a22b": _qwen3_moe("qwen3-235b-a22b", "Qwen3-235B-A22B", layers=94, hidden=4096, heads=64,
                                   ffn=12288, expert_ffn=1536),
     "llama4-maverick": _llama4("llama4-maverick", "Llama-4-Maverick-17B-128E", experts=128, step=2, qk_norm=False),
+    # planner.models' preset (its source there): the MLPerf rows' Mixtral 8x7B.
+    "mixtral-8x7b": model_blocks("mixtral-8x7b"),
 }
 """The rows' models, as their transformers configs' numbers."""
 
@@ -277,6 +281,79 @@ def _gpt_oss(kind: str, ep: int, isl: int, osl: int, value: float, model: str) -
                    + (_DEP if ep > 1 else "") + _BENCH)
 
 
+_MLPERF_V51 = "MLCommons inference_results_v5.1 @ 965182b0 (2025-09-09)"
+_MLPERF_V41 = "MLCommons inference_results_v4.1 @ a2f5d66d (2024-08-28)"
+_MLPERF_DATASETS = {
+    # model: (mean input tokens, samples, the engine's max_output_len, where the lengths come from)
+    "llama2-70b": (222, 24576, 1024, "24,576 OpenOrca samples, mean input 222.3 tokens (llama2-70b-99.csv @ 7cd1065d)"),
+    "llama3.1-405b": (9429, 8313, 2000, "8,313 samples, mean input 9,428.6 tokens (llama3-1-405b.csv @ 67033bae)"),
+    "llama3.1-8b": (871, 13368, 128, "13,368 CNN/DailyMail samples, mean input 870.7 tokens "
+                                     "(llama3-1-8b-datacenter.csv @ 7cd1065d)"),
+    "mixtral-8x7b": (427, 15000, 1024, "15,000 samples (OpenOrca, GSM8K, MBXP), mean input 427.4 tokens "
+                                       "(mixtral-8x7b.csv @ 67033bae)"),
+}
+"""Each MLPerf benchmark's dataset as the rows state it: the mean prompt length (computed from the MLCommons dataset
+by openshift-psap/performance-dashboard mlperf-data/summaries/), the samples (``performance_sample_count``; every
+row serves each once, as the v4.1 rows do, where the runs issued the set many times over), and the output limit of
+NVIDIA's ``code/<benchmark>/tensorrt/generation_config.json`` (``max_output_len``)."""
+_MLPERF_LIMITS = {"llama2-70b": (2.0, 0.2), "llama3.1-405b": (6.0, 0.175), "llama3.1-8b": (2.0, 0.1),
+                  "mixtral-8x7b": (2.0, 0.2)}
+"""Server's p99 TTFT and TPOT limits per benchmark (seconds), as each summary's ``ttft_latency`` and
+``tpot_latency`` state them."""
+_MLPERF_NAMES = {"llama2-70b": "", "llama3.1-405b": "405B ", "llama3.1-8b": "8B ", "mixtral-8x7b": "Mixtral "}
+
+
+def _mlperf(version: str, scenario: str, model: str, kind: str, gpus: int, parallel: dict, precision: str,
+            tokens_per_s: float, samples_per_s: float, *, engine: Engine, config: str, results: str,
+            rate: float | None = None, submitter: str = "NVIDIA", reserve: bool = False) -> GoldenRow:
+    """One MLPerf Inference closed-division row: the system's tokens/s as its summary gives it, the dataset of
+    :data:`_MLPERF_DATASETS` with each output the run's tokens per sample (tokens/s over samples/s, as the v4.1
+    rows state theirs), Server's arrivals at the summary's ``target_qps`` and its latency limits, the engine of
+    the submission's config. ``reserve``: each sequence reserves the output limit (guaranteed-no-evict, as the
+    v4.1 H100 rows); else only its length: the v5.1 configs schedule with ``batch_scheduler_policy: max_util``
+    (admit while blocks are free, pause on overflow)."""
+    isl, samples, max_out, dataset = _MLPERF_DATASETS[model]
+    osl = min(round(tokens_per_s / samples_per_s), max_out)
+    workload = Workload(isl, osl, requests=samples, rate=rate, max_output_tokens=max_out if reserve else None)
+    limits = None
+    if scenario == "Server":
+        ttft, tpot = _MLPERF_LIMITS[model]
+        limits = {"ttft_p99": ttft, "tpot_p99": tpot}
+    who = "" if submitter == "NVIDIA" else f" ({submitter})"
+    label = f"MLPerf {version} {_MLPERF_NAMES[model]}{scenario} {gpus}x{kind.upper()}{who}"
+    repo = _MLPERF_V51 if version == "v5.1" else _MLPERF_V41
+    source = (f"{repo}, closed/{submitter} {results}/{scenario}/performance/run_1/mlperf_log_summary.txt "
+              f"({tokens_per_s:,} tokens/s, {samples_per_s:,} samples/s"
+              + (f", target_qps {rate:g}" if rate is not None else "") + f"); config {config}; {dataset}; "
+              f"every request may generate up to {max_out:,} tokens (generation_config.json max_output_len)")
+    return GoldenRow(label, model, f"{kind}:{gpus}", parallel, precision, workload, {"tokens_per_s": tokens_per_s},
+                     source, limits=limits, engine=engine)
+
+
+def _mlperf_engine(batch: int, tokens: int | None, kv: float) -> Engine:
+    """The engine of an MLPerf config: ``gpu_batch_size``, the runtime's ``max_num_tokens`` (None: not stated,
+    the default), ``kvcache_free_gpu_mem_frac``; chunked context first come first served, 32-token blocks."""
+    return Engine(max_batch=batch, kv_fraction=kv, **({} if tokens is None else {"max_num_tokens": tokens}))
+
+
+_V51_CFG = "closed/NVIDIA/configs/{system}/{scenario}/{bench}.py"
+_V51_B200, _V51_GB200_4, _V51_GB200_72, _V51_GB300_72 = (
+    "B200-SXM-180GBx8", "GB200-NVL72_GB200-186GB_aarch64x4", "GB200-NVL72_GB200-186GB_aarch64x72",
+    "GB300-NVL72_GB300-288GB_aarch64x72")
+
+
+def _v51(scenario: str, model: str, system: str, kind: str, gpus: int, parallel: dict, tokens_per_s: float,
+         samples_per_s: float, engine: Engine, rate: float | None = None) -> GoldenRow:
+    """A v5.1 NVIDIA row (NVFP4 weights and activations, FP8 KV cache: precision fp4 and kv_cache_dtype fp8);
+    ``system`` names its results folder less ``_TRT`` (GB300's configs folder keeps it)."""
+    bench = {"llama2-70b": "llama2-70b", "llama3.1-405b": "llama3_1-405b", "llama3.1-8b": "llama3_1-8b"}[model]
+    result = {"llama2-70b": "llama2-70b-99", "llama3.1-405b": "llama3.1-405b", "llama3.1-8b": "llama3.1-8b"}[model]
+    return _mlperf("v5.1", scenario, model, kind, gpus, parallel, "fp4", tokens_per_s, samples_per_s, engine=engine,
+                   config=_V51_CFG.format(system=system + ("_TRT" if kind == "gb300" else ""), scenario=scenario,
+                                          bench=bench),
+                   results=f"results/{system}_TRT/{result}", rate=rate)
+
+
 _GB200_BELOW_B200 = ("published GB200 figure below B200's (every other length of the table has GB200 above B200, as "
                      "its chip figures do); kept as published")
 
@@ -383,6 +460,48 @@ FOUND_ROWS: tuple[GoldenRow, ...] = (
       for kind, ep, values in columns
       for (isl, osl), v in zip(((1000, 1000), (1024, 1024), (1024, 8192), (1024, 32768), (8192, 1024), (32768, 1024)),
                                values) if v is not None),
+    # M. MLPerf Inference closed division, NVIDIA's systems (v5.1 Blackwell NVFP4; v4.1 H200 FP8) and one partner's
+    # v5.1 H200 Mixtral 8x7B: whole systems of independent engines (TP1 replicas; 405B TP2 x PP2 or TP4 replicas).
+    _v51("Offline", "llama2-70b", _V51_B200, "b200", 8, {"tp": 1, "replicas": 8}, 101527, 371.423,
+         _mlperf_engine(2048, 3584, 0.95)),
+    _v51("Server", "llama2-70b", _V51_B200, "b200", 8, {"tp": 1, "replicas": 8}, 99123.04, 361.30,
+         _mlperf_engine(2048, 3584, 0.95), rate=364),
+    _v51("Offline", "llama2-70b", _V51_GB200_4, "gb200", 4, {"tp": 1, "replicas": 4}, 51736.9, 187.748,
+         _mlperf_engine(2048, 3584, 0.95)),
+    _v51("Server", "llama2-70b", _V51_GB200_4, "gb200", 4, {"tp": 1, "replicas": 4}, 49359.61, 178.48,
+         _mlperf_engine(2048, 3584, 0.95), rate=182),
+    _v51("Offline", "llama3.1-405b", _V51_B200, "b200", 8, {"tp": 2, "pp": 2, "replicas": 2}, 1624.11, 2.49245,
+         _mlperf_engine(128, 1536, 0.95)),
+    _v51("Server", "llama3.1-405b", _V51_B200, "b200", 8, {"tp": 4, "replicas": 2}, 1240.42, 1.90,
+         _mlperf_engine(256, 2048, 0.95), rate=1.9),
+    _v51("Offline", "llama3.1-405b", _V51_GB200_72, "gb200", 72, {"tp": 2, "pp": 2, "replicas": 18}, 14774.3,
+         22.6462, _mlperf_engine(2048, 1536, 0.95)),
+    _v51("Server", "llama3.1-405b", _V51_GB200_72, "gb200", 72, {"tp": 4, "replicas": 18}, 11614.28, 17.72,
+         _mlperf_engine(256, 2048, 0.95), rate=17.55),
+    _v51("Offline", "llama3.1-405b", _V51_GB300_72, "gb300", 72, {"tp": 2, "replicas": 36}, 16104.1, 25.5809,
+         _mlperf_engine(2048, 1536, 0.95)),
+    _v51("Server", "llama3.1-405b", _V51_GB300_72, "gb300", 72, {"tp": 2, "replicas": 36}, 12248.42, 19.46,
+         _mlperf_engine(2048, 1536, 0.95), rate=19.5),
+    _v51("Offline", "llama3.1-8b", _V51_B200, "b200", 8, {"tp": 1, "replicas": 8}, 136752, 1060.23,
+         _mlperf_engine(6000, 12000, 0.90)),
+    _v51("Server", "llama3.1-8b", _V51_B200, "b200", 8, {"tp": 1, "replicas": 8}, 128540.95, 996.53,
+         _mlperf_engine(6000, 12000, 0.90), rate=1000),
+    *(_mlperf("v4.1", scenario, "llama2-70b", "h200", 8, {"tp": 1, "replicas": 8}, "fp8", tps, sps,
+              engine=_mlperf_engine(batch, None, 0.90), rate=rate, reserve=True,
+              results="results/H200-SXM-141GBx8_TRT/llama2-70b-99",
+              config=f"closed/NVIDIA/configs/llama2-70b/{scenario}/__init__.py H200_SXM_141GBx8 (FP8, TP1 x 8, "
+                     f"gpu_batch_size {batch}, kvcache_free_gpu_mem_frac 0.90; max_num_tokens not in the file: the "
+                     f"default budget, as the v4.1 H100 rows)")
+      for scenario, tps, sps, batch, rate in (("Offline", 31302.7, 107.477, 806, None),
+                                              ("Server", 29228.22, 100.35, 896, 101))),
+    *(_mlperf("v5.1", scenario, "mixtral-8x7b", "h200", 8, {"tp": 1, "replicas": 8}, "fp8", tps, sps,
+              engine=_mlperf_engine(3072, tokens, 0.90), rate=rate, submitter="ASUSTeK",
+              results="results/ESC_N8_H200-SXM-141GBx8_TRT/mixtral-8x7b",
+              config=f"closed/ASUSTeK/configs/ESC_N8_H200-SXM-141GBx8/{scenario}/mixtral-8x7b.py (NVIDIA's harness: "
+                     f"FP8, FP8 KV cache, TP1 x 8, gpu_batch_size 3072, max_num_tokens {tokens}, "
+                     f"kvcache_free_gpu_mem_frac 0.9, chunked context, max_util)")
+      for scenario, tps, sps, tokens, rate in (("Offline", 61372.4, 421.086, 9216, None),
+                                               ("Server", 59992.81, 408.81, 8192, 410))),
     # F. The same table's other H200 TP2 FP8 points.
     _trtllm("h200", 2, "fp8", 1024, 1024, 2582),
     _trtllm("h200", 2, "fp8", 1024, 8192, 2009),
@@ -417,7 +536,8 @@ FOUND_ROWS: tuple[GoldenRow, ...] = (
 Blackwell NVFP4 columns, I its Qwen3 30B A3B (MoE) NVFP4 columns, J its Qwen3 235B A22B columns (expert parallel,
 attention data parallel), K its GPT-OSS 120B and 20B columns (a mixed checkpoint: MXFP4 experts, BF16 attention), F its
 other H200 points, H NIM's other concurrencies (requests per point: ten times the
-concurrency, as the given rows), G AWS's Trn2 tutorials (and the 70B tutorial as first published), T Trn2
+concurrency, as the given rows), G AWS's Trn2 tutorials (and the 70B tutorial as first published), M MLPerf Inference
+closed-division systems (v5.1 B200, GB200 and GB300 in NVFP4; v4.1 H200; a partner's v5.1 H200 Mixtral 8x7B), T Trn2
 under other Neuron engines (:data:`NEURON_ENGINE_ROWS`).
 :data:`FIT_ROWS` says which fit an entry, the others test."""
 

@@ -11,6 +11,7 @@ prints the table."""
 
 from __future__ import annotations
 
+import re
 import statistics
 
 import pytest
@@ -32,11 +33,11 @@ def test_every_dense_figure_within_20_percent_and_the_test_figures_median_within
     # Section T (Trn2 under engines the trn2 entry was not fitted on) is held to its own test below.
     dense = [o for o in outcomes if not golden.is_moe(o.row) and o.row not in golden_rows.NEURON_ENGINE_ROWS]
     errors = {(o.row.label, k): e for o in dense for k, e in o.errors().items()}
-    assert len(errors) == 52
+    assert len(errors) == 66
     bounded = {key: e for key, e in errors.items() if key[1] not in golden.CONTRADICTED.get(key[0], ())}
-    assert len(bounded) == 51 and all(abs(e) <= 0.20 for e in bounded.values()), bounded
+    assert len(bounded) == 65 and all(abs(e) <= 0.20 for e in bounded.values()), bounded
     tests = [abs(e) for o in dense if golden.role(o.row) == "test" for e in o.errors().values()]
-    assert len(tests) == 21 and statistics.median(tests) <= 0.05, tests
+    assert len(tests) == 35 and statistics.median(tests) <= 0.05, tests
     assert set(golden.CONTRADICTED) == {r.label for r in golden.ALL_ROWS if r.note}  # each says why
     first, later = (next(o for o in dense if o.row.label == label) for label in (
         "NxDI trn2 TP64 b1 10000/1500 (Dec 2024)", "NxDI trn2 TP64 b1 10000/1500"))
@@ -175,6 +176,35 @@ def test_llama4_maverick_rows_test_the_interleaved_shape(outcomes):
         present = [o for o in rows.values() if o.row.label.endswith(" " + length)]
         published = sorted(present, key=lambda o: -o.row.published["tokens_per_s_per_chip"])
         assert published == sorted(present, key=lambda o: -o.modelled["tokens_per_s_per_chip"]), length
+
+
+def test_mlperf_rows_of_later_rounds_test_the_factors_fitted_on_v41_h100(outcomes):
+    # MLPerf Inference v5.1 (NVIDIA's B200, GB200 and GB300 systems in NVFP4: Llama 2 70B, Llama 3.1 405B and 8B) and
+    # v4.1 H200 (FP8) rows, and one partner's v5.1 H200 Mixtral 8x7B: 16 test rows, none fitted. The dense ones are
+    # within 20 % (the test above); the bounds here are the model as it stands (a regression check): 8B Offline and
+    # GB300 405B Offline 19-20 % fast, Mixtral 47 % slow (its decode is charged the experts' weight passes per routed
+    # token fitted on Qwen3 30B's ~60 tokens an expert, at Mixtral's 170-280: docs/serving.md).
+    rows = {o.row.label: o for o in outcomes if o.row.label.startswith("MLPerf") and golden.role(o.row) == "test"}
+    assert len(rows) == 16
+    for label, o in rows.items():
+        # Each output length is the run's tokens per sample (the summary's two figures the source quotes) within the
+        # engine's output limit (Llama 3.1 8B's summaries count 129 tokens a sample against max_output_len 128).
+        source = o.row.source.replace(",", "")
+        tokens, samples = map(float, re.search(r"\(([\d.]+) tokens/s ([\d.]+) samples/s", source).groups())
+        most = int(re.search(r"up to (\d+) tokens", source).group(1))
+        assert tokens == o.row.published["tokens_per_s"], label
+        assert o.row.workload.lengths[0][1] == min(round(tokens / samples), most), label
+        assert o.row.limits is None if o.row.workload.rate is None else set(o.row.limits) == {"ttft_p99", "tpot_p99"}
+    errors = {label: o.errors()["tokens_per_s"] for label, o in rows.items()}
+    mixtral = {k: e for k, e in errors.items() if "Mixtral" in k}
+    assert len(mixtral) == 2 and all(-0.55 <= e <= -0.40 for e in mixtral.values()), mixtral
+    dense = [abs(e) for k, e in errors.items() if k not in mixtral]
+    assert len(dense) == 14 and max(dense) <= 0.20 and statistics.median(dense) <= 0.05, errors
+    # Server rows: the modelled p99 latencies against the published run's limits (each run met them). Every dense
+    # one is met but Llama 3.1 405B on 8 B200 (modelled TTFT p99 ~7.8 s against 6 s: its 9,429-token prompts cross
+    # a TP4 replica in 2,048-token chunks).
+    unmet = {k for k, o in rows.items() if not all(ok for _, _, ok in o.limits_met.values())}
+    assert unmet == {"MLPerf v5.1 405B Server 8xB200", "MLPerf v5.1 Mixtral Server 8xH200 (ASUSTeK)"}, unmet
 
 
 def test_mlperf_server_meets_its_latency_constraints(outcomes):
