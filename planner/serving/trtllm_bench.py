@@ -67,19 +67,16 @@ def heuristic_limits(shape: ModelShape, kind: str, precision: Precision, *, tp: 
     requests = available * kv_fraction / (per_token * (isl + osl))
     raw_batch = min(requests, 4096) / pp
     raw_tokens = min(raw_batch * (1 + isl / osl), 32768)
-    if raw_batch < 256:
-        batch = max(64, 32 * math.ceil(raw_batch / 32))
-    elif raw_batch < 1024:
-        batch = 128 * math.ceil(raw_batch / 128)
-    else:
-        batch = 256 * math.ceil(raw_batch / 256)
-    if raw_tokens < 4096:
-        tokens = max(2048, 256 * math.ceil(raw_tokens / 256))
-    elif raw_tokens < 8192:
-        tokens = 512 * math.ceil(raw_tokens / 512)
-    else:
-        tokens = 1024 * math.ceil(raw_tokens / 1024)
-    return batch, tokens
+    return (_finetuned(raw_batch, 64, ((256, 32), (1024, 128), (math.inf, 256))),
+            _finetuned(raw_tokens, 2048, ((4096, 256), (8192, 512), (math.inf, 1024))))
+
+
+def _finetuned(raw: float, floor: int, steps: tuple[tuple[float, int], ...]) -> int:
+    """``finetune_setting``'s rounding: up to a multiple of the step of the first range ``raw`` lies below, at least
+    ``floor`` (batch: 32 below 256, 128 below 1,024, then 256, at least 64; tokens: 256 below 4,096, 512 below
+    8,192, then 1,024, at least 2,048)."""
+    step = next(step for below, step in steps if raw < below)
+    return max(floor, step * math.ceil(raw / step))
 
 
 def trtllm_bench_engine(shape: ModelShape, kind: str, precision: Precision, *, tp: int, pp: int = 1,

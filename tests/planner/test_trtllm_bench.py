@@ -62,3 +62,13 @@ def test_every_perf_overview_row_runs_trtllm_bench_s_engine():
     for r in rows:
         (isl, osl), = set(r.workload.lengths)
         assert not r.engine.chunked_prefill and r.engine.max_num_tokens >= isl + r.engine.batch_limit, r.label
+
+
+@pytest.mark.parametrize("raw, floor, expected", [
+    # finetune_setting's batch rounding: 32s below 256, 128s below 1,024, then 256s, at least 64
+    (10, 64, 64), (97, 64, 128), (255.5, 64, 256), (256, 64, 256), (257, 64, 384), (1023, 64, 1024),
+    (1025, 64, 1280)])
+def test_the_batch_rounding_at_each_range_boundary(raw, floor, expected):
+    from planner.serving.trtllm_bench import _finetuned
+
+    assert _finetuned(raw, floor, ((256, 32), (1024, 128), (float("inf"), 256))) == expected
