@@ -48,6 +48,11 @@ from planner.serving.grid import Grid, Grid2
 from planner.serving.model_shape import ModelShape, ceil_div
 from planner.serving.precision import Precision
 
+EXPERT_TILE_ROWS = 128
+"""Rows of one MMA tile of the experts' grouped GEMM (TensorRT-LLM's SM100 MoE kernels: the weights are the 128-row
+MMA operand, the tokens 8- to 64-row tiles): an expert's decode rows past it run full tiles, and pay no further small-
+tile weight passes (:meth:`FusedCost.expert_decode_seconds`)."""
+
 PARTS = ("compute", "memory", "communication", "overhead")
 """What an iteration's time is spent on (the bound of each kernel, collectives, per-iteration overhead)."""
 
@@ -258,7 +263,14 @@ class FusedCost:
         their routed pairs (``topk`` a token, balanced over the ranks) streams the fitted share of its expert's
         weights (``expert_decode``: the grouped GEMM's small token tiles at decode each stream their expert's
         weights). Prefill tokens do not pay it: at prefill the GEMM's tiles are large and its compute bounds it."""
-        return decode_tokens * self.shape.topk * self._expert_decode
+        s, ep = self.shape, self.ep
+        pairs = decode_tokens * ep * s.topk  # the instance's routed decode pairs in a sparse layer
+        if pairs <= 0:
+            return 0.0
+        hit = s.experts * (1.0 - (1.0 - s.topk / s.experts) ** (decode_tokens * ep))  # distinct experts reached
+        # past one full MMA tile of rows an expert the grouped GEMM runs full tiles: no more small-tile passes
+        per_expert = min(pairs / hit, EXPERT_TILE_ROWS)
+        return hit * per_expert / ep * self._expert_decode
 
     def _decode_attention_parts(self, kv_tokens: int) -> dict:
         """Attention of decode tokens over ``kv_tokens`` cached tokens (summed over the rank's sequences):

@@ -138,8 +138,8 @@ def test_gpt_oss_a_mixed_checkpoint_tests_every_factor_and_fits_none(outcomes):
     # Blackwell as the perf-overview's options set it) on every kind the table gives: 44 test rows of a family no
     # factor was fitted on. The bounds are the model as it stands (a regression check), not issue 30's goal, under
     # trtllm-bench's engine with TensorRT-LLM's cache (sliding layers allocated for the whole sequence, attention over
-    # the window): Blackwell 120B 14 % slow to 46 % fast, 20B 20 % slow to 31 % fast (the prefill-heavy rows fast);
-    # Hopper 120B H200 within 15 % and H100 DEP4 23-75 % fast; 20B on Hopper within 28 % (docs/serving.md). Priced with
+    # the window): Blackwell 120B 14 % slow to 46 % fast, 20B 16 % slow to 31 % fast (the prefill-heavy rows fast);
+    # Hopper 120B H200 within 15 % and H100 DEP4 23-75 % fast; 20B on Hopper within 31 % (docs/serving.md). Priced with
     # every weight in the row's one precision and an FP8 KV cache (before mixed checkpoints), the H100 DEP4 rows were
     # 71-141 % fast and the Blackwell ones 16-40 % slow.
     rows = _moe(outcomes, "", "gpt-oss")
@@ -152,10 +152,10 @@ def test_gpt_oss_a_mixed_checkpoint_tests_every_factor_and_fits_none(outcomes):
         assert chosen and all(low <= e <= high for e in chosen.values()), (part, chosen)
     for kind in ("B200", "GB200"):
         within(f"gpt-oss-120b {kind} ", -0.15, 0.47)
-        within(f"gpt-oss-20b {kind} ", -0.21, 0.32)
+        within(f"gpt-oss-20b {kind} ", -0.16, 0.32)
     within("gpt-oss-120b H200 ", -0.15, 0.12)
     within("gpt-oss-120b H100 ", 0.22, 0.76)
-    within("gpt-oss-20b H", -0.13, 0.28)
+    within("gpt-oss-20b H", -0.13, 0.31)
 
 
 def test_llama4_maverick_rows_test_the_interleaved_shape(outcomes):
@@ -182,8 +182,9 @@ def test_mlperf_rows_of_later_rounds_test_the_factors_fitted_on_v41_h100(outcome
     # MLPerf Inference v5.1 (NVIDIA's B200, GB200 and GB300 systems in NVFP4: Llama 2 70B, Llama 3.1 405B and 8B) and
     # v4.1 H200 (FP8) rows, and one partner's v5.1 H200 Mixtral 8x7B: 16 test rows, none fitted. The dense ones are
     # within 20 % (the test above); the bounds here are the model as it stands (a regression check): 8B Offline and
-    # GB300 405B Offline 19-20 % fast, Mixtral 47 % slow (its decode is charged the experts' weight passes per routed
-    # token fitted on Qwen3 30B's ~60 tokens an expert, at Mixtral's 170-280: docs/serving.md).
+    # GB300 405B Offline 19-20 % fast, Mixtral 19-29 % slow (47 % before its decode's weight passes stopped at one
+    # 128-row MMA tile an expert: fitted on Qwen3 30B's ~90 rows an expert, they were charged at Mixtral's 170-280 too;
+    # docs/serving.md).
     rows = {o.row.label: o for o in outcomes if o.row.label.startswith("MLPerf") and golden.role(o.row) == "test"}
     assert len(rows) == 16
     for label, o in rows.items():
@@ -197,7 +198,7 @@ def test_mlperf_rows_of_later_rounds_test_the_factors_fitted_on_v41_h100(outcome
         assert o.row.limits is None if o.row.workload.rate is None else set(o.row.limits) == {"ttft_p99", "tpot_p99"}
     errors = {label: o.errors()["tokens_per_s"] for label, o in rows.items()}
     mixtral = {k: e for k, e in errors.items() if "Mixtral" in k}
-    assert len(mixtral) == 2 and all(-0.55 <= e <= -0.40 for e in mixtral.values()), mixtral
+    assert len(mixtral) == 2 and all(-0.30 <= e <= -0.15 for e in mixtral.values()), mixtral
     dense = [abs(e) for k, e in errors.items() if k not in mixtral]
     assert len(dense) == 14 and max(dense) <= 0.20 and statistics.median(dense) <= 0.05, errors
     # Server rows: the modelled p99 latencies against the published run's limits (each run met them). Every dense
