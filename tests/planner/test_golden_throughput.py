@@ -19,10 +19,6 @@ pytest.importorskip("transformers", reason="the published models are built from 
 from planner import fitted_efficiency, golden  # noqa: E402
 
 
-# One worker runs every test of this file, so the evaluation of every row (the fixture below) runs once a suite.
-pytestmark = pytest.mark.xdist_group("training_golden")
-
-
 @pytest.fixture(scope="module")
 def outcomes():
     out = golden.evaluate()

@@ -19,10 +19,6 @@ import pytest
 from planner.serving import fitted, golden, golden_rows
 
 
-# One worker runs every test of this file, so the evaluation of every row (the fixture below) runs once a suite.
-pytestmark = pytest.mark.xdist_group("serving_golden")
-
-
 @pytest.fixture(scope="module")
 def outcomes():
     out = golden.evaluate()
