@@ -1,120 +1,27 @@
-"""The published serving rows the serving model is checked against: their models, sources, configurations and figures.
+"""The published serving rows the serving model is checked against: their sources, configurations and figures.
 
-Each :class:`GoldenRow` is a published configuration as its source states it (model as a transformers config, rack,
-parallelism, precision, workload, the engine's limits) and the figures it reports (output tokens/s, TTFT, TPOT).
-:data:`ROWS` are the given rows of ``reference/inference.md`` (A-D); :data:`FOUND_ROWS` the rows found since (E-K, M,
-T); :data:`LLAMA4_ROWS` section L;
+Each :class:`~planner.serving.golden_models.GoldenRow` is a published configuration as its source states it (model as
+a transformers config from :data:`~planner.serving.golden_models.MODELS`, rack, parallelism, precision, workload, the
+engine's limits) and the figures it reports (output tokens/s, TTFT, TPOT). :data:`ROWS` are the given rows of
+``reference/inference.md`` (A-D); :data:`FOUND_ROWS` the rows found since (E-K, T, and M, MLPerf Inference's, built in
+:mod:`planner.serving.golden_mlperf`); :data:`LLAMA4_ROWS` section L;
 :data:`CONTRADICTED` the published figures another publication contradicts. :mod:`planner.serving.golden` models
 them and fits the serving efficiencies on the rows it names.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
-from planner.decoder_blocks import DecoderBlocks
-from planner.models import MODELS as PRESETS
-from planner.models import model_blocks
 from planner.serving.engine import Engine
+from planner.serving.golden_models import MODELS, GoldenRow
+from planner.serving.golden_mlperf import MLPERF_ROWS
 from planner.serving.model_shape import model_shape
 from planner.serving.precision import resolve
 from planner.serving.trtllm_bench import trtllm_bench_engine
 from planner.serving.workload import Workload
 
 
-def _llama70b(vocab: int, context: int, rope: dict) -> dict:
-    return dict(vocab_size=vocab, hidden_size=8192, intermediate_size=28672, num_hidden_layers=80,
-                num_attention_heads=64, num_key_value_heads=8, max_position_embeddings=context, rms_norm_eps=1e-5,
-                rope_parameters=rope, tie_word_embeddings=False)
-
-
-def _qwen3_moe(name: str, repo: str, *, layers: int, hidden: int, heads: int, ffn: int, expert_ffn: int) -> DecoderBlocks:
-    """A Qwen3 MoE model as its Hugging Face config.json gives it: heads of 128, 4 key/value heads, 128 experts,
-    top-8, every layer sparse."""
-    source = (f"Qwen/{repo} config.json ({layers} layers, "
-              f"d {hidden}, {heads} heads of 128, 4 kv heads, 128 experts of FFN {expert_ffn}, top-8)")
-    return DecoderBlocks(
-        name=name, config_class="Qwen3MoeConfig", source=source,
-        arch=dict(vocab_size=151936, hidden_size=hidden, intermediate_size=ffn, moe_intermediate_size=expert_ffn,
-                  num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=4, head_dim=128,
-                  num_experts=128, num_experts_per_tok=8, norm_topk_prob=True, decoder_sparse_step=1,
-                  mlp_only_layers=[], max_position_embeddings=40960, rms_norm_eps=1e-6, rope_theta=1000000.0,
-                  tie_word_embeddings=False))
-
-
-def _gpt_oss(name: str, layers: int, experts: int, source: str) -> DecoderBlocks:
-    """A GPT-OSS model as its config.json gives it: d 2880, 64 query and 8 key/value heads of 64, experts of width
-    2880, top-4, a 128-token sliding window on alternate layers, attention biases (its attention sinks, one scalar a
-    head, are left out)."""
-    arch = dict(vocab_size=201088, hidden_size=2880, intermediate_size=2880, num_hidden_layers=layers,
-                num_attention_heads=64, num_key_value_heads=8, head_dim=64, num_local_experts=experts,
-                num_experts_per_tok=4, sliding_window=128,
-                layer_types=["sliding_attention", "full_attention"] * (layers // 2), max_position_embeddings=131072,
-                tie_word_embeddings=False, attention_bias=True)
-    return DecoderBlocks(name=name, arch=arch, config_class="GptOssConfig", source=source)
-
-
-_GPT_OSS_CARD = "OpenAI, 'gpt-oss-120b & gpt-oss-20b Model Card' (2025-08-05)"
-
-def _llama4(name: str, repo: str, *, experts: int, step: int, qk_norm: bool) -> DecoderBlocks:
-    """A Llama 4 model's language model as its Hugging Face config.json's ``text_config`` gives it: 48 layers, d 5120,
-    40 heads of 128, 8 key/value heads, ``experts`` routed experts of FFN 8192 (top-1) and a shared one in every
-    ``step``-th layer, a dense MLP of 16384 in the others, chunked attention (8192) in three of every four layers
-    (every fourth, without rotary embedding, attends to the whole context)."""
-    source = (f"meta-llama/{repo} config.json text_config (48 layers, d 5120, 40 heads of 128, 8 kv heads, "
-              f"{experts} experts of FFN 8192 top-1 and a shared expert every {step} layer(s), dense FFN 16384 "
-              f"between, attention chunks of 8192 on 3 of 4 layers; as copied in NVIDIA/TensorRT-LLM "
-              f"tests/unittest/_torch/modeling/test_modeling_llama_min_latency.py LLAMA_4_MAVERICK_TWO_LAYER_CONFIG, its layers cut to 2)")
-    return DecoderBlocks(
-        name=name, config_class="Llama4TextConfig", source=source,
-        arch=dict(vocab_size=202048, hidden_size=5120, intermediate_size=8192, intermediate_size_mlp=16384,
-                  num_hidden_layers=48, num_attention_heads=40, num_key_value_heads=8, head_dim=128,
-                  num_local_experts=experts, num_experts_per_tok=1, interleave_moe_layer_step=step,
-                  attention_chunk_size=8192, no_rope_layer_interval=4, use_qk_norm=qk_norm,
-                  max_position_embeddings=1048576 if step == 2 else 10485760, rms_norm_eps=1e-5,
-                  rope_parameters={"rope_type": "default", "rope_theta": 500000.0}, tie_word_embeddings=False))
-
-
-_ARCH = "reference/inference.md: Llama 3.3 70B = Llama 3.1 70B; Llama-3-70B; Llama 2 70B (transformers configs)"
-MODELS = {
-    "llama3.3-70b": DecoderBlocks(name="llama3.3-70b", source=_ARCH, config_class="LlamaConfig", arch=_llama70b(
-        128256, 131072, {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
-                         "high_freq_factor": 4.0, "original_max_position_embeddings": 8192})),
-    "llama3-70b": DecoderBlocks(name="llama3-70b", source=_ARCH, config_class="LlamaConfig", arch=_llama70b(
-        128256, 8192, {"rope_type": "default", "rope_theta": 500000.0})),
-    "llama2-70b": DecoderBlocks(name="llama2-70b", source=_ARCH, config_class="LlamaConfig", arch=_llama70b(
-        32000, 4096, {"rope_type": "default", "rope_theta": 10000.0})),
-    "llama3.1-405b": DecoderBlocks(
-        name="llama3.1-405b", config_class="LlamaConfig",
-        source="meta-llama/Llama-3.1-405B config.json (126 layers, d 16384, FFN 53248, 128 heads, 8 kv heads)",
-        arch=dict(vocab_size=128256, hidden_size=16384, intermediate_size=53248, num_hidden_layers=126,
-                  num_attention_heads=128, num_key_value_heads=8, max_position_embeddings=131072, rms_norm_eps=1e-5,
-                  rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
-                                   "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                                   "original_max_position_embeddings": 8192}, tie_word_embeddings=False)),
-    "llama3.1-8b": DecoderBlocks(name="llama3.1-8b", source=PRESETS["llama3.1-8b"].source,
-                                 config_class=PRESETS["llama3.1-8b"].config_class, arch=PRESETS["llama3.1-8b"].arch),
-    "qwen3-32b": DecoderBlocks(
-        name="qwen3-32b", config_class="Qwen3Config",
-        source="Qwen/Qwen3-32B config.json (64 layers, d 5120, FFN 25600, 64 heads of 128, 8 kv heads)",
-        arch=dict(vocab_size=151936, hidden_size=5120, intermediate_size=25600, num_hidden_layers=64,
-                  num_attention_heads=64, num_key_value_heads=8, head_dim=128, max_position_embeddings=40960,
-                  rms_norm_eps=1e-6, rope_theta=1000000.0, tie_word_embeddings=False)),
-    "qwen3-30b-a3b": _qwen3_moe("qwen3-30b-a3b", "Qwen3-30B-A3B", layers=48, hidden=2048, heads=32, ffn=6144,
-                                expert_ffn=768),
-    "gpt-oss-120b": _gpt_oss("gpt-oss-120b", 36, 128, f"{_GPT_OSS_CARD} and openai/gpt-oss-120b config.json: 36 "
-                             "layers, d 2880, 64 query and 8 key/value heads of 64, 128 experts of width 2880, top-4, "
-                             "vocabulary 201,088, a 128-token sliding window on alternate layers, attention biases"),
-    "gpt-oss-20b": _gpt_oss("gpt-oss-20b", 24, 32, f"{_GPT_OSS_CARD} and openai/gpt-oss-20b config.json: 24 layers, "
-                            "32 experts, the 120B's widths; quantization_config mxfp4, modules_to_not_convert: "
-                            "self_attn, router, embed_tokens, lm_head"),
-    "qwen3-235b-a22b": _qwen3_moe("qwen3-235b-a22b", "Qwen3-235B-A22B", layers=94, hidden=4096, heads=64,
-                                  ffn=12288, expert_ffn=1536),
-    "llama4-maverick": _llama4("llama4-maverick", "Llama-4-Maverick-17B-128E", experts=128, step=2, qk_norm=False),
-    # planner.models' preset (its source there): the MLPerf rows' Mixtral 8x7B.
-    "mixtral-8x7b": model_blocks("mixtral-8x7b"),
-}
-"""The rows' models, as their transformers configs' numbers."""
 
 TRTLLM = ("NVIDIA TensorRT-LLM docs/source/developer-guide/perf-overview.md @ 03e27c7d (trtllm-bench throughput, "
           "PyTorch backend, Llama-3.3-70B-Instruct-FP8, every request queued at once)")
@@ -153,39 +60,6 @@ def STATIC(batch: int) -> Engine:
     return Engine(chunked_prefill=False, max_batch=batch, max_num_tokens=1 << 30)
 
 
-@dataclass(frozen=True, slots=True)
-class GoldenRow:
-    """One published configuration and what it reported."""
-
-    label: str
-    model: str
-    """A key of :data:`MODELS`."""
-    rack: str
-    parallel: dict
-    precision: str
-    workload: Workload
-    published: dict
-    """Metric -> published value: ``tokens_per_s`` (total), ``tokens_per_s_per_chip``, ``ttft_p50``,
-    ``tpot_p50`` (seconds)."""
-    source: str
-    limits: dict | None = None
-    """Metric -> upper bound the run had to meet (``ttft_p99``, ``tpot_p99``), checked, not fitted."""
-    engine: Engine = Engine()
-    """The engine's limits as the source states them (MLPerf's batch limits, Neuron's static batches)."""
-    prompt_bucket: int | None = None
-    """The compiled context-encoding bucket Neuron pads the prompt to (``--context-encoding-buckets``), as the
-    source states it: the row is modelled with prompts of that length (the padded prefill is computed)."""
-    note: str = ""
-    """What a reader of the row must know that its figures do not say: a published figure that contradicts another
-    publication (:data:`CONTRADICTED` names those rows and metrics); printed under the table."""
-
-    def modelled_workload(self) -> Workload:
-        """The workload the row is modelled with: as published, with each prompt padded to its bucket."""
-        if self.prompt_bucket is None:
-            return self.workload
-        w = self.workload
-        return Workload([(max(a, self.prompt_bucket), b) for a, b in w.lengths], requests=w.requests,
-                        concurrency=w.concurrency, rate=w.rate, seed=w.seed, max_output_tokens=w.max_output_tokens)
 
 
 _CHECKPOINTS = {("qwen3-30b-a3b", "fp4"): "nvidia/Qwen3-30B-A3B-FP4", ("qwen3-235b-a22b", "fp4"): "nvidia/Qwen3-235B-A22B-FP4",
@@ -281,83 +155,6 @@ def _gpt_oss(kind: str, ep: int, isl: int, osl: int, value: float, model: str) -
                    + (_DEP if ep > 1 else "") + _BENCH)
 
 
-_MLPERF_V51 = "MLCommons inference_results_v5.1 @ 965182b0 (2025-09-09)"
-_MLPERF_V41 = "MLCommons inference_results_v4.1 @ a2f5d66d (2024-08-28)"
-_MLPERF_DATASETS = {
-    # model: (mean input tokens, samples, the engine's max_output_len, where the lengths come from)
-    "llama2-70b": (222, 24576, 1024, "24,576 OpenOrca samples, mean input 222.3 tokens (llama2-70b-99.csv @ 7cd1065d)"),
-    "llama3.1-405b": (9429, 8313, 2000, "8,313 samples, mean input 9,428.6 tokens (llama3-1-405b.csv @ 67033bae)"),
-    "llama3.1-8b": (871, 13368, 128, "13,368 CNN/DailyMail samples, mean input 870.7 tokens "
-                                     "(llama3-1-8b-datacenter.csv @ 7cd1065d)"),
-    "mixtral-8x7b": (427, 15000, 1024, "15,000 samples (OpenOrca, GSM8K, MBXP), mean input 427.4 tokens "
-                                       "(mixtral-8x7b.csv @ 67033bae)"),
-}
-"""Each MLPerf benchmark's dataset as the rows state it: the mean prompt length (computed from the MLCommons dataset
-by openshift-psap/performance-dashboard mlperf-data/summaries/), the samples (``performance_sample_count``; every
-row serves each once, as the v4.1 rows do, where the runs issued the set many times over), and the output limit of
-NVIDIA's ``code/<benchmark>/tensorrt/generation_config.json`` (``max_output_len``)."""
-_MLPERF_LIMITS = {"llama2-70b": (2.0, 0.2), "llama3.1-405b": (6.0, 0.175), "llama3.1-8b": (2.0, 0.1),
-                  "mixtral-8x7b": (2.0, 0.2)}
-"""Server's p99 TTFT and TPOT limits per benchmark (seconds), as each summary's ``ttft_latency`` and
-``tpot_latency`` state them."""
-_MLPERF_NAMES = {"llama2-70b": "", "llama3.1-405b": "405B ", "llama3.1-8b": "8B ", "mixtral-8x7b": "Mixtral "}
-
-
-def _mlperf(version: str, scenario: str, model: str, kind: str, gpus: int, parallel: dict, precision: str,
-            tokens_per_s: float, samples_per_s: float, *, engine: Engine, config: str, results: str,
-            rate: float | None = None, submitter: str = "NVIDIA", reserve: bool = False) -> GoldenRow:
-    """One MLPerf Inference closed-division row: the system's tokens/s as its summary gives it, the dataset of
-    :data:`_MLPERF_DATASETS` with each output the run's tokens per sample (tokens/s over samples/s, as the v4.1
-    rows state theirs), Server's arrivals at the summary's ``target_qps`` and its latency limits, the engine of
-    the submission's config. ``reserve``: each sequence reserves the output limit (guaranteed-no-evict, as the
-    v4.1 H100 rows); else only its length: the v5.1 configs schedule with ``batch_scheduler_policy: max_util``
-    (admit while blocks are free, pause on overflow)."""
-    isl, samples, max_out, dataset = _MLPERF_DATASETS[model]
-    osl = min(round(tokens_per_s / samples_per_s), max_out)
-    workload = Workload(isl, osl, requests=samples, rate=rate, max_output_tokens=max_out if reserve else None)
-    limits = None
-    if scenario == "Server":
-        ttft, tpot = _MLPERF_LIMITS[model]
-        limits = {"ttft_p99": ttft, "tpot_p99": tpot}
-    who = "" if submitter == "NVIDIA" else f" ({submitter})"
-    label = f"MLPerf {version} {_MLPERF_NAMES[model]}{scenario} {gpus}x{kind.upper()}{who}"
-    repo = _MLPERF_V51 if version == "v5.1" else _MLPERF_V41
-    source = (f"{repo}, closed/{submitter} {results}/{scenario}/performance/run_1/mlperf_log_summary.txt "
-              f"({tokens_per_s:,} tokens/s, {samples_per_s:,} samples/s"
-              + (f", target_qps {rate:g}" if rate is not None else "") + f"); config {config}; {dataset}; "
-              f"every request may generate up to {max_out:,} tokens (generation_config.json max_output_len)")
-    return GoldenRow(label, model, f"{kind}:{gpus}", parallel, precision, workload, {"tokens_per_s": tokens_per_s},
-                     source, limits=limits, engine=engine)
-
-
-def _mlperf_engine(batch: int, tokens: int | None, kv: float) -> Engine:
-    """The engine of an MLPerf config: ``gpu_batch_size``, the runtime's ``max_num_tokens`` (None: not stated,
-    the default), ``kvcache_free_gpu_mem_frac``; chunked context first come first served, 32-token blocks."""
-    return Engine(max_batch=batch, kv_fraction=kv, **({} if tokens is None else {"max_num_tokens": tokens}))
-
-
-_V51_CFG = "closed/NVIDIA/configs/{system}/{scenario}/{bench}.py"
-_V51_B200, _V51_GB200_4, _V51_GB200_72, _V51_GB300_72 = (
-    "B200-SXM-180GBx8", "GB200-NVL72_GB200-186GB_aarch64x4", "GB200-NVL72_GB200-186GB_aarch64x72",
-    "GB300-NVL72_GB300-288GB_aarch64x72")
-
-
-def _v51(scenario: str, model: str, system: str, kind: str, gpus: int, parallel: dict, tokens_per_s: float,
-         samples_per_s: float, engine: Engine, rate: float | None = None) -> GoldenRow:
-    """A v5.1 NVIDIA row (NVFP4 weights and activations, FP8 KV cache: precision fp4 and kv_cache_dtype fp8);
-    ``system`` names its results folder less ``_TRT`` (GB300's configs folder keeps it)."""
-    bench = {"llama2-70b": "llama2-70b", "llama3.1-405b": "llama3_1-405b", "llama3.1-8b": "llama3_1-8b"}[model]
-    result = {"llama2-70b": "llama2-70b-99", "llama3.1-405b": "llama3.1-405b", "llama3.1-8b": "llama3.1-8b"}[model]
-    return _mlperf("v5.1", scenario, model, kind, gpus, parallel, "fp4", tokens_per_s, samples_per_s, engine=engine,
-                   config=_V51_CFG.format(system=system + ("_TRT" if kind == "gb300" else ""), scenario=scenario,
-                                          bench=bench),
-                   results=f"results/{system}_TRT/{result}", rate=rate)
-
-
-_GB200_BELOW_B200 = ("published GB200 figure below B200's (every other length of the table has GB200 above B200, as "
-                     "its chip figures do); kept as published")
-
-
 VLLM_NEURON = ("AWS Neuron docs, vLLM Neuron EAGLE3 tutorials, the non-speculative baseline "
                "(aws-neuron/aws-neuron-sdk @ 81ce03ae, vllm-neuron/docs/tutorials/{file}, {sdk}; 'representative "
                "numbers' on trn2.48xlarge): the vLLM Neuron plugin (vLLM V1, chunked prefill), BF16, {tp} NeuronCores "
@@ -419,6 +216,10 @@ NEURON_ENGINE_ROWS: tuple[GoldenRow, ...] = (
 optimum-neuron's benchmark), each with its configuration: test rows only."""
 
 
+_GB200_BELOW_B200 = ("published GB200 figure below B200's (every other length of the table has GB200 above B200, as "
+                     "its chip figures do); kept as published")
+
+
 FOUND_ROWS: tuple[GoldenRow, ...] = (
     # E. TensorRT-LLM perf-overview, Llama 3.3 70B, the Blackwell NVFP4 columns (B200 and GB200, TP1).
     *(_trtllm(kind, 1, "fp4", isl, osl, v) for kind, values in (("b200", (6920, 6842, 3242, 1362, 274)),
@@ -460,48 +261,7 @@ FOUND_ROWS: tuple[GoldenRow, ...] = (
       for kind, ep, values in columns
       for (isl, osl), v in zip(((1000, 1000), (1024, 1024), (1024, 8192), (1024, 32768), (8192, 1024), (32768, 1024)),
                                values) if v is not None),
-    # M. MLPerf Inference closed division, NVIDIA's systems (v5.1 Blackwell NVFP4; v4.1 H200 FP8) and one partner's
-    # v5.1 H200 Mixtral 8x7B: whole systems of independent engines (TP1 replicas; 405B TP2 x PP2 or TP4 replicas).
-    _v51("Offline", "llama2-70b", _V51_B200, "b200", 8, {"tp": 1, "replicas": 8}, 101527, 371.423,
-         _mlperf_engine(2048, 3584, 0.95)),
-    _v51("Server", "llama2-70b", _V51_B200, "b200", 8, {"tp": 1, "replicas": 8}, 99123.04, 361.30,
-         _mlperf_engine(2048, 3584, 0.95), rate=364),
-    _v51("Offline", "llama2-70b", _V51_GB200_4, "gb200", 4, {"tp": 1, "replicas": 4}, 51736.9, 187.748,
-         _mlperf_engine(2048, 3584, 0.95)),
-    _v51("Server", "llama2-70b", _V51_GB200_4, "gb200", 4, {"tp": 1, "replicas": 4}, 49359.61, 178.48,
-         _mlperf_engine(2048, 3584, 0.95), rate=182),
-    _v51("Offline", "llama3.1-405b", _V51_B200, "b200", 8, {"tp": 2, "pp": 2, "replicas": 2}, 1624.11, 2.49245,
-         _mlperf_engine(128, 1536, 0.95)),
-    _v51("Server", "llama3.1-405b", _V51_B200, "b200", 8, {"tp": 4, "replicas": 2}, 1240.42, 1.90,
-         _mlperf_engine(256, 2048, 0.95), rate=1.9),
-    _v51("Offline", "llama3.1-405b", _V51_GB200_72, "gb200", 72, {"tp": 2, "pp": 2, "replicas": 18}, 14774.3,
-         22.6462, _mlperf_engine(2048, 1536, 0.95)),
-    _v51("Server", "llama3.1-405b", _V51_GB200_72, "gb200", 72, {"tp": 4, "replicas": 18}, 11614.28, 17.72,
-         _mlperf_engine(256, 2048, 0.95), rate=17.55),
-    _v51("Offline", "llama3.1-405b", _V51_GB300_72, "gb300", 72, {"tp": 2, "replicas": 36}, 16104.1, 25.5809,
-         _mlperf_engine(2048, 1536, 0.95)),
-    _v51("Server", "llama3.1-405b", _V51_GB300_72, "gb300", 72, {"tp": 2, "replicas": 36}, 12248.42, 19.46,
-         _mlperf_engine(2048, 1536, 0.95), rate=19.5),
-    _v51("Offline", "llama3.1-8b", _V51_B200, "b200", 8, {"tp": 1, "replicas": 8}, 136752, 1060.23,
-         _mlperf_engine(6000, 12000, 0.90)),
-    _v51("Server", "llama3.1-8b", _V51_B200, "b200", 8, {"tp": 1, "replicas": 8}, 128540.95, 996.53,
-         _mlperf_engine(6000, 12000, 0.90), rate=1000),
-    *(_mlperf("v4.1", scenario, "llama2-70b", "h200", 8, {"tp": 1, "replicas": 8}, "fp8", tps, sps,
-              engine=_mlperf_engine(batch, None, 0.90), rate=rate, reserve=True,
-              results="results/H200-SXM-141GBx8_TRT/llama2-70b-99",
-              config=f"closed/NVIDIA/configs/llama2-70b/{scenario}/__init__.py H200_SXM_141GBx8 (FP8, TP1 x 8, "
-                     f"gpu_batch_size {batch}, kvcache_free_gpu_mem_frac 0.90; max_num_tokens not in the file: the "
-                     f"default budget, as the v4.1 H100 rows)")
-      for scenario, tps, sps, batch, rate in (("Offline", 31302.7, 107.477, 806, None),
-                                              ("Server", 29228.22, 100.35, 896, 101))),
-    *(_mlperf("v5.1", scenario, "mixtral-8x7b", "h200", 8, {"tp": 1, "replicas": 8}, "fp8", tps, sps,
-              engine=_mlperf_engine(3072, tokens, 0.90), rate=rate, submitter="ASUSTeK",
-              results="results/ESC_N8_H200-SXM-141GBx8_TRT/mixtral-8x7b",
-              config=f"closed/ASUSTeK/configs/ESC_N8_H200-SXM-141GBx8/{scenario}/mixtral-8x7b.py (NVIDIA's harness: "
-                     f"FP8, FP8 KV cache, TP1 x 8, gpu_batch_size 3072, max_num_tokens {tokens}, "
-                     f"kvcache_free_gpu_mem_frac 0.9, chunked context, max_util)")
-      for scenario, tps, sps, tokens, rate in (("Offline", 61372.4, 421.086, 9216, None),
-                                               ("Server", 59992.81, 408.81, 8192, 410))),
+    *MLPERF_ROWS,
     # F. The same table's other H200 TP2 FP8 points.
     _trtllm("h200", 2, "fp8", 1024, 1024, 2582),
     _trtllm("h200", 2, "fp8", 1024, 8192, 2009),

@@ -9,7 +9,7 @@ import random
 import pytest
 
 from planner.serving.engine import Engine
-from planner.serving.golden_rows import MODELS, _llama4
+from planner.serving.golden_models import MODELS, _llama4
 from planner.serving.kv_cache import memory
 from planner.serving.model_shape import model_shape, sparse_layers
 from planner.serving.precision import resolve
