@@ -144,8 +144,8 @@ def catalogue_claims() -> list[Claim]:
 
 def gpt_oss_120b():
     """GPT-OSS-120B's architecture as numbers (the serving shape needs no transformers and no torch): the serving
-    golden rows' (:data:`planner.serving.golden_rows.MODELS`)."""
-    from planner.serving.golden_rows import MODELS
+    golden rows' (:data:`planner.serving.golden_models.MODELS`)."""
+    from planner.serving.golden_models import MODELS
 
     return MODELS["gpt-oss-120b"]
 
