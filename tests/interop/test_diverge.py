@@ -71,16 +71,22 @@ def recipes(tmp_path_factory):
     plain = "import sys, runpy; sys.modules['interop._C'] = None; sys.argv = sys.argv[1:]; " \
             "runpy.run_path(sys.argv[0], run_name='__main__')"
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
-    references = [subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp, env=env) for command, env in [
+    commands = [
         ([sys.executable, "-c", plain, RECIPES, "--all", str(tmp / "ref"), "--steps", "2"],
          _env(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))),
         ([*torchrun, "--no-python", sys.executable, "-c", plain, RECIPES, "--all", str(tmp / "gloo"), "--steps", "2"],
-         _env())]]
+         _env())]
+    references = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp,
+                                   env=env) for command, env in commands]
     run = subprocess.run([*torchrun, "-m", "interop.run", RECIPES, "--all", str(tmp / "run"), "--steps", "2"],
                          capture_output=True, text=True, cwd=tmp, env=_env(), timeout=300)
-    for reference in references:
+    for reference, (command, env) in zip(references, commands):
         ref_out, _ = reference.communicate(timeout=300)
+        if reference.returncode != 0 and "terminate called without an active exception" in ref_out:
+            # torch's own Gloo at exit (tests/interop/cuda_layer/test_cuda_layer.py gloo_reference): run once more
+            rerun = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp,
+                                   env=env, timeout=300)
+            reference, ref_out = rerun, rerun.stdout
         assert reference.returncode == 0, ref_out[-3000:]
     assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
     return tmp

@@ -31,9 +31,10 @@ def run(args, cwd, timeout=300):
 
 
 def gloo_reference(args, cwd, timeout=300):
-    """The plain-torch CPU run a torchrun test compares with. Torch's own Gloo runs (no interop in them: FSDP2,
-    then DDP) died at exit in fresh clones' suites, 'terminate called without an active exception' in one rank
-    after training; that torch failure, and only it, is run again once."""
+    """The plain-torch CPU run a distributed test compares with (torchrun or mp.spawn). Torch's own Gloo runs (no
+    interop in them: FSDP2, DDP under torchrun, DDP under mp.spawn) died at exit in fresh clones' suites,
+    'terminate called without an active exception' in one rank after training; that torch failure, and only it,
+    is run again once."""
     out = run(args, cwd, timeout=timeout)
     if out.returncode != 0 and "terminate called without an active exception" in out.stderr:
         out = run(args, cwd, timeout=timeout)

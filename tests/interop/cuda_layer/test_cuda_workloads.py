@@ -58,7 +58,8 @@ def test_cuda_graphs_capture_and_replay_as_the_eager_steps_on_the_cpu(tmp_path):
 
 
 def test_ddp_started_by_mp_spawn_runs_its_children_on_the_rack(tmp_path):
-    cpu = run([script("spawn_ddp.py"), "--world", "2", "--port", "29611", "--out", "cpu.pt"], tmp_path, timeout=300)
+    cpu = gloo_reference([script("spawn_ddp.py"), "--world", "2", "--port", "29611", "--out", "cpu.pt"], tmp_path,
+                         timeout=300)
     layer = hybrid("--rack", "trn3:1+h100:2", script("spawn_ddp.py"), "--port", "29612", "--out", "slot.pt",
                    cwd=tmp_path, timeout=400)
     assert cpu.returncode == 0, cpu.stderr[-3000:]
