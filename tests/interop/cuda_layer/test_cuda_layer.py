@@ -33,10 +33,12 @@ def run(args, cwd, timeout=300):
 def gloo_reference(args, cwd, timeout=300):
     """The plain-torch CPU run a distributed test compares with (torchrun or mp.spawn). Torch's own Gloo runs (no
     interop in them: FSDP2, DDP under torchrun, DDP under mp.spawn) died at exit in fresh clones' suites,
-    'terminate called without an active exception' in one rank after training; that torch failure, and only it,
-    is run again once."""
+    'terminate called without an active exception' in one rank after training (about 1 run in 11 of the mp.spawn
+    script here); that torch failure, and only it, is run again, up to twice."""
     out = run(args, cwd, timeout=timeout)
-    if out.returncode != 0 and "terminate called without an active exception" in out.stderr:
+    for _ in range(2):
+        if out.returncode == 0 or "terminate called without an active exception" not in out.stderr:
+            break
         out = run(args, cwd, timeout=timeout)
     return out
 
