@@ -73,7 +73,7 @@ _PEAK_RULES: dict[str, tuple[str, ...]] = {
 
 
 FIELD_UNITS: dict[str, str] = {"hbm_capacity": "B", "hbm_bandwidth": "B/s", "scale_up_bandwidth": "B/s",
-                               "power": "W"}
+                               "power": "W", "exp_rate": "exp/s"}
 """The unit of each of a :class:`Chip`'s single-figure fields (its peaks are FLOP/s, its prices USD/h)."""
 
 PRICE_BASES: tuple[str, ...] = ("on-demand", "capacity-block", "reserved-effective")
@@ -111,6 +111,10 @@ class Chip:
     """One of :data:`SCALE_UP_FABRICS`."""
     power: Figure | None
     """Board power in W, or None where no figure was found (:attr:`unset` says why)."""
+    exp_rate: Figure | None = None
+    """Exponentials per second of the special-function units (NVIDIA's MUFU.EX2), the rate that bounds a fused
+    attention kernel's softmax; None where no figure was found (then attention's time has no head-dim term:
+    :mod:`devices.cost.model`)."""
     prices: Mapping[str, Figure] = field(default_factory=dict)
     """USD per chip-hour by basis (:data:`PRICE_BASES`): an instance's rate over its chips, each figure saying
     its basis, region and date; a basis without a public price is absent, never invented."""
@@ -175,6 +179,8 @@ class Chip:
             scale_up_bandwidth=self.scale_up_bandwidth,
             power=self.power,
         )
+        if self.exp_rate is not None:  # catalogued for NVIDIA parts only; attention's head-dim term needs it
+            out["exp_rate"] = self.exp_rate
         out.update({f"price.{basis}": self.prices.get(basis) for basis in PRICE_BASES})
         return out
 

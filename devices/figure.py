@@ -23,7 +23,7 @@ from announcements or an assumption, not a shipping part; ``calibrated``: fitted
 to a measurement.
 """
 
-UNITS: tuple[str, ...] = ("FLOP/s", "B", "B/s", "W", "s", "USD/h", "")
+UNITS: tuple[str, ...] = ("FLOP/s", "exp/s", "B", "B/s", "W", "s", "USD/h", "")
 """Accepted values of :attr:`Figure.unit` ("" is dimensionless)."""
 
 

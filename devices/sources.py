@@ -279,7 +279,21 @@ MLPERF_INFERENCE_51 = _doc(
 FLASHATTENTION3 = _doc(
     "FlashAttention-3: Fast and Accurate Attention with Asynchrony and Low-precision (Shah et al., 2024)",
     "arXiv", "https://arxiv.org/abs/2407.08608", "third party", read="2026-10",
-    note="Figs. 5-6: FlashAttention-2 forward/backward TFLOP/s on H100 SXM5, head dim 128, seq 512-16k")
+    note="Figs. 5-6: FlashAttention-2 forward/backward TFLOP/s on H100 SXM5, head dim 128, seq 512-16k; "
+         "Section 3.1: 'the H100 SXM5 GPU has 989 TFLOPS of FP16 matmul but only 3.9 TFLOPS of special functions'")
+CUDA_PROGRAMMING_GUIDE = _doc(
+    "CUDA C++ Programming Guide, Arithmetic Instructions: throughput of native arithmetic instructions "
+    "(operations per clock cycle per multiprocessor)", "NVIDIA",
+    "https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#arithmetic-instructions", "vendor",
+    read="2026-12-05",
+    note="32-bit reciprocal, reciprocal square root, base-2 logarithm and exponential (exp2f), sine, cosine: "
+         "16 results per clock per SM for compute capabilities 5.x to 9.0")
+BLACKWELL_ULTRA_SOFTMAX = _doc(
+    "Making Softmax More Efficient with NVIDIA Blackwell Ultra", "NVIDIA Technical Blog",
+    "https://developer.nvidia.com/blog/making-softmax-more-efficient-with-nvidia-blackwell-ultra/", "vendor",
+    read="2026-12-05",
+    note="Blackwell Ultra doubles the SFU throughput (MUFU.EX2) of Blackwell; its micro-benchmark measures about "
+         "2x on GB300 over GB200")
 LAUNCH_MEASUREMENT = _doc(
     "pegainfer part 3: CUDA graphs", "susun-blog", "https://susun-blog.com/blog/pegainfer-3-cuda-graph",
     "third party", read="2026-10", note="4-6 us per kernel launch in a launch-and-sync loop (CUDA 13)")

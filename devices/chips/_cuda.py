@@ -10,6 +10,27 @@ from __future__ import annotations
 from devices.capability import (
     ANY, COMPLEX, FLOAT, FLOAT4, FLOAT8, FLOAT8_FNUZ, GEMM, INTEGER, OP_CLASSES, VECTOR, Rule,
 )
+from devices.figure import Figure
+from devices.sources import BLACKWELL_ULTRA_SOFTMAX, CUDA_PROGRAMMING_GUIDE, FLASHATTENTION3
+
+H100_SMS = 132
+H100_EXP_RATE = Figure(
+    3.9e12, "exp/s", FLASHATTENTION3.cite("Section 3.1: H100 SXM5, '989 TFLOPS of FP16 matmul but only 3.9 TFLOPS "
+                                          "of special functions'"), "published",
+    "the special-function units (MUFU.EX2 for softmax's exponentials): 132 SMs x 16 per clock at ~1.83 GHz")
+
+
+def exp_rate(sms: int, why: str, per_sm: float = 1.0, ultra: bool = False) -> Figure:
+    """A GPU's exponentials per second where no figure is published: the H100's per SM (16 per clock per SM,
+    :data:`CUDA_PROGRAMMING_GUIDE`) at the H100's clock on ``sms`` SMs, times ``per_sm`` (Blackwell Ultra's
+    doubled SFU with ``ultra``)."""
+    value = H100_EXP_RATE.value * sms / H100_SMS * per_sm
+    sources = [H100_EXP_RATE.source, CUDA_PROGRAMMING_GUIDE.cite("exp2: 16 results per clock per SM")]
+    if ultra:
+        sources.append(BLACKWELL_ULTRA_SOFTMAX.cite("MUFU.EX2 throughput doubled over Blackwell (about 2x GB300 "
+                                                    "over GB200)"))
+    return Figure(value, "exp/s", "; ".join(sources), "estimated", why)
+
 
 BLAS = ("PyTorch aten/src/ATen/native/cuda/Blas.cpp: addmm/mm/bmm on CUDA dispatch floating and complex types "
         "plus Half and BFloat16 only (https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/cuda/Blas.cpp)")
@@ -96,5 +117,5 @@ def rules(chip) -> tuple[Rule, ...]:
 
 
 __all__ = [
-    "A100_SHEET", "CC_TABLE", "H100_SHEET", "OP_CLASSES", "TF32_NOTE", "rules",
+    "A100_SHEET", "CC_TABLE", "H100_EXP_RATE", "H100_SHEET", "OP_CLASSES", "TF32_NOTE", "exp_rate", "rules",
 ]

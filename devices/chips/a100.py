@@ -42,6 +42,8 @@ CHIP = Chip(
         "NVLink 3: 600 GB/s is the bidirectional total (12 links x 50 GB/s, 25 GB/s each way); "
         "per direction = 600/2 = 300 GB/s"),
     scale_up_fabric="nvlink3",
+    exp_rate=_cuda.exp_rate(108, "108 SMs x 16 per clock at the A100's 1,410 MHz boost: 2.44e12 (the H100's "
+                                  "per-SM figure scaled by SMs and clock)", per_sm=1410 / 1830),
     power=Figure(400.0, "W", _SHEET, "secondary", "max TDP 400 W (SXM4)"),
     prices={
         "on-demand": Figure(21.958 / 8, "USD/h", VANTAGE_FIXTURE.cite("p4d.24xlarge $21.958/h"), "secondary",

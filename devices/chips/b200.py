@@ -33,6 +33,8 @@ CHIP = Chip(
         900e9, "B/s", _SHEET, "published",
         "NVLink 5: 1.8 TB/s is the bidirectional total; per direction = 1.8e12/2 = 900 GB/s"),
     scale_up_fabric="nvlink5",
+    exp_rate=_cuda.exp_rate(148, "no published Blackwell figure: the H100's 16 per clock per SM, taken "
+                                  "unchanged for sm_100, on B200's 148 SMs at the H100's clock"),
     power=Figure(1000.0, "W", f"{_SHEET}; {MLPERF_INFERENCE_51.cite('B200-SXM-180GBx8_TRT.json: B200 TGP 1000W')}",
                  "published", "up to 1,000 W (MLPerf's system descriptions give the same TGP)"),
     prices={"on-demand": Figure(113.93 / 8, "USD/h", VANTAGE_2026.cite("p6-b200.48xlarge $113.93/h"), "secondary",

@@ -56,6 +56,8 @@ CHIP = Chip(
         "NVLink 5: 130 TB/s per NVL72 / 72 = 1.8 TB/s per GPU, the bidirectional total; "
         "per direction = 1.8e12/2 = 900 GB/s"),
     scale_up_fabric="nvlink5",
+    exp_rate=_cuda.exp_rate(148, "no published Blackwell figure: the H100's 16 per clock per SM, taken "
+                                  "unchanged for sm_100, on GB200's 148 SMs at the H100's clock"),
     power=Figure(1200.0, "W", f"{MLPERF_INFERENCE_51.cite('GB200-NVL72_GB200-186GB_aarch64x4_TRT.json: GB200 TGP 1200W')}"
                  f"; {_KLOCK}; {_VERDA}", "published",
                  "1,200 W per GPU: NVIDIA's MLPerf system description; both third parties give 1.2 kW too"),

@@ -37,6 +37,8 @@ CHIP = Chip(
         900e9, "B/s", f"{_VENDOR}; NVLink 5 1.8 TB/s per GPU, NVL72 130 TB/s aggregate", "secondary",
         "NVLink 5: 1.8 TB/s is the bidirectional total; per direction = 900 GB/s (72 x 1.8 TB/s = 130 TB/s)"),
     scale_up_fabric="nvlink5",
+    exp_rate=_cuda.exp_rate(148, "Blackwell Ultra's doubled MUFU.EX2 on GB200's figure (NVIDIA measures about "
+                                  "2x GB300 over GB200)", per_sm=2.0, ultra=True),
     power=Figure(1400.0, "W", f"{MLPERF_INFERENCE_51.cite('GB300-NVL72_GB300-288GB_aarch64x72_TRT.json: GB300 TGP 1400W')}"
                  f"; {_VENDOR}", "published", "1,400 W per GPU (NVIDIA's MLPerf system description; the product page "
                                             "gives 1.4 kW max TDP)"),

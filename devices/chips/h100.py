@@ -36,6 +36,7 @@ CHIP = Chip(
         "NVLink 4: 900 GB/s is the bidirectional total (18 links x 50 GB/s, 25 GB/s each way); "
         "per direction = 900/2 = 450 GB/s"),
     scale_up_fabric="nvlink4",
+    exp_rate=_cuda.H100_EXP_RATE,
     power=Figure(700.0, "W", _SHEET, "published", "up to 700 W (configurable)"),
     prices={
         "on-demand": Figure(

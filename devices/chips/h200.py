@@ -35,6 +35,7 @@ CHIP = Chip(
                          "4.8 TB/s; measured device-to-device copy ~4.3 TB/s (read+write) through PyTorch"),
     scale_up_bandwidth=_same(_H100.scale_up_bandwidth),
     scale_up_fabric=_H100.scale_up_fabric,
+    exp_rate=_same(_H100.exp_rate),
     power=Figure(700.0, "W", MLPERF_INFERENCE_41.cite("H200-SXM-141GBx8_TRT.json: 'H200 TGP 700W'"), "published",
                  "700 W total graphics power (the H100 SXM's, as the H200 datasheet implies)"),
     prices={

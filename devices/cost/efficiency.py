@@ -152,6 +152,23 @@ def matmul_efficiency(p: CostParams, m: int, n: int, k: int) -> float:
             * calibration.dim_factor(n, h) * calibration.dim_factor(k, h))
 
 
+ATTENTION_CURVE_HEAD_DIM = 128
+"""The head dim of the measurements :data:`_ATTENTION` and :data:`_ATTENTION_BWD` were fitted on."""
+
+
+def head_dim_factor(rate: float, exp_rate: float, flops_per_score: float, backward: bool) -> float:
+    """Attention's time at its head dim over the fitted curve's (head dim 128, where the factor is 1).
+
+    A fused kernel spends on each score its MMA work (``flops_per_score``: 4 x head dim forward, 10 x backward,
+    at ``rate``) and one exponential at the special-function rate ``exp_rate``; the curve, measured at head dim
+    128, holds both, so a smaller head dim does less MMA work per exponential and runs further below its MMA
+    rate. The form reproduces FlashAttention-3's own H100 figures (its Fig. 5: head dim 64 at 0.75 of head dim
+    128's TFLOP/s, where it gives 0.75 with the 989 TFLOP/s MMA and 3.9 T exponentials a second) and
+    FlashAttention-2's (0.88 published, 0.86 here at its 0.379 of peak)."""
+    at_curve = (10.0 if backward else 4.0) * ATTENTION_CURVE_HEAD_DIM
+    return (1.0 + rate / (exp_rate * flops_per_score)) / (1.0 + rate / (exp_rate * at_curve))
+
+
 def attention_efficiency(p: CostParams, keys_per_query: float, backward: bool) -> float:
     """Fraction of dense peak fused attention reaches with this many keys per query."""
     if backward:

@@ -179,7 +179,7 @@ def _attention(name: str, op: str, shapes: list[Shape], itemsize: int,
     q = shapes[first]
     outs = list(out_shapes) if out_shapes is not None else [tuple(q[:-1]) + (d_v,)]
     return Work("attention", flops, moved_bytes(shapes, outs, itemsize),
-                keys_per_query=pairs / q_len if q_len else 0.0)
+                keys_per_query=pairs / q_len if q_len else 0.0, scores=float(bh * pairs))
 
 
 def _attention_backward(name: str, op: str, shapes: list[Shape], itemsize: int,
@@ -192,7 +192,7 @@ def _attention_backward(name: str, op: str, shapes: list[Shape], itemsize: int,
     flops = 2.0 * bh * pairs * (3 * d_qk + 2 * d_v)
     outs = list(out_shapes) if out_shapes is not None else list(shapes[first:first + 3])
     return Work("attention_backward", flops, moved_bytes(shapes, outs, itemsize),
-                keys_per_query=pairs / q_len if q_len else 0.0)
+                keys_per_query=pairs / q_len if q_len else 0.0, scores=float(bh * pairs))
 
 
 def _attention_math(name: str, op: str, shapes: list[Shape], itemsize: int,

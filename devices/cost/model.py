@@ -170,6 +170,9 @@ def _price(chip, op: str, dtype: str, work: Work) -> Estimate:
             rate = peak * eff.attention_efficiency(p, work.keys_per_query, backward)
             sources += ([p.attention_backward_efficiency, p.attention_backward_half_keys] if backward
                         else [p.attention_efficiency, p.attention_half_keys])
+            if chip.exp_rate is not None and work.scores > 0:
+                rate /= eff.head_dim_factor(rate, chip.exp_rate.value, work.flops / work.scores, backward)
+                sources.append(chip.exp_rate)
         else:
             rate = vector
             sources += [p.vector_fraction, bf16]

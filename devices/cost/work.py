@@ -29,6 +29,8 @@ class Work:
     """(M, N, K) of one GEMM, for the size-dependent matmul efficiency."""
     keys_per_query: float = 0.0
     """Attention: mean number of keys each query attends to (drives its efficiency)."""
+    scores: float = 0.0
+    """Attention: (query, key) scores over every head, each one exponential of the softmax."""
     by_default: bool = False
     """True when the op was not recognised (or its shapes not understood) and only bytes were counted."""
     note: str = ""

@@ -221,7 +221,8 @@ def test_power_of_every_kind_or_why_not():
 
 
 def test_every_figure_is_sourced():
-    units = {"hbm_capacity": "B", "hbm_bandwidth": "B/s", "scale_up_bandwidth": "B/s", "power": "W"}
+    units = {"hbm_capacity": "B", "hbm_bandwidth": "B/s", "scale_up_bandwidth": "B/s", "power": "W",
+             "exp_rate": "exp/s"}
     for kind in kinds():
         for name, fig in chip(kind).figures().items():
             if fig is None:
