@@ -335,20 +335,49 @@ class FusedCost:
             lpairs = None if local_pairs is None else local_pairs / ep
         else:
             q, pairs, lpairs = busiest
-        layer = (self._dense((q + decode_seqs / ep) / pp) + self._moe(tokens / (ep * pp))
-                 + self.expert_decode_seconds(decode_seqs / (ep * pp)))
-        local = self._local_share
-        if decode_kv:
-            kv = decode_kv if local_kv is None else local_kv
-            layer += (1 - local) * self._decode_attention(decode_kv / (ep * pp))
-            if local and kv:
-                layer += local * self._decode_attention(kv / (ep * pp))
+        layer = self._with_decode_attention(self._tokens_layer(q, decode_seqs, tokens), decode_kv, local_kv)
         if q:
+            local = self._local_share
             layer += (1 - local) * self._prefill_attention(q / pp, pairs / q)
             if local:
                 layer += local * self._prefill_attention(q / pp, (pairs if lpairs is None else lpairs) / q)
-        stage = self.stage_layers * layer
-        return pp * stage + self._head(sampled / ep) + self._edges(tokens / ep) + self._iteration
+        return self._total(layer, self._head(sampled / ep), self._edges(tokens / ep))
+
+    def _tokens_layer(self, q: float, decode_seqs: int, tokens: int) -> float:
+        """The average layer's seconds outside attention for ``q`` prompt tokens of the busiest rank and the
+        iteration's ``decode_seqs`` decode and ``tokens`` tokens in all."""
+        ep, pp = self.ep, self.pp
+        return (self._dense((q + decode_seqs / ep) / pp) + self._moe(tokens / (ep * pp))
+                + self.expert_decode_seconds(decode_seqs / (ep * pp)))
+
+    def _with_decode_attention(self, layer: float, decode_kv: int, local_kv: float | None) -> float:
+        """``layer`` plus the decode tokens' attention over ``decode_kv`` cached tokens (``local_kv`` in a local
+        layer; None: as a full layer)."""
+        if decode_kv:
+            n, local = self.ep * self.pp, self._local_share
+            kv = decode_kv if local_kv is None else local_kv
+            layer += (1 - local) * self._decode_attention(decode_kv / n)
+            if local and kv:
+                layer += local * self._decode_attention(kv / n)
+        return layer
+
+    def _total(self, layer: float, head: float, edges: float) -> float:
+        """An iteration's seconds from its average layer's, its LM head's and its edges' (embedding, stage sends)."""
+        return self.pp * (self.stage_layers * layer) + head + edges + self._iteration
+
+    def decode_pricer(self, batch: int):
+        """``price(kv_tokens, local_kv=None)``: :meth:`decode` of ``batch`` sequences (equally :meth:`mixed` with no
+        chunks), bit for bit, with what depends on ``batch`` alone priced once: for the simulation's runs of decode
+        iterations where only the cache grows (:meth:`planner.serving.simulation.Simulation.run`)."""
+        base = self._tokens_layer(0 / self.ep, batch, batch)
+        head = self._head(batch / self.ep)
+        edges = self._edges(batch / self.ep)
+        with_attention, total = self._with_decode_attention, self._total
+
+        def price(kv_tokens: int, local_kv: int | None = None) -> float:
+            return total(with_attention(base, kv_tokens, local_kv), head, edges)
+
+        return price
 
     def parts(self, prefill_tokens: int, prefill_pairs: float, decode_seqs: int, decode_kv: int,
               sampled: int, local_pairs: float | None = None, local_kv: float | None = None) -> dict[str, float]:

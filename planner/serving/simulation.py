@@ -303,7 +303,12 @@ class Simulation:
 
     def _start(self, inst: _Instance, index: int, t: float) -> None:
         if inst.role == "decode":
-            seconds = self._start_decode(inst, t)
+            started = self._start_decode(inst, t)
+            if started is None:
+                return
+            t, seconds, batch = started
+            if batch:
+                t, seconds = self._decode_run(inst, index, t, seconds, batch, f"decode {batch}")
         else:
             self._admit(inst)
             batch = len(inst.running) if inst.role == "colocated" else 0
@@ -321,12 +326,13 @@ class Simulation:
                 seconds = inst.costs.prefill(chunks, sampled)
             inst.done.extend(("first", req) for req in completing)
             self._event(inst.name, f"prefill {len(chunks)}" + (f" + decode {batch}" if batch else ""), t, seconds)
-        if seconds is None:
-            return
+            if batch and not chunks and not inst.prompts:
+                t, seconds = self._decode_run(inst, index, t, seconds, batch, f"prefill 0 + decode {batch}")
         inst.free_at = t + seconds
         self._wake(index, inst.free_at)
 
-    def _start_decode(self, inst: _Instance, t: float) -> float | None:
+    def _start_decode(self, inst: _Instance, t: float) -> tuple[float, float, int] | None:
+        """A decode instance's iteration from ``t``: (start, seconds, sequences decoded), or None when idle."""
         seconds = 0.0
         if inst.left is not None:
             batch, padded = inst.left
@@ -343,7 +349,7 @@ class Simulation:
             inst.kv_used += need
             joining.append(req)
         if not inst.running and not joining:
-            return seconds or None
+            return (t, seconds, 0) if seconds else None
         if joining:
             before, padded = len(inst.running), self._padded(inst)
             for req in joining:
@@ -356,7 +362,61 @@ class Simulation:
         seconds += inst.costs.decode(batch, kv, self._padded(inst), **local)
         inst.done.append(("step", None))
         self._event(inst.name, f"decode {batch}" + (f" (+{len(joining)} joined)" if joining else ""), t, seconds)
-        return seconds
+        return t, seconds, batch
+
+    def _decode_run(self, inst: _Instance, index: int, t: float, seconds: float, batch: int,
+                    name: str) -> tuple[float, float]:
+        """The decode iterations that follow the one started at ``t`` while only the cache grows: no sequence
+        finishes, joins or arrives, and no other instance's event comes first. Each is the iteration the event
+        loop would run, priced by the cost's ``decode_pricer`` (the same prices, bit for bit), without the
+        loop's round trip; returns the (start, seconds) of the last, whose end the loop then takes."""
+        pricer = getattr(inst.costs, "decode_pricer", None)
+        if pricer is None or not inst.finish_heap:
+            return t, seconds
+        last = inst.finish_heap[0][0]  # the step whose iteration's end finishes a sequence
+        if inst.step >= last:
+            return t, seconds
+        r, heap, waiting, instances = self.r, self._heap, self._waiting, self.instances
+        # what may enter at a later start: a request arriving to an empty queue (colocated; a queued one is held
+        # by the KV cache or the batch limit, as it was at this start), or a sequence whose KV cache arrives
+        # (decode) where it fits
+        if inst.role == "decode":
+            head = inst.pending[0] if inst.pending else None
+            blocked = head is None or len(inst.running) >= inst.max_batch or (
+                inst.kv_used + inst.need(head[1]) > inst.capacity)
+            enters = float("inf") if blocked else head[0]
+        else:
+            queued = waiting or self._next >= self._issued
+            enters = float("inf") if queued else r.arrival[self._next]
+        price = pricer(batch)
+        local = inst.local
+        record = self.record
+        step, acc = inst.step, inst.acc
+        steps = 0
+        while step < last:
+            start = t + seconds
+            if start >= enters:
+                break
+            while heap and heap[0][0] <= start:
+                at, _, i = heap[0]
+                if i != index and at >= instances[i].free_at:
+                    break  # another instance's event comes first
+                # a wake the loop would skip (this instance's at ``start`` it would take as this start)
+                heapq.heappop(heap)
+            if heap and heap[0][0] <= start:
+                break
+            self._arrive_until(start)
+            step += 1
+            inst.step = step
+            t = start
+            kv = acc + batch * step
+            seconds = price(kv) if local is None else price(kv, kv - local.cut(step))
+            steps += 1
+            if record:
+                self._event(inst.name, name, t, seconds)
+        self._batch_sum += batch * steps
+        self._batch_steps += steps
+        return t, seconds
 
     def mean_decode_batch(self) -> float:
         """Sequences per decode iteration, averaged over the iterations that decoded."""
