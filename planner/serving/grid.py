@@ -31,12 +31,13 @@ def _point(i: int) -> int:
 class Grid:
     """``f(x)`` for non-negative integer-valued sizes, memoised (see the module doc); ``f(0)`` is 0."""
 
-    __slots__ = ("f", "_memo", "_calls")
+    __slots__ = ("f", "_memo", "_calls", "_cells")
 
     def __init__(self, f: Callable[[int], float]) -> None:
         self.f = f
         self._memo: dict[int, float] = {}
         self._calls: dict[float, float] = {}
+        self._cells: dict[int, tuple[int, int, float, float]] = {}
 
     def exact(self, x: int) -> float:
         hit = self._memo.get(x)
@@ -49,19 +50,27 @@ class Grid:
         if hit is None:
             if len(self._calls) > CALLS:
                 self._calls.clear()
-            hit = self._calls[x] = self._interpolate(x)
+            hit = self._calls[x] = self.at(x)
         return hit
 
-    def _interpolate(self, x: float) -> float:
+    def at(self, x: float) -> float:
+        """``f(x)`` as a call gives it, not remembered (for a caller asking each size once)."""
         if x <= EXACT:
             return self.exact(int(math.ceil(x)))
-        k = math.log2(x) * STEPS
-        lo_i = math.floor(k)
-        lo, hi = _point(lo_i), _point(lo_i + 1)
-        if hi <= lo or x <= lo:
-            return self.exact(lo)
-        t_lo, t_hi = self.exact(lo), self.exact(hi)
-        return t_lo + (t_hi - t_lo) * (x - lo) / (hi - lo)
+        i = math.floor(math.log2(x) * STEPS)
+        cell = self._cells.get(i)
+        if cell is None:
+            cell = self._cells[i] = self._cell(i)
+        lo, width, t_lo, rise = cell
+        if width <= 0 or x <= lo:
+            return t_lo
+        return t_lo + rise * (x - lo) / width
+
+    def _cell(self, i: int) -> tuple[int, int, float, float]:
+        """Grid cell ``i``: its low point, its width, f at its low point and f's rise over it."""
+        lo, hi = _point(i), _point(i + 1)
+        t_lo = self.exact(lo)
+        return lo, hi - lo, t_lo, (self.exact(hi) - t_lo if hi > lo else 0.0)
 
 
 class Grid2:

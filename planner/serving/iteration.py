@@ -335,13 +335,19 @@ class FusedCost:
             lpairs = None if local_pairs is None else local_pairs / ep
         else:
             q, pairs, lpairs = busiest
-        layer = self._with_decode_attention(self._tokens_layer(q, decode_seqs, tokens), decode_kv, local_kv)
+        layer = self._tokens_layer(q, decode_seqs, tokens)
+        local = self._local_share
+        if decode_kv:  # as decode_pricer's price
+            kv = decode_kv if local_kv is None else local_kv
+            layer += (1 - local) * self._decode_attention(decode_kv / (ep * pp))
+            if local and kv:
+                layer += local * self._decode_attention(kv / (ep * pp))
         if q:
-            local = self._local_share
             layer += (1 - local) * self._prefill_attention(q / pp, pairs / q)
             if local:
                 layer += local * self._prefill_attention(q / pp, (pairs if lpairs is None else lpairs) / q)
-        return self._total(layer, self._head(sampled / ep), self._edges(tokens / ep))
+        stage = self.stage_layers * layer
+        return pp * stage + self._head(sampled / ep) + self._edges(tokens / ep) + self._iteration
 
     def _tokens_layer(self, q: float, decode_seqs: int, tokens: int) -> float:
         """The average layer's seconds outside attention for ``q`` prompt tokens of the busiest rank and the
@@ -350,32 +356,26 @@ class FusedCost:
         return (self._dense((q + decode_seqs / ep) / pp) + self._moe(tokens / (ep * pp))
                 + self.expert_decode_seconds(decode_seqs / (ep * pp)))
 
-    def _with_decode_attention(self, layer: float, decode_kv: int, local_kv: float | None) -> float:
-        """``layer`` plus the decode tokens' attention over ``decode_kv`` cached tokens (``local_kv`` in a local
-        layer; None: as a full layer)."""
-        if decode_kv:
-            n, local = self.ep * self.pp, self._local_share
-            kv = decode_kv if local_kv is None else local_kv
-            layer += (1 - local) * self._decode_attention(decode_kv / n)
-            if local and kv:
-                layer += local * self._decode_attention(kv / n)
-        return layer
-
-    def _total(self, layer: float, head: float, edges: float) -> float:
-        """An iteration's seconds from its average layer's, its LM head's and its edges' (embedding, stage sends)."""
-        return self.pp * (self.stage_layers * layer) + head + edges + self._iteration
-
     def decode_pricer(self, batch: int):
         """``price(kv_tokens, local_kv=None)``: :meth:`decode` of ``batch`` sequences (equally :meth:`mixed` with no
         chunks), bit for bit, with what depends on ``batch`` alone priced once: for the simulation's runs of decode
         iterations where only the cache grows (:meth:`planner.serving.simulation.Simulation.run`)."""
-        base = self._tokens_layer(0 / self.ep, batch, batch)
-        head = self._head(batch / self.ep)
-        edges = self._edges(batch / self.ep)
-        with_attention, total = self._with_decode_attention, self._total
+        ep, pp, stage_layers, iteration = self.ep, self.pp, self.stage_layers, self._iteration
+        base = self._tokens_layer(0 / ep, batch, batch)
+        head, edges = self._head(batch / ep), self._edges(batch / ep)
+        n, local = ep * pp, self._local_share
+        full = 1 - local
+        attention = self._decode_attention.at  # each size asked once: nothing to remember
 
         def price(kv_tokens: int, local_kv: int | None = None) -> float:
-            return total(with_attention(base, kv_tokens, local_kv), head, edges)
+            # seconds() of a decode iteration: the same operations in the same order
+            layer = base
+            if kv_tokens:
+                kv = kv_tokens if local_kv is None else local_kv
+                layer += full * attention(kv_tokens / n)
+                if local and kv:
+                    layer += local * attention(kv / n)
+            return pp * (stage_layers * layer) + head + edges + iteration
 
         return price
 

@@ -285,7 +285,12 @@ class Simulation:
         """This iteration's prompt chunks in arrival order, and the prompts they complete (progress applied)."""
         chunks, completing, keep = [], [], []
         whole = not inst.chunked
-        for entry in inst.prompts:
+        limit = inst.max_prompts
+        prompts = inst.prompts
+        for k, entry in enumerate(prompts):
+            if budget <= 0 and (chunks or not whole) or limit is not None and len(chunks) >= limit:
+                keep += prompts[k:]  # nothing more enters: the rest wait as they are
+                break
             req, done = entry
             if whole and chunks and self.r.inputs[req] - done > budget:
                 budget = 0  # arrival order: a prompt that does not fit holds back those behind it
@@ -389,33 +394,37 @@ class Simulation:
             queued = waiting or self._next >= self._issued
             enters = float("inf") if queued else r.arrival[self._next]
         price = pricer(batch)
-        local = inst.local
-        record = self.record
-        step, acc = inst.step, inst.acc
-        steps = 0
+        local, record, inf = inst.local, self.record, float("inf")
+        first, acc = inst.step, inst.acc
+        step = first
+        wake = heap[0][0] if heap else inf
+        arriving = r.arrival[self._next] if self._next < self._issued else inf
         while step < last:
             start = t + seconds
             if start >= enters:
                 break
-            while heap and heap[0][0] <= start:
-                at, _, i = heap[0]
-                if i != index and at >= instances[i].free_at:
-                    break  # another instance's event comes first
-                # a wake the loop would skip (this instance's at ``start`` it would take as this start)
-                heapq.heappop(heap)
-            if heap and heap[0][0] <= start:
-                break
-            self._arrive_until(start)
+            if start >= wake:
+                while heap and heap[0][0] <= start:
+                    at, _, i = heap[0]
+                    if i != index and at >= instances[i].free_at:
+                        break  # another instance's event comes first
+                    # a wake the loop would skip (this instance's at ``start`` it would take as this start)
+                    heapq.heappop(heap)
+                wake = heap[0][0] if heap else inf
+                if start >= wake:
+                    break
+            if start >= arriving:  # queued behind a held request
+                self._arrive_until(start)
+                arriving = r.arrival[self._next] if self._next < self._issued else inf
             step += 1
-            inst.step = step
             t = start
             kv = acc + batch * step
             seconds = price(kv) if local is None else price(kv, kv - local.cut(step))
-            steps += 1
             if record:
                 self._event(inst.name, name, t, seconds)
-        self._batch_sum += batch * steps
-        self._batch_steps += steps
+        inst.step = step
+        self._batch_sum += batch * (step - first)
+        self._batch_steps += step - first
         return t, seconds
 
     def mean_decode_batch(self) -> float:
