@@ -55,16 +55,28 @@ class Grid:
 
     def at(self, x: float) -> float:
         """``f(x)`` as a call gives it, not remembered (for a caller asking each size once)."""
-        if x <= EXACT:
-            return self.exact(int(math.ceil(x)))
-        i = math.floor(math.log2(x) * STEPS)
-        cell = self._cells.get(i)
-        if cell is None:
-            cell = self._cells[i] = self._cell(i)
-        lo, width, t_lo, rise = cell
-        if width <= 0 or x <= lo:
-            return t_lo
-        return t_lo + rise * (x - lo) / width
+        return self.many((x,))[0]
+
+    def many(self, xs) -> list[float]:
+        """:meth:`at` of each of ``xs`` (a run of equal sizes priced once)."""
+        exact, cells, log2, floor = self.exact, self._cells, math.log2, math.floor
+        out = []
+        append = out.append
+        last = value = None
+        for x in xs:
+            if x != last:
+                last = x
+                if x <= EXACT:
+                    value = exact(int(math.ceil(x)))
+                else:
+                    i = floor(log2(x) * STEPS)
+                    cell = cells.get(i)
+                    if cell is None:
+                        cell = cells[i] = self._cell(i)
+                    lo, width, t_lo, rise = cell
+                    value = t_lo if width <= 0 or x <= lo else t_lo + rise * (x - lo) / width
+            append(value)
+        return out
 
     def _cell(self, i: int) -> tuple[int, int, float, float]:
         """Grid cell ``i``: its low point, its width, f at its low point and f's rise over it."""

@@ -357,27 +357,33 @@ class FusedCost:
                 + self.expert_decode_seconds(decode_seqs / (ep * pp)))
 
     def decode_pricer(self, batch: int):
-        """``price(kv_tokens, local_kv=None)``: :meth:`decode` of ``batch`` sequences (equally :meth:`mixed` with no
-        chunks), bit for bit, with what depends on ``batch`` alone priced once: for the simulation's runs of decode
-        iterations where only the cache grows (:meth:`planner.serving.simulation.Simulation.run`)."""
+        """``prices(kv_tokens, local_kv=None)``: :meth:`decode` of ``batch`` sequences (equally :meth:`mixed` with no
+        chunks) for each of the lists ``kv_tokens`` (and ``local_kv``), bit for bit, with what depends on ``batch``
+        alone priced once: for the simulation's runs of decode iterations where only the cache grows
+        (:meth:`planner.serving.simulation.Simulation.run`)."""
         ep, pp, stage_layers, iteration = self.ep, self.pp, self.stage_layers, self._iteration
         base = self._tokens_layer(0 / ep, batch, batch)
         head, edges = self._head(batch / ep), self._edges(batch / ep)
         n, local = ep * pp, self._local_share
         full = 1 - local
-        attention = self._decode_attention.at  # each size asked once: nothing to remember
+        attention = self._decode_attention.many  # each size asked once: nothing to remember
 
-        def price(kv_tokens: int, local_kv: int | None = None) -> float:
+        def prices(kv_tokens: list[int], local_kv: list[int] | None = None) -> list[float]:
             # seconds() of a decode iteration: the same operations in the same order
-            layer = base
-            if kv_tokens:
-                kv = kv_tokens if local_kv is None else local_kv
-                layer += full * attention(kv_tokens / n)
-                if local and kv:
-                    layer += local * attention(kv / n)
-            return pp * (stage_layers * layer) + head + edges + iteration
+            keys = kv_tokens if local_kv is None else local_kv
+            whole = attention([kv / n for kv in kv_tokens])
+            part = whole if local_kv is None or not local else attention([kv / n for kv in keys])
+            out = []
+            for kv, k, a, b in zip(kv_tokens, keys, whole, part):
+                layer = base
+                if kv:
+                    layer += full * a
+                    if local and k:
+                        layer += local * b
+                out.append(pp * (stage_layers * layer) + head + edges + iteration)
+            return out
 
-        return price
+        return prices
 
     def parts(self, prefill_tokens: int, prefill_pairs: float, decode_seqs: int, decode_kv: int,
               sampled: int, local_pairs: float | None = None, local_kv: float | None = None) -> dict[str, float]:

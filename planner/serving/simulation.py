@@ -393,35 +393,48 @@ class Simulation:
         else:
             queued = waiting or self._next >= self._issued
             enters = float("inf") if queued else r.arrival[self._next]
-        price = pricer(batch)
+        prices = pricer(batch)
         local, record, inf = inst.local, self.record, float("inf")
         first, acc = inst.step, inst.acc
-        step = first
-        wake = heap[0][0] if heap else inf
-        arriving = r.arrival[self._next] if self._next < self._issued else inf
-        while step < last:
-            start = t + seconds
-            if start >= enters:
-                break
-            if start >= wake:
-                while heap and heap[0][0] <= start:
-                    at, _, i = heap[0]
-                    if i != index and at >= instances[i].free_at:
-                        break  # another instance's event comes first
-                    # a wake the loop would skip (this instance's at ``start`` it would take as this start)
-                    heapq.heappop(heap)
-                wake = heap[0][0] if heap else inf
-                if start >= wake:
+        if enters == inf and len(instances) == 1:
+            # nothing can come first: every iteration up to the one that finishes a sequence runs
+            steps = range(first + 1, last + 1)
+            kvs = [acc + batch * step for step in steps]
+            each = prices(kvs, None if local is None else [kv - local.cut(step) for kv, step in zip(kvs, steps)])
+            for next_seconds in each:
+                t += seconds
+                seconds = next_seconds
+                if record:
+                    self._event(inst.name, name, t, seconds)
+            self._arrive_until(t)  # queued behind a held request
+            step = last
+        else:
+            step = first
+            wake = heap[0][0] if heap else inf
+            arriving = r.arrival[self._next] if self._next < self._issued else inf
+            while step < last:
+                start = t + seconds
+                if start >= enters:
                     break
-            if start >= arriving:  # queued behind a held request
-                self._arrive_until(start)
-                arriving = r.arrival[self._next] if self._next < self._issued else inf
-            step += 1
-            t = start
-            kv = acc + batch * step
-            seconds = price(kv) if local is None else price(kv, kv - local.cut(step))
-            if record:
-                self._event(inst.name, name, t, seconds)
+                if start >= wake:
+                    while heap and heap[0][0] <= start:
+                        at, _, i = heap[0]
+                        if i != index and at >= instances[i].free_at:
+                            break  # another instance's event comes first
+                        # a wake the loop would skip (this instance's at ``start`` it would take as this start)
+                        heapq.heappop(heap)
+                    wake = heap[0][0] if heap else inf
+                    if start >= wake:
+                        break
+                if start >= arriving:  # queued behind a held request
+                    self._arrive_until(start)
+                    arriving = r.arrival[self._next] if self._next < self._issued else inf
+                step += 1
+                t = start
+                kv = acc + batch * step
+                (seconds,) = prices([kv], None if local is None else [kv - local.cut(step)])
+                if record:
+                    self._event(inst.name, name, t, seconds)
         inst.step = step
         self._batch_sum += batch * (step - first)
         self._batch_steps += step - first

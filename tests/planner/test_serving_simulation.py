@@ -134,3 +134,68 @@ def test_unchunked_prompts_enter_whole_while_they_fit_in_arrival_order():
     sim.add("r", "colocated", cost, capacity=10**9, need=lambda r: 1, max_batch=8, budget=1000)
     sim.run()
     assert reqs.first[0] == pytest.approx(1.0) and reqs.first[1] == pytest.approx(2.0)
+
+
+class _Counted:
+    """A cost model counting the iterations priced one by one; ``runs=False`` hides ``decode_pricer``, so that every
+    iteration goes through the event loop (the reference)."""
+
+    def __init__(self, cost, runs: bool) -> None:
+        self._cost, self._runs = cost, runs
+        self.calls = 0
+
+    def __getattr__(self, name):
+        if name == "decode_pricer" and not self._runs:
+            raise AttributeError(name)
+        return getattr(self._cost, name)
+
+    def mixed(self, *args, **kwargs):
+        self.calls += 1
+        return self._cost.mixed(*args, **kwargs)
+
+    def decode(self, *args, **kwargs):
+        self.calls += 1
+        return self._cost.decode(*args, **kwargs)
+
+
+@pytest.mark.parametrize("model, pools, workload, fewer", [
+    # sliding-window layers (LocalKeys), offline, KV capacity holding a few sequences at a time
+    ("gpt-oss-20b", dict(parallel=dict(tp=1)), dict(requests=40), 4),
+    ("gpt-oss-20b", dict(parallel=dict(tp=1)), dict(requests=40, rate=30.0), 4),
+    ("llama3-8b", dict(parallel=dict(tp=1)), dict(requests=40, concurrency=6), 4),
+    # disaggregated: KV caches arriving from the prefill instance; with two decode instances a run stops at the
+    # other's next iteration (which comes first), so nearly every iteration goes through the event loop
+    ("llama3-8b", dict(prefill=dict(kind="h100", chips=1), decode=dict(kind="h100", chips=1)), dict(requests=40), 4),
+    ("llama3-8b", dict(prefill=dict(kind="h100", chips=1), decode=dict(kind="h100", chips=1)),
+     dict(requests=40, rate=40.0), 4),
+    ("llama3-8b", dict(prefill=dict(kind="h100", chips=1), decode=dict(kind="h100", chips=2)), dict(requests=40), 1),
+])
+def test_decode_runs_are_the_event_loops_iterations_bit_for_bit(model, pools, workload, fewer):
+    """Runs of decode iterations where only the cache grows are priced in one go (FusedCost.decode_pricer); every
+    request's times, every recorded iteration and the mean batch equal the event loop's, iteration by iteration."""
+    from dataclasses import replace
+
+    from planner.serving import golden_models
+    from planner.serving.config import configure, price_pool, spec_of
+    from planner.serving.engine import Engine
+    from planner.serving.model_shape import model_shape
+    from planner.serving.run import simulate
+    from planner.serving.workload import Workload
+
+    shape = model_shape(golden_models.MODELS.get(model, model))
+    spec = spec_of("h100:8")
+    work = Workload([(300, 700), (1200, 90), (64, 1500), (700, 1)], **workload)
+    engine = Engine(max_batch=8)
+    config = configure(shape, spec, precision="bfloat16", engine=engine, workload=work,
+                       **{"parallel": None, "prefill": None, "decode": None, **pools})
+    names = ("parallel",) if not config.disaggregated else ("prefill", "decode")
+    priced = tuple(price_pool(shape, spec, p, config.precision, engine, work, name=n)
+                   for p, n in zip(config.pools, names))
+    slow = tuple(replace(p, cost=_Counted(p.cost, runs=False)) for p in priced)
+    fast = tuple(replace(p, cost=_Counted(p.cost, runs=True)) for p in priced)
+    want, want_sim, _, _ = simulate(shape, spec, config, work, priced=slow)
+    got, got_sim, _, _ = simulate(shape, spec, config, work, priced=fast)
+    assert sum(p.cost.calls for p in fast) <= sum(p.cost.calls for p in slow) / fewer  # iterations priced in runs
+    assert got.first == want.first and got.finish == want.finish and got.arrival == want.arrival
+    assert got_sim.events == want_sim.events and got_sim.dropped == want_sim.dropped
+    assert got_sim.mean_decode_batch() == want_sim.mean_decode_batch()
