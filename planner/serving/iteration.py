@@ -337,7 +337,7 @@ class FusedCost:
             q, pairs, lpairs = busiest
         layer = self._tokens_layer(q, decode_seqs, tokens)
         local = self._local_share
-        if decode_kv:  # as decode_pricer's price
+        if decode_kv:  # as decode_pricer's prices
             kv = decode_kv if local_kv is None else local_kv
             layer += (1 - local) * self._decode_attention(decode_kv / (ep * pp))
             if local and kv:
@@ -358,30 +358,28 @@ class FusedCost:
 
     def decode_pricer(self, batch: int):
         """``prices(kv_tokens, local_kv=None)``: :meth:`decode` of ``batch`` sequences (equally :meth:`mixed` with no
-        chunks) for each of the lists ``kv_tokens`` (and ``local_kv``), bit for bit, with what depends on ``batch``
-        alone priced once: for the simulation's runs of decode iterations where only the cache grows
-        (:meth:`planner.serving.simulation.Simulation.run`)."""
+        chunks) for each of ``kv_tokens`` (a numpy integer array of increasing cache sizes; ``local_kv`` one of the
+        keys in a local layer), as a list, bit for bit: what depends on ``batch`` alone priced once, then
+        :meth:`seconds`' operations element-wise (for the simulation's runs of decode iterations where only the
+        cache grows: :meth:`planner.serving.simulation.Simulation.run`)."""
+        import numpy as np
+
         ep, pp, stage_layers, iteration = self.ep, self.pp, self.stage_layers, self._iteration
         base = self._tokens_layer(0 / ep, batch, batch)
         head, edges = self._head(batch / ep), self._edges(batch / ep)
         n, local = ep * pp, self._local_share
-        full = 1 - local
-        attention = self._decode_attention.many  # each size asked once: nothing to remember
+        grid = self._decode_attention
 
-        def prices(kv_tokens: list[int], local_kv: list[int] | None = None) -> list[float]:
-            # seconds() of a decode iteration: the same operations in the same order
-            keys = kv_tokens if local_kv is None else local_kv
-            whole = attention([kv / n for kv in kv_tokens])
-            part = whole if local_kv is None or not local else attention([kv / n for kv in keys])
-            out = []
-            for kv, k, a, b in zip(kv_tokens, keys, whole, part):
-                layer = base
-                if kv:
-                    layer += full * a
-                    if local and k:
-                        layer += local * b
-                out.append(pp * (stage_layers * layer) + head + edges + iteration)
-            return out
+        def prices(kv_tokens, local_kv=None) -> list[float]:
+            if not len(kv_tokens) or kv_tokens[0] <= 0:
+                raise ValueError(f"kv_tokens: expected increasing positive cache sizes, got {kv_tokens!r}")
+            whole = grid.rising(kv_tokens / n)
+            layer = base + (1 - local) * whole
+            if local:
+                keys = kv_tokens if local_kv is None else local_kv
+                part = whole if local_kv is None else np.array(grid.many((local_kv / n).tolist()))
+                layer = np.where(keys != 0, layer + local * part, layer)
+            return (pp * (stage_layers * layer) + head + edges + iteration).tolist()
 
         return prices
 
