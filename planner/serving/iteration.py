@@ -335,10 +335,9 @@ class FusedCost:
             lpairs = None if local_pairs is None else local_pairs / ep
         else:
             q, pairs, lpairs = busiest
-        layer = (self._dense((q + decode_seqs / ep) / pp) + self._moe(tokens / (ep * pp))
-                 + self.expert_decode_seconds(decode_seqs / (ep * pp)))
+        layer = self._tokens_layer(q, decode_seqs, tokens)
         local = self._local_share
-        if decode_kv:
+        if decode_kv:  # as decode_pricer's prices
             kv = decode_kv if local_kv is None else local_kv
             layer += (1 - local) * self._decode_attention(decode_kv / (ep * pp))
             if local and kv:
@@ -349,6 +348,40 @@ class FusedCost:
                 layer += local * self._prefill_attention(q / pp, (pairs if lpairs is None else lpairs) / q)
         stage = self.stage_layers * layer
         return pp * stage + self._head(sampled / ep) + self._edges(tokens / ep) + self._iteration
+
+    def _tokens_layer(self, q: float, decode_seqs: int, tokens: int) -> float:
+        """The average layer's seconds outside attention for ``q`` prompt tokens of the busiest rank and the
+        iteration's ``decode_seqs`` decode and ``tokens`` tokens in all."""
+        ep, pp = self.ep, self.pp
+        return (self._dense((q + decode_seqs / ep) / pp) + self._moe(tokens / (ep * pp))
+                + self.expert_decode_seconds(decode_seqs / (ep * pp)))
+
+    def decode_pricer(self, batch: int):
+        """``prices(kv_tokens, local_kv=None)``: :meth:`decode` of ``batch`` sequences (equally :meth:`mixed` with no
+        chunks) for each of ``kv_tokens`` (a numpy integer array of increasing cache sizes; ``local_kv`` one of the
+        keys in a local layer), as a list, bit for bit: what depends on ``batch`` alone priced once, then
+        :meth:`seconds`' operations element-wise (for the simulation's runs of decode iterations where only the
+        cache grows: :meth:`planner.serving.simulation.Simulation.run`)."""
+        import numpy as np
+
+        ep, pp, stage_layers, iteration = self.ep, self.pp, self.stage_layers, self._iteration
+        base = self._tokens_layer(0 / ep, batch, batch)
+        head, edges = self._head(batch / ep), self._edges(batch / ep)
+        n, local = ep * pp, self._local_share
+        grid = self._decode_attention
+
+        def prices(kv_tokens, local_kv=None) -> list[float]:
+            if not len(kv_tokens) or kv_tokens[0] <= 0:
+                raise ValueError(f"kv_tokens: expected increasing positive cache sizes, got {kv_tokens!r}")
+            whole = grid.rising(kv_tokens / n)
+            layer = base + (1 - local) * whole
+            if local:
+                keys = kv_tokens if local_kv is None else local_kv
+                part = whole if local_kv is None else np.array(grid.many((local_kv / n).tolist()))
+                layer = np.where(keys != 0, layer + local * part, layer)
+            return (pp * (stage_layers * layer) + head + edges + iteration).tolist()
+
+        return prices
 
     def parts(self, prefill_tokens: int, prefill_pairs: float, decode_seqs: int, decode_kv: int,
               sampled: int, local_pairs: float | None = None, local_kv: float | None = None) -> dict[str, float]:

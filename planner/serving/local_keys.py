@@ -79,5 +79,19 @@ class LocalKeys:
                 self._set(req, True, 1 - at)
         return self._fixed + self._offsets + self._growing * step
 
+    def cuts(self, first: int, last: int):
+        """:meth:`cut` of each step from ``first`` to ``last`` in turn, as a numpy array (the state advanced as those
+        calls advance it): between two steps where a cut changes, the sum grows by the growing cuts' count a step."""
+        import numpy as np
+
+        out = np.empty(last - first + 1, dtype=np.int64)
+        step = first
+        while step <= last:
+            self.cut(step)  # the changes due by this step
+            end = min(self._events[0][0] - 1, last) if self._events else last
+            out[step - first:end - first + 1] = self._fixed + self._offsets + self._growing * np.arange(step, end + 1)
+            step = end + 1
+        return out
+
 
 __all__ = ["LocalKeys"]

@@ -22,6 +22,9 @@ below its limit, so no sequence is ever preempted. Requests arrive all at once
 come from a cost object (:class:`planner.serving.iteration.FusedCost` for a fused
 engine, :class:`planner.serving.eager.EagerCost` for the eager one) through
 :class:`Costs`.
+
+A run of decode iterations where only the cache grows skips the loop's round trip, each
+iteration the one the loop would run, bit for bit (:mod:`planner.serving.decode_runs`).
 """
 
 from __future__ import annotations
@@ -31,11 +34,13 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
+from planner.serving.decode_runs import DecodeRuns
 from planner.serving.local_keys import LocalKeys
 
 
 class Costs(Protocol):
-    """What the simulation asks an instance's cost model (seconds)."""
+    """What the simulation asks an instance's cost model (seconds); a cost may add ``decode_pricer(batch)``, which
+    prices a run of decode iterations at once (:meth:`planner.serving.iteration.FusedCost.decode_pricer`)."""
 
     def prefill(self, chunks: list[tuple[int, int]], sampled: int) -> float:
         """A prefill-only iteration over ``chunks`` ((tokens, tokens already cached) per prompt)."""
@@ -118,7 +123,7 @@ class _Instance:
         return kv, ({"local_kv": kv - self.local.cut(self.step)} if self.local is not None else {})
 
 
-class Simulation:
+class Simulation(DecodeRuns):
     """Requests through colocated or disaggregated instances (see the module doc)."""
 
     def __init__(self, requests: Requests, *, concurrency: int | None = None, record: bool = False) -> None:
@@ -285,7 +290,12 @@ class Simulation:
         """This iteration's prompt chunks in arrival order, and the prompts they complete (progress applied)."""
         chunks, completing, keep = [], [], []
         whole = not inst.chunked
-        for entry in inst.prompts:
+        limit = inst.max_prompts
+        prompts = inst.prompts
+        for k, entry in enumerate(prompts):
+            if budget <= 0 and (chunks or not whole) or limit is not None and len(chunks) >= limit:
+                keep += prompts[k:]  # nothing more enters: the rest wait as they are
+                break
             req, done = entry
             if whole and chunks and self.r.inputs[req] - done > budget:
                 budget = 0  # arrival order: a prompt that does not fit holds back those behind it
@@ -303,7 +313,12 @@ class Simulation:
 
     def _start(self, inst: _Instance, index: int, t: float) -> None:
         if inst.role == "decode":
-            seconds = self._start_decode(inst, t)
+            started = self._start_decode(inst, t)
+            if started is None:
+                return
+            t, seconds, batch = started
+            if batch:
+                t, seconds = self._decode_run(inst, index, t, seconds, batch, f"decode {batch}")
         else:
             self._admit(inst)
             batch = len(inst.running) if inst.role == "colocated" else 0
@@ -321,12 +336,13 @@ class Simulation:
                 seconds = inst.costs.prefill(chunks, sampled)
             inst.done.extend(("first", req) for req in completing)
             self._event(inst.name, f"prefill {len(chunks)}" + (f" + decode {batch}" if batch else ""), t, seconds)
-        if seconds is None:
-            return
+            if batch and not chunks and not inst.prompts:
+                t, seconds = self._decode_run(inst, index, t, seconds, batch, f"prefill 0 + decode {batch}")
         inst.free_at = t + seconds
         self._wake(index, inst.free_at)
 
-    def _start_decode(self, inst: _Instance, t: float) -> float | None:
+    def _start_decode(self, inst: _Instance, t: float) -> tuple[float, float, int] | None:
+        """A decode instance's iteration from ``t``: (start, seconds, sequences decoded), or None when idle."""
         seconds = 0.0
         if inst.left is not None:
             batch, padded = inst.left
@@ -343,7 +359,7 @@ class Simulation:
             inst.kv_used += need
             joining.append(req)
         if not inst.running and not joining:
-            return seconds or None
+            return (t, seconds, 0) if seconds else None
         if joining:
             before, padded = len(inst.running), self._padded(inst)
             for req in joining:
@@ -356,7 +372,7 @@ class Simulation:
         seconds += inst.costs.decode(batch, kv, self._padded(inst), **local)
         inst.done.append(("step", None))
         self._event(inst.name, f"decode {batch}" + (f" (+{len(joining)} joined)" if joining else ""), t, seconds)
-        return seconds
+        return t, seconds, batch
 
     def mean_decode_batch(self) -> float:
         """Sequences per decode iteration, averaged over the iterations that decoded."""

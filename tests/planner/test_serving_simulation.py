@@ -134,3 +134,102 @@ def test_unchunked_prompts_enter_whole_while_they_fit_in_arrival_order():
     sim.add("r", "colocated", cost, capacity=10**9, need=lambda r: 1, max_batch=8, budget=1000)
     sim.run()
     assert reqs.first[0] == pytest.approx(1.0) and reqs.first[1] == pytest.approx(2.0)
+
+
+class _Unpriced:
+    """A cost model without ``decode_pricer``."""
+
+    def __init__(self, cost) -> None:
+        self._cost = cost
+
+    def __getattr__(self, name):
+        if name == "decode_pricer":
+            raise AttributeError(name)
+        return getattr(self._cost, name)
+
+
+@pytest.mark.parametrize("model, pools, workload, fewer", [
+    # sliding-window layers (LocalKeys), offline, KV capacity holding a few sequences at a time
+    ("gpt-oss-20b", dict(parallel=dict(tp=1)), dict(requests=40), 4),
+    ("gpt-oss-20b", dict(parallel=dict(tp=1)), dict(requests=40, rate=30.0), 4),
+    ("llama3-8b", dict(parallel=dict(tp=1)), dict(requests=40, concurrency=6), 4),
+    # disaggregated: KV caches arriving from the prefill instance; with two decode instances a run stops at the
+    # other's next iteration (which comes first), so nearly every iteration goes through the event loop
+    ("llama3-8b", dict(prefill=dict(kind="h100", chips=1), decode=dict(kind="h100", chips=1)), dict(requests=40), 4),
+    ("llama3-8b", dict(prefill=dict(kind="h100", chips=1), decode=dict(kind="h100", chips=1)),
+     dict(requests=40, rate=40.0), 4),
+    ("llama3-8b", dict(prefill=dict(kind="h100", chips=1), decode=dict(kind="h100", chips=2)), dict(requests=40), 1),
+])
+def test_decode_runs_are_the_event_loops_iterations_bit_for_bit(model, pools, workload, fewer, monkeypatch):
+    """Runs of decode iterations where only the cache grows skip the event loop's round trip (priced at once by
+    FusedCost.decode_pricer where nothing can interrupt them, else an iteration at a time); every request's times,
+    every recorded iteration and the mean batch equal the event loop's, iteration by iteration."""
+    from dataclasses import replace
+
+    from planner.serving import golden_models
+    from planner.serving.config import configure, price_pool, spec_of
+    from planner.serving.engine import Engine
+    from planner.serving.model_shape import model_shape
+    from planner.serving.run import simulate
+    from planner.serving.workload import Workload
+
+    shape = model_shape(golden_models.MODELS.get(model, model))
+    spec = spec_of("h100:8")
+    work = Workload([(300, 700), (1200, 90), (64, 1500), (700, 1)], **workload)
+    engine = Engine(max_batch=8)
+    config = configure(shape, spec, precision="bfloat16", engine=engine, workload=work,
+                       **{"parallel": None, "prefill": None, "decode": None, **pools})
+    names = ("parallel",) if not config.disaggregated else ("prefill", "decode")
+    priced = tuple(price_pool(shape, spec, p, config.precision, engine, work, name=n)
+                   for p, n in zip(config.pools, names))
+    with monkeypatch.context() as m:  # the reference: every iteration through the event loop
+        m.setattr(Simulation, "_decode_run", lambda self, inst, index, t, seconds, batch, name: (t, seconds))
+        want, want_sim, _, _ = simulate(shape, spec, config, work, priced=priced)
+    unpriced = tuple(replace(p, cost=_Unpriced(p.cost)) for p in priced)  # runs an iteration at a time
+    for costs in (priced, unpriced):
+        got, got_sim, _, _ = simulate(shape, spec, config, work, priced=costs)
+        assert got.first == want.first and got.finish == want.finish and got.arrival == want.arrival
+        assert got_sim.events == want_sim.events and got_sim.dropped == want_sim.dropped
+        assert got_sim.mean_decode_batch() == want_sim.mean_decode_batch()
+        # the wakes the event loop took: one per iteration in the reference, one per run in runs
+        assert got_sim._order <= want_sim._order / fewer
+
+
+@pytest.mark.parametrize("kind", ["chunked", "sliding"])
+def test_local_keys_over_a_run_are_the_cuts_step_by_step(kind):
+    """LocalKeys.cuts(first, last) is cut() of each step in turn, and leaves the same state, with sequences joining
+    and leaving between runs."""
+    import random
+
+    from planner.serving.local_keys import LocalKeys
+
+    for span in (1, 7, 128):
+        runs, steps, rng = LocalKeys(kind, span), LocalKeys(kind, span), random.Random(span)
+        running, step = [], 0
+        for req in range(40):
+            length = rng.randint(1, 400)
+            runs.join(req, length, step)
+            steps.join(req, length, step)
+            running.append(req)
+            if len(running) > 5:
+                gone = running.pop(rng.randrange(len(running)))
+                runs.leave(gone)
+                steps.leave(gone)
+            last = step + rng.randint(0, 3 * span)
+            assert runs.cuts(step, last).tolist() == [steps.cut(s) for s in range(step, last + 1)]
+            step = last + 1
+
+
+def test_grid_runs_are_its_calls_bit_for_bit():
+    """Grid.rising (a numpy array of increasing sizes k / n) and Grid.many are the grid's own answer for each size,
+    from the exact sizes through many cells."""
+    np = pytest.importorskip("numpy")
+    from planner.serving.grid import EXACT, Grid
+
+    grid = Grid(lambda x: 1e-6 * x + 3e-3 * x ** 0.5 + (2e-4 if x > 3000 else 0.0))
+    for start, stride, n in ((1, 1, 1), (5, 3, 7), (EXACT * 7 - 20, 7, 7), (90_001, 13, 3)):
+        ks = start + stride * np.arange(20_000, dtype=np.int64)
+        sizes = ks / n
+        want = [grid(x) for x in (int(k) / n for k in ks)]
+        assert grid.rising(sizes).tolist() == want
+        assert grid.many(sizes.tolist()) == want
