@@ -5,6 +5,10 @@
 2. A fleet of replicas totalling a million chips (``h100-node*131072``, ``trn3-ultraserver*7282``), ten million
    requests (target <= 2 s): identical replicas are simulated once with their share.
 3. ``hybrid serving ... --search`` under a TTFT and TPOT objective on 16 H100 (target <= 30 s), a fresh process.
+4. ``interop.serving_whatif`` of 1,000 requests of 1,024 in / 32,768 out (Llama 3 70B, FP4, one B200; target <= 2 s):
+   32k decode iterations a wave, the runs the simulation prices without its event loop. With
+   ``HYBRID_BENCH_BEFORE=<older checkout>`` the same call on that tree runs alternated with this one, each in its own
+   process (the op-cost cache warmed by a first call there).
 
 Every in-process figure is timed on a fresh rack object (every collective and iteration cost priced anew; the
 per-op cost model's own cache warm after the first run), interleaved with a baseline timed in the same run: the
@@ -14,15 +18,16 @@ time are both reported: the machine runs other agents' work, so wall time moves 
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import subprocess
 import sys
 import time
 
-from benchmarks.harness import Section, median, spread, write_section
+from benchmarks.harness import Section, checkout, median, spread, write_section
 
-COMMAND = "python -m benchmarks serving"
+COMMAND = "[HYBRID_BENCH_BEFORE=<older checkout>] python -m benchmarks serving"
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEARCH = ["serving", "--model", "llama3-70b", "--rack", "h100:16", "--precision", "fp8", "--isl", "2000",
           "--osl", "200", "--requests", "1000", "--rate", "20", "--slo-ttft", "1000", "--slo-tpot", "50", "--search"]
@@ -43,6 +48,49 @@ def _interleaved(fns: dict, repeats: int) -> dict[str, tuple[list[float], list[f
             out[name][1].append(c)
             out[name] = (out[name][0], out[name][1], result)
     return out
+
+
+LONG_OUTPUT = """
+import json, time
+import devices
+from planner.serving import Workload, serving_whatif
+def call():
+    return serving_whatif("llama3-70b", devices.parse_rack("b200:1"), workload=Workload(1024, 32768, requests=1000),
+                          precision="fp4")
+call()
+cpu, wall = time.process_time(), time.perf_counter()
+est = call()
+print(json.dumps([time.process_time() - cpu, time.perf_counter() - wall, est.output_tokens_per_second_per_chip]))
+"""
+
+
+def _long_output(tree: str) -> tuple[float, float, float]:
+    out = subprocess.run([sys.executable, "-c", LONG_OUTPUT], capture_output=True, text=True, cwd=tree,
+                         env=dict(os.environ, PYTHONPATH=tree), timeout=1800)
+    if out.returncode != 0:
+        raise RuntimeError(f"the long-output what-if failed on {tree}: {out.stderr[-2000:]}")
+    cpu, wall, tok = json.loads(out.stdout.strip().splitlines()[-1])
+    return cpu, wall, tok
+
+
+def _long_output_row(section: Section, repeats: int) -> None:
+    tree = os.environ.get("HYBRID_BENCH_BEFORE")
+    after, before = [], []
+    for _ in range(repeats):  # alternated, so that the machine's load moves both alike
+        if tree:
+            before.append(_long_output(tree))
+        after.append(_long_output(ROOT))
+    cpu = median([r[0] for r in after])
+    was = "before: not measured in this run"
+    if before:
+        b_cpu = median([r[0] for r in before])
+        same = all(b[2] == a[2] for b, a in zip(before, after))
+        was = (f"before ({checkout(tree)}, alternated): {b_cpu:.2f} s CPU, now/before {cpu / b_cpu:.3f}x; results "
+               f"{'identical' if same else 'DIFFER'}")
+    section.add("serving_whatif, 1,000 requests of 1024 in / 32768 out (llama3-70b fp4, 1 b200)", f"{cpu:.2f} s CPU",
+                "<= 2 s", cpu <= 2.0,
+                f"wall {median([r[1] for r in after]):.2f} s, median of {repeats} processes (op-cost cache warm); "
+                f"{was}; result (modelled): {after[-1][2]:,.0f} output tok/s per GPU")
 
 
 def run(repeats: int = 3, write: bool = True) -> Section:
@@ -78,6 +126,8 @@ def run(repeats: int = 3, write: bool = True) -> Section:
                     f"wall {median(wall):.2f} s ({spread(wall)}), median of {repeats}; baseline (one request) "
                     f"{median(bc):.2f} s CPU, {median(bw):.2f} s wall, interleaved; one replica simulated with its "
                     f"share; result (modelled): {est.output_tokens_per_second:,.0f} output tok/s in all")
+
+    _long_output_row(section, repeats)
 
     env = dict(os.environ, PYTHONPATH=ROOT)
     samples = []
