@@ -3,7 +3,7 @@
 Each :class:`~planner.serving.golden_models.GoldenRow` is a published configuration as its source states it (model as
 a transformers config from :data:`~planner.serving.golden_models.MODELS`, rack, parallelism, precision, workload, the
 engine's limits) and the figures it reports (output tokens/s, TTFT, TPOT). :data:`ROWS` are the given rows of
-``reference/inference.md`` (A-D); :data:`FOUND_ROWS` the rows found since (E-K, T, and M, MLPerf Inference's, built in
+``reference/inference.md`` (A-D); :data:`FOUND_ROWS` the rows found since (E-K, T, U, and M, MLPerf Inference's, built in
 :mod:`planner.serving.golden_mlperf`); :data:`LLAMA4_ROWS` section L;
 :data:`CONTRADICTED` the published figures another publication contradicts. :mod:`planner.serving.golden` models
 them and fits the serving efficiencies on the rows it names.
@@ -162,25 +162,41 @@ VLLM_NEURON = ("AWS Neuron docs, vLLM Neuron EAGLE3 tutorials, the non-speculati
                "chip), {limits}; vllm bench serve, sonnet dataset, --sonnet-input-len 512 --sonnet-output-len 128, "
                "{prompts} prompts at --max-concurrency {concurrency}; its median TTFT, median TPOT and output "
                "throughput")
-OPTIMUM_NEURON = ("Hugging Face optimum-neuron vLLM benchmark on Trn2 (huggingface/optimum-neuron @ 213224e6, "
-                  "benchmark/vllm/single-instance/{dir}/.env and vllm-results.csv, {date}): vLLM serving "
-                  "optimum-neuron's NxD-derived models (optimum-cli neuron serve), BF16, TP {tp} NeuronCores at "
-                  "LNC=2 = {chips} Trainium2, batch {batch} (continuous batching, one prompt encoded at a time), "
+OPTIMUM_NEURON = ("Hugging Face optimum-neuron vLLM benchmark on {instance} (huggingface/optimum-neuron @ 213224e6, "
+                  "benchmark/vllm/{files}, {date}): vLLM serving "
+                  "optimum-neuron's NxD-derived models (optimum-cli neuron serve), BF16, {cores}, "
+                  "batch {batch} (continuous batching, one prompt encoded at a time), "
                   "sequence length 4096 without bucketing (NxDNeuronConfig enable_bucketing False: every prompt is "
                   "encoded padded to 4,096 tokens), on-device sampling; guidellm emulated data, 1,500 +- 150 prompt "
                   "and 250 +- 20 output tokens (benchmark/vllm/benchmark.sh), its 'synchronous' profile (one request "
                   "at a time): TTFT, inter-token latency and output tokens/s")
 
 
+_NEURON_CORES = {"trn1": ("Trn1", "TP {tp} NeuronCores = {chips} Trainium1 (two NeuronCore-v2 a chip; trn1.32xlarge)"),
+                 "trn2": ("Trn2", "TP {tp} NeuronCores at LNC=2 = {chips} Trainium2")}
+"""How a Neuron row's tensor-parallel degree counts chips: Trainium1 has two NeuronCores; Trainium2 eight physical
+ones, four logical at LNC=2 (devices.neuron)."""
+
+
 def _optimum_neuron(model: str, folder: str, date: str, tp: int, batch: int, ttft: float, itl: float,
-                    tokens_per_s: float) -> GoldenRow:
-    """An optimum-neuron Trn2 row's 'synchronous' figures: five requests one at a time model its p50 (each runs
-    alone), every prompt encoded at the compiled 4,096 tokens, its contexts one at a time into a batch of ``batch``."""
-    chips = tp // 4
-    return GoldenRow(f"optimum-neuron trn2 TP{tp} b{batch} {model} 1500/250", model, f"trn2:{chips}", {"tp": chips},
-                     "bfloat16", Workload(1500, 250, concurrency=1, requests=5),
+                    tokens_per_s: float, kind: str = "trn2", replicas: int = 1) -> GoldenRow:
+    """An optimum-neuron row's 'synchronous' figures on ``kind`` (Trn1 or Trn2), ``folder``'s single instance or
+    ``replicas`` of it behind a load balancer: five requests one at a time model its p50 (each runs alone), every
+    prompt encoded at the compiled 4,096 tokens, its contexts one at a time into a batch of ``batch``. One request at
+    a time reaches one server, the others idle: a data-parallel row is modelled as that one server."""
+    chips = tp // (2 if kind == "trn1" else 4)
+    instance, cores = _NEURON_CORES[kind]
+    if replicas == 1:
+        label, files = "", f"single-instance/{folder}/.env and vllm-results.csv"
+    else:
+        label = f" DP{replicas}"
+        files = (f"data-parallel/{folder}/.env, docker-compose-dp{replicas}.yaml (DP {replicas}: {replicas} servers "
+                 f"behind nginx, modelled as the one a request reaches) and vllm-results-dp{replicas}.csv")
+    return GoldenRow(f"optimum-neuron {kind}{label} TP{tp} b{batch} {model} 1500/250", model, f"{kind}:{chips}",
+                     {"tp": chips}, "bfloat16", Workload(1500, 250, concurrency=1, requests=5),
                      {"ttft_p50": ttft, "tpot_p50": itl, "tokens_per_s": tokens_per_s},
-                     OPTIMUM_NEURON.format(dir=folder, date=date, tp=tp, chips=chips, batch=batch),
+                     OPTIMUM_NEURON.format(instance=instance, files=files, date=date, batch=batch,
+                                           cores=cores.format(tp=tp, chips=chips)),
                      engine=Engine(chunked_prefill=False, max_batch=batch, max_num_tokens=1 << 30, prefill_requests=1),
                      prompt_bucket=4096)
 
@@ -214,6 +230,26 @@ NEURON_ENGINE_ROWS: tuple[GoldenRow, ...] = (
 )
 """T: published Trn2 rows of the Neuron engines the ``trn2`` entry was not fitted on (vLLM Neuron's tutorials,
 optimum-neuron's benchmark), each with its configuration: test rows only."""
+
+
+TRAINIUM_HELD_OUT_ROWS: tuple[GoldenRow, ...] = (
+    # U. Trainium rows found for the per-generation check ("fit per-generation factors only where a generation has its
+    # own rows ... keep your own held-out rows"), every one a test row. No Trn3 row: no published Trn3 serving figure
+    # with its configuration was found (docs/serving.md), so Trn3 stays inherited from the trn2 entry; the Trn2 rows
+    # found (optimum-neuron's Llama 4 Maverick and Scout at TP 64) cut 40 attention heads 16 ways, which the model
+    # refuses (NxD pads the heads), so none is here. Both rows are optimum-neuron's guidellm benchmark (the T rows' run)
+    # on a trn1.32xlarge (huggingface/optimum-neuron @ 213224e6, benchmark/vllm/, files added in commit baad1f96):
+    # Trainium1 under an NxD-derived engine where its entry was fitted on Transformers NeuronX.
+    # Qwen3-30B-A3B-Instruct-2507 (row I's architecture), one server at TP 32 NeuronCores = 16 Trainium1, batch 8.
+    _optimum_neuron("qwen3-30b-a3b", "qwen3-30B-A3B", "2025-09-24", 32, 8, 2.40455, 0.023909, 29.71, kind="trn1"),
+    # Llama 3.1 8B Instruct, four servers of TP 8 NeuronCores = 4 Trainium1 each, batch 32 (huggingface/optimum-neuron
+    # pull request 970, "a trn1.32xlarge host ... in a TP8 DP4 configuration"): of the file's three synchronous runs
+    # (2025-09-22 07:53, 08:51, 10:19: TTFT 477.7, 242.5, 241.8 ms; ITL 26.07, 26.57, 26.65 ms), the middle one.
+    _optimum_neuron("llama3.1-8b", "llama3.1-8b", "2025-09-22 08:51", 8, 32, 0.24250, 0.026572, 36.19, kind="trn1",
+                    replicas=4),
+)
+"""U: Trainium1 rows of optimum-neuron's benchmark (a mixture of experts and a data-parallel dense model), each with
+its configuration: test rows only."""
 
 
 _GB200_BELOW_B200 = ("published GB200 figure below B200's (every other length of the table has GB200 above B200, as "
@@ -291,6 +327,7 @@ FOUND_ROWS: tuple[GoldenRow, ...] = (
               NXDI + "; Llama-3.1-405B-Instruct, context-encoding buckets 2048/4096/10240/12288, p50 output 1,785 "
                      "tokens", engine=STATIC(1), prompt_bucket=10240),
     *NEURON_ENGINE_ROWS,
+    *TRAINIUM_HELD_OUT_ROWS,
 )
 """Published rows found since the given ones, each with its configuration and source: E TensorRT-LLM's
 Blackwell NVFP4 columns, I its Qwen3 30B A3B (MoE) NVFP4 columns, J its Qwen3 235B A22B columns (expert parallel,
@@ -298,7 +335,7 @@ attention data parallel), K its GPT-OSS 120B and 20B columns (a mixed checkpoint
 other H200 points, H NIM's other concurrencies (requests per point: ten times the
 concurrency, as the given rows), G AWS's Trn2 tutorials (and the 70B tutorial as first published), M MLPerf Inference
 closed-division systems (v5.1 B200, GB200 and GB300 in NVFP4; v4.1 H200; a partner's v5.1 H200 Mixtral 8x7B), T Trn2
-under other Neuron engines (:data:`NEURON_ENGINE_ROWS`).
+under other Neuron engines (:data:`NEURON_ENGINE_ROWS`), U further Trainium rows (:data:`TRAINIUM_HELD_OUT_ROWS`).
 :data:`FIT_ROWS` says which fit an entry, the others test."""
 
 LLAMA4_ROWS: tuple[GoldenRow, ...] = tuple(
@@ -337,4 +374,4 @@ def is_moe(row: GoldenRow) -> bool:
 
 
 __all__ = ["ALL_ROWS", "CONTRADICTED", "FOUND_ROWS", "LLAMA4_ROWS", "MODELS", "NEURON_ENGINE_ROWS", "ROWS", "STATIC",
-           "GoldenRow", "is_moe"]
+           "TRAINIUM_HELD_OUT_ROWS", "GoldenRow", "is_moe"]
