@@ -381,9 +381,9 @@ def model_shape(model) -> ModelShape:
         shared = _get(summary, "shared_expert_intermediate_size") or (
             _get(summary, "n_shared_experts", 0) * width if _get(summary, "n_shared_experts") else 0)
         implicit = _IMPLICIT_SHARED.get(model_type)
-        if shared:
-            extra += sparse * h  # the shared expert's gate
-        elif implicit:
+        if _get(summary, "shared_expert_intermediate_size"):
+            extra += sparse * h  # Qwen-MoE's shared expert gate (DeepSeek's shared experts have none)
+        elif not shared and implicit:
             shared = _get(summary, implicit)
         if shared:
             gemms += [Gemm("shared.gate_up", h, 2 * int(shared), "column", layers=sparse),
