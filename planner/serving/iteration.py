@@ -16,6 +16,12 @@ FP4 grouped GEMMs and the weight passes each routed decode token adds to them:
 :meth:`FusedCost.expert_decode_seconds`). The routed experts' GEMMs are one grouped-GEMM kernel: one launch, one
 stream of every local expert's weights.
 
+Multi-head latent attention (:class:`~planner.serving.model_shape.LatentAttention`) runs its projections as the
+layer's GEMMs (the latents' norms, the rotary parts and the latent's cache write beside them) and attends as
+:meth:`ModelShape.attention_shapes` gives: at decode over the latent, its bytes the cache's; at prefill over the
+expanded heads. ``kv_b_proj`` is one GEMM over every token: at prefill the latents' expansion, at decode the absorbed
+per-head products with the same weights and FLOPs (a chunked prompt's re-expansion of its cached prefix is not priced).
+
 A layer is priced as the model's average layer: where layers differ (an MoE model's dense and sparse layers,
 full and local attention), each piece counts for the share of the layers that hold it, and a local-attention
 layer's attention sees only its span (:meth:`ModelShape.local_pairs` at prefill; at decode the keys the
