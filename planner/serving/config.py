@@ -116,6 +116,10 @@ def price_pool(shape: ModelShape, spec, pool: Pool, precision: str, engine: Engi
                          f"per instance (a larger tp or pp) or shorter sequences")
     placement = Placement(pool.instance(0), pool.tp, pool.ep, pool.pp)
     if engine.kernels == "eager":
+        if shape.latent is not None:
+            raise ValueError(f"kernels: the eager engine prices transformers' forward with a key/value cache of heads; "
+                             f"{shape.name}'s multi-head latent attention (kv_lora_rank) caches one latent a token, "
+                             f"which its cache geometry does not hold; give kernels='fused'")
         from planner.serving.eager import EagerCost
 
         cost = EagerCost(shape, pool.kind, prec, placement, spec)

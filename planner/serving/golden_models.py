@@ -69,6 +69,26 @@ def _llama4(name: str, repo: str, *, experts: int, step: int, qk_norm: bool) -> 
                   rope_parameters={"rope_type": "default", "rope_theta": 500000.0}, tie_word_embeddings=False))
 
 
+def _deepseek_v3(name: str, repo: str) -> DecoderBlocks:
+    """A DeepSeek-V3-architecture model (V3, R1, R1-0528 share it) as its Hugging Face config.json gives it: 61 layers,
+    d 7168, 128 heads of multi-head latent attention (query latent 1536, key/value latent 512, per head 128 without
+    and 64 with rotary embedding, values of 128), the first 3 layers dense (FFN 18432), the other 58 with 256 routed
+    experts of FFN 2048 (top-8) and one shared, one multi-token prediction module (stored, not served here)."""
+    source = (f"deepseek-ai/{repo} config.json (61 layers, d 7168, 128 heads, kv_lora_rank 512, q_lora_rank 1536, "
+              "qk_nope_head_dim 128, qk_rope_head_dim 64, v_head_dim 128, first_k_dense_replace 3, intermediate_size "
+              "18432, 256 routed experts of moe_intermediate_size 2048 top-8, 1 shared expert, "
+              "num_nextn_predict_layers 1, vocabulary 129,280)")
+    return DecoderBlocks(
+        name=name, config_class="DeepseekV3Config", source=source,
+        arch=dict(vocab_size=129280, hidden_size=7168, intermediate_size=18432, moe_intermediate_size=2048,
+                  num_hidden_layers=61, num_attention_heads=128, num_key_value_heads=128, n_routed_experts=256,
+                  n_shared_experts=1, num_experts_per_tok=8, first_k_dense_replace=3, moe_layer_freq=1,
+                  kv_lora_rank=512, q_lora_rank=1536, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128,
+                  n_group=8, topk_group=4, norm_topk_prob=True, routed_scaling_factor=2.5,
+                  num_nextn_predict_layers=1, max_position_embeddings=163840, rms_norm_eps=1e-6, rope_theta=10000.0,
+                  tie_word_embeddings=False))
+
+
 _ARCH = "reference/inference.md: Llama 3.3 70B = Llama 3.1 70B; Llama-3-70B; Llama 2 70B (transformers configs)"
 MODELS = {
     "llama3.3-70b": DecoderBlocks(name="llama3.3-70b", source=_ARCH, config_class="LlamaConfig", arch=_llama70b(
@@ -105,6 +125,7 @@ MODELS = {
     "qwen3-235b-a22b": _qwen3_moe("qwen3-235b-a22b", "Qwen3-235B-A22B", layers=94, hidden=4096, heads=64,
                                   ffn=12288, expert_ffn=1536),
     "llama4-maverick": _llama4("llama4-maverick", "Llama-4-Maverick-17B-128E", experts=128, step=2, qk_norm=False),
+    "deepseek-r1": _deepseek_v3("deepseek-r1", "DeepSeek-R1-0528"),
     # planner.models' preset (its source there): the MLPerf rows' Mixtral 8x7B.
     "mixtral-8x7b": model_blocks("mixtral-8x7b"),
 }

@@ -4,7 +4,8 @@ Each :class:`~planner.serving.golden_models.GoldenRow` is a published configurat
 a transformers config from :data:`~planner.serving.golden_models.MODELS`, rack, parallelism, precision, workload, the
 engine's limits) and the figures it reports (output tokens/s, TTFT, TPOT). :data:`ROWS` are the given rows of
 ``reference/inference.md`` (A-D); :data:`FOUND_ROWS` the rows found since (E-K, T, U, and M, MLPerf Inference's, built in
-:mod:`planner.serving.golden_mlperf`); :data:`LLAMA4_ROWS` section L;
+:mod:`planner.serving.golden_mlperf`); :data:`LLAMA4_ROWS` section L; :data:`DEEPSEEK_ROWS` section R, DeepSeek R1
+(multi-head latent attention);
 :data:`CONTRADICTED` the published figures another publication contradicts. :mod:`planner.serving.golden` models
 them and fits the serving efficiencies on the rows it names.
 """
@@ -354,7 +355,33 @@ LLAMA4_ROWS: tuple[GoldenRow, ...] = tuple(
 """L: TensorRT-LLM's Llama 4 Maverick columns (interleaved dense and MoE layers, a shared expert, chunked attention),
 test rows only."""
 
-ALL_ROWS: tuple[GoldenRow, ...] = ROWS + FOUND_ROWS + LLAMA4_ROWS
+_CHECKPOINTS.update({("deepseek-r1", "fp4"): "nvidia/DeepSeek-R1-0528-NVFP4-v2",
+                     ("deepseek-r1", "fp8"): "deepseek-ai/DeepSeek-R1-0528"})
+DEEPSEEK = ("; the page's DeepSeek R1 llm_options: enable_attention_dp with attention_dp_config enable_balance "
+            "(batching_wait_iters 0, timeout_iters 60), CUDA graphs with padding, moe_config backend CUTLASS, "
+            "kv_cache_config dtype fp8. The FP4 checkpoint quantizes the MoE layers' GEMMs and the attention's output "
+            "projection to NVFP4 and keeps the latent projections in BF16 (its model card): modelled as fp4 "
+            "throughout, as trtllm-bench's heuristic reads it (quant_algo NVFP4); the FP8 checkpoint is DeepSeek's own "
+            "(128x128 block scales), modelled as per-tensor FP8. No multi-token prediction (no speculative_config): "
+            "its module is in the checkpoint, counted by the heuristic's engine size only")
+DEEPSEEK_ROWS: tuple[GoldenRow, ...] = tuple(
+    # R. The same table's DeepSeek R1 0528 columns: multi-head latent attention (a 576-element latent cached a token
+    # and layer), 256 routed experts top-8 and a shared one, three dense layers; DEP4 on B200 and GB200 in NVFP4, DEP8
+    # on H200 in FP8. A family no factor was fitted on: every row tests.
+    replace(row, source=row.source.replace(_DEP + _BENCH, DEEPSEEK + _DEP + _BENCH))
+    for row in (_trtllm(kind, 1, precision, isl, osl, v, "deepseek-r1", ep=ep)
+                for kind, ep, precision, values in (
+                    ("b200", 4, "fp4", {(1000, 1000): 6463, (1024, 1024): 6430, (1024, 8192): 3862,
+                                        (1024, 32768): 1451, (8192, 1024): 1168}),
+                    ("gb200", 4, "fp4", {(1000, 1000): 6939, (1024, 1024): 6924, (1024, 8192): 4379,
+                                         (1024, 32768): 1465, (8192, 1024): 1192}),
+                    ("h200", 8, "fp8", {(1000, 1000): 1627, (1024, 1024): 1620, (1024, 8192): 1218,
+                                        (1024, 32768): 438}))
+                for (isl, osl), v in values.items()))
+"""DeepSeek R1 0528's columns of TensorRT-LLM's perf-overview (multi-head latent attention, expert parallel with
+attention data parallel), test rows only."""
+
+ALL_ROWS: tuple[GoldenRow, ...] = ROWS + FOUND_ROWS + LLAMA4_ROWS + DEEPSEEK_ROWS
 """Every published row the serving model is checked against."""
 
 CONTRADICTED: dict[str, tuple[str, ...]] = {
@@ -370,8 +397,8 @@ rather than to a bound."""
 def is_moe(row: GoldenRow) -> bool:
     """The row's model is a mixture of experts (a family no serving factor was fitted on)."""
     arch = MODELS[row.model].arch
-    return any(arch.get(k) for k in ("num_experts", "num_local_experts"))
+    return any(arch.get(k) for k in ("num_experts", "num_local_experts", "n_routed_experts"))
 
 
-__all__ = ["ALL_ROWS", "CONTRADICTED", "FOUND_ROWS", "LLAMA4_ROWS", "MODELS", "NEURON_ENGINE_ROWS", "ROWS", "STATIC",
-           "TRAINIUM_HELD_OUT_ROWS", "GoldenRow", "is_moe"]
+__all__ = ["ALL_ROWS", "CONTRADICTED", "DEEPSEEK_ROWS", "FOUND_ROWS", "LLAMA4_ROWS", "MODELS", "NEURON_ENGINE_ROWS",
+           "ROWS", "STATIC", "TRAINIUM_HELD_OUT_ROWS", "GoldenRow", "is_moe"]

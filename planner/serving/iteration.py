@@ -16,6 +16,12 @@ FP4 grouped GEMMs and the weight passes each routed decode token adds to them:
 :meth:`FusedCost.expert_decode_seconds`). The routed experts' GEMMs are one grouped-GEMM kernel: one launch, one
 stream of every local expert's weights.
 
+Multi-head latent attention (:class:`~planner.serving.model_shape.LatentAttention`) runs its projections as the
+layer's GEMMs (the latents' norms, the rotary parts and the latent's cache write beside them) and attends as
+:meth:`ModelShape.attention_shapes` gives: at decode over the latent, its bytes the cache's; at prefill over the
+expanded heads. ``kv_b_proj`` is one GEMM over every token: at prefill the latents' expansion, at decode the absorbed
+per-head products with the same weights and FLOPs (a chunked prompt's re-expansion of its cached prefix is not priced).
+
 A layer is priced as the model's average layer: where layers differ (an MoE model's dense and sparse layers,
 full and local attention), each piece counts for the share of the layers that hold it, and a local-attention
 layer's attention sees only its span (:meth:`ModelShape.local_pairs` at prefill; at decode the keys the
@@ -219,6 +225,8 @@ class FusedCost:
                 self._pointwise(piece, "aten::mul", [(tokens, qk), (tokens, qk)])  # rotary embedding
                 kv = 2 * s.kv_heads_per_chip(tp) * s.head_dim
                 self._op(piece, "aten::copy_", [(tokens, kv), (tokens, kv)], self.precision.kv_dtype)  # cache write
+            if g.name == "kv_a_proj_with_mqa":
+                self._latent_pointwise(piece, tokens)
             if g.name in ("gate_up", "up", "shared.gate_up"):
                 width = n // 2 if g.name.endswith("gate_up") else n
                 self._pointwise(piece, "aten::mul", [(tokens, width), (tokens, width)])  # activation
@@ -229,6 +237,18 @@ class FusedCost:
             parts["communication"] += 2 * self.pricer.seconds("all_reduce", tokens * h * act,
                                                               self.placement.tp_group())
         return parts
+
+    def _latent_pointwise(self, parts: dict, tokens: int) -> None:
+        """Latent attention's elementwise kernels beside its projections: the latents' norms, the rotary embedding
+        of the queries' and the shared key's rotary parts, and the cache write of the latent (whole on every
+        rank)."""
+        s, lat = self.shape, self.shape.latent
+        for width in (lat.q_rank, lat.kv_rank):
+            if width:
+                self._pointwise(parts, "aten::rms_norm", [(tokens, width), (width,)])
+        rope = (s.heads // self.tp + 1) * lat.rope
+        self._pointwise(parts, "aten::mul", [(tokens, rope), (tokens, rope)])
+        self._op(parts, "aten::copy_", [(tokens, lat.cache), (tokens, lat.cache)], self.precision.kv_dtype)
 
     def _experts(self, parts: dict, tokens: int) -> None:
         s, tp, ep = self.shape, self.tp, self.ep
@@ -274,22 +294,30 @@ class FusedCost:
 
     def _decode_attention_parts(self, kv_tokens: int) -> dict:
         """Attention of decode tokens over ``kv_tokens`` cached tokens (summed over the rank's sequences):
-        one kernel reading them all, priced as one query against them (the read dominates)."""
+        one kernel reading them all, priced as one query against them (the read dominates). Latent attention's
+        keys and values are one latent: its bytes are the cache's, read once (:meth:`decode_bytes`)."""
         s = self.shape
         parts = dict.fromkeys(PARTS, 0.0)
-        q = (1, s.heads // self.tp, 1, s.head_dim)
-        k = (1, s.kv_heads_per_chip(self.tp), kv_tokens, s.head_dim)
-        self._op(parts, "aten::_scaled_dot_product_flash_attention", [q, k, k], self.precision.kv_dtype,
-                 self._factor["attention"], self._factor["attention"])
+        shapes = s.attention_shapes(self.tp, 1, kv_tokens, decode=True)
+        true = self.decode_bytes(kv_tokens) if s.latent is not None else None
+        self._op(parts, "aten::_scaled_dot_product_flash_attention", shapes, self.precision.kv_dtype,
+                 self._factor["attention"], self._factor["attention"], true_bytes=true)
         return parts
 
-    def _prefill_attention_parts(self, queries: int, keys: int) -> dict:
-        """Attention of ``queries`` prompt tokens, each against ``keys`` keys on average."""
+    def decode_bytes(self, kv_tokens: int) -> float:
+        """Bytes the decode attention kernel moves on one chip for ``kv_tokens`` cached tokens and one query: the
+        cache (:meth:`ModelShape.kv_layer_elements` a token), the query and the output, in the cache's dtype."""
         s = self.shape
+        q, _, v = s.attention_shapes(self.tp, 1, kv_tokens, decode=True)
+        out = q[1] * v[3]
+        return (kv_tokens * s.kv_layer_elements(self.tp) + q[1] * q[3] + out) * self.precision.kv_bytes
+
+    def _prefill_attention_parts(self, queries: int, keys: int) -> dict:
+        """Attention of ``queries`` prompt tokens, each against ``keys`` keys on average (latent attention: the
+        latents expanded into every head by ``kv_b_proj``, a GEMM of the layer)."""
         parts = dict.fromkeys(PARTS, 0.0)
-        q = (1, s.heads // self.tp, queries, s.head_dim)
-        k = (1, s.kv_heads_per_chip(self.tp), keys, s.head_dim)
-        self._op(parts, "aten::_scaled_dot_product_flash_attention", [q, k, k], self.precision.kv_dtype,
+        self._op(parts, "aten::_scaled_dot_product_flash_attention",
+                 self.shape.attention_shapes(self.tp, queries, keys, decode=False), self.precision.kv_dtype,
                  self._factor["attention"], self._factor["attention"])
         return parts
 

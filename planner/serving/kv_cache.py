@@ -35,7 +35,8 @@ class KvCache:
     kv: int
     """Bytes given to the KV cache (0 when weights and activations leave nothing)."""
     layer_bytes: int
-    """KV bytes per token per layer on this chip (keys and values of its key/value heads)."""
+    """KV bytes per token per layer on this chip (keys and values of its key/value heads, or the whole latent of
+    multi-head latent attention: :meth:`ModelShape.kv_layer_elements`)."""
     full_layers: int
     """Full-attention layers on the stage."""
     local_layers: int
@@ -111,7 +112,7 @@ def memory(shape: ModelShape, kind: str, precision: Precision, *, tp: int, pp: i
     kv = int(engine.kv_fraction * free) if free > 0 else 0
     # an engine that allocates every layer for the whole sequence (TensorRT-LLM) keeps no span on local layers
     local = min(stage_layers, ceil_div(shape.local_layers, pp)) if shape.local_layers and engine.local_cache else 0
-    layer_bytes = 2 * shape.kv_heads_per_chip(tp) * shape.head_dim * precision.kv_bytes
+    layer_bytes = shape.kv_layer_elements(tp) * precision.kv_bytes
     return KvCache(capacity=capacity, weights=int(math.ceil(weights)), activations=int(math.ceil(activations)),
                    kv=kv, layer_bytes=layer_bytes, full_layers=stage_layers - local, local_layers=local,
                    span=shape.span, block=engine.block_size, ranks=ep)

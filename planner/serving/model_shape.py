@@ -11,13 +11,23 @@ sparse in every layer or only in some (:func:`sparse_layers`: Llama 4 Maverick's
 Qwen-MoE's ``decoder_sparse_step`` and ``mlp_only_layers``, DeepSeek's first dense layers), the
 dense layers with their own MLP width. Layers of local attention (:func:`local_layers`: a sliding
 window, as Mistral and GPT-OSS; Llama 4's chunks) keep at most their span in the KV cache and
-attend to at most it. Multi-head latent attention (DeepSeek) is not modelled and is refused.
+attend to at most it.
+
+Multi-head latent attention (DeepSeek V2/V3/R1, Kimi K2: any config with ``kv_lora_rank``) is
+:class:`LatentAttention`: its projections are the layer's GEMMs under their own names, cut as
+:mod:`planner.megatron_shard` cuts them (the down-projections into the latents whole on every tensor-parallel rank,
+the per-head up-projections by heads), and its KV cache is one latent of ``kv_lora_rank + qk_rope_head_dim``
+elements per token and layer, shared by the heads and held whole by every rank (:meth:`ModelShape.kv_layer_elements`).
+Decode attends in the latent space with the up-projections absorbed (one key/value head of the latent's width: the
+cache is read once), prefill with the latents expanded into ``heads`` heads of ``qk_nope + qk_rope`` (keys) and
+``v_head_dim`` (values) (:meth:`ModelShape.attention_shapes`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from planner.megatron_shard import COLUMN, REPLICATED, ROW
 from planner.models import model_blocks
 
 _NON_GATED = frozenset({"gpt2", "gpt_neo", "gptj", "gpt_neox", "gpt_bigcode", "opt", "bloom", "falcon", "phi",
@@ -41,7 +51,8 @@ class Gemm:
     k: int
     n: int
     split: str
-    """How tensor parallelism cuts it: ``column`` (n / tp) or ``row`` (k / tp)."""
+    """How tensor parallelism cuts it: ``column`` (n / tp), ``row`` (k / tp) or ``replicated`` (whole on every
+    rank: multi-head latent attention's down-projections)."""
     experts: int = 0
     """For an expert GEMM: the number of experts holding one of these (0: a dense GEMM)."""
     layers: int | None = None
@@ -50,7 +61,68 @@ class Gemm:
 
     def local(self, tp: int) -> tuple[int, int]:
         """(k, n) on one of ``tp`` chips."""
+        if self.split == "replicated":
+            return self.k, self.n
         return (self.k, self.n // tp) if self.split == "column" else (self.k // tp, self.n)
+
+    def cut(self) -> int | None:
+        """The width tensor parallelism divides (None: replicated)."""
+        return None if self.split == "replicated" else (self.n if self.split == "column" else self.k)
+
+
+LATENT_FIELDS = ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+"""The config fields multi-head latent attention needs (``q_lora_rank`` may be None: no query latent)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LatentAttention:
+    """Multi-head latent attention's widths (DeepSeek-V2 section 2.1; a config's ``*_lora_rank`` and
+    ``*_head_dim`` fields)."""
+
+    kv_rank: int
+    """``kv_lora_rank``: the compressed key/value latent each token caches."""
+    q_rank: int
+    """``q_lora_rank``: the query latent (0: queries projected from the hidden state directly)."""
+    nope: int
+    """``qk_nope_head_dim``: each head's query/key width without rotary embedding."""
+    rope: int
+    """``qk_rope_head_dim``: the rotary part, one key of it shared by the heads (cached beside the latent)."""
+    v: int
+    """``v_head_dim``: each head's value width."""
+
+    @property
+    def cache(self) -> int:
+        """Elements one token caches per layer: the latent and the shared rotary key."""
+        return self.kv_rank + self.rope
+
+    @property
+    def qk(self) -> int:
+        """A head's query/key width at prefill (latents expanded): ``nope + rope``."""
+        return self.nope + self.rope
+
+    def gemms(self, hidden: int, heads: int) -> list[Gemm]:
+        """The attention's GEMMs, by the module names transformers gives them, cut as Megatron cuts them."""
+        q = ([Gemm("q_a_proj", hidden, self.q_rank, _split("q_a_proj")),
+              Gemm("q_b_proj", self.q_rank, heads * self.qk, _split("q_b_proj"))] if self.q_rank else
+             [Gemm("q_proj", hidden, heads * self.qk, _split("q_proj"))])
+        return q + [Gemm("kv_a_proj_with_mqa", hidden, self.cache, _split("kv_a_proj_with_mqa")),
+                    Gemm("kv_b_proj", self.kv_rank, heads * (self.nope + self.v), _split("kv_b_proj")),
+                    Gemm("o_proj", heads * self.v, hidden, _split("o_proj"))]
+
+    def norms(self) -> int:
+        """Parameters of a layer's latent norms (``q_a_layernorm``, ``kv_a_layernorm``)."""
+        return self.q_rank + self.kv_rank
+
+
+def _split(name: str) -> str:
+    """How Megatron cuts the projection ``name`` (:mod:`planner.megatron_shard`'s sets)."""
+    if name in REPLICATED:
+        return "replicated"
+    if name in COLUMN:
+        return "column"
+    if name in ROW:
+        return "row"
+    raise ValueError(f"model: no tensor-parallel rule names the projection {name!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +155,13 @@ class ModelShape:
     :attr:`span`: Llama 4)."""
     extra_params: int = 0
     """Parameters outside the GEMMs, the embeddings and the head (norms, biases, routers)."""
+    latent: LatentAttention | None = None
+    """Multi-head latent attention's widths (None: multi-head or grouped-query attention of :attr:`kv_heads` heads of
+    :attr:`head_dim`). With it, :attr:`head_dim` is the heads' query/key width at prefill (``nope + rope``) and
+    :attr:`kv_heads` the heads' count (the expanded keys are one a head)."""
+    unloaded_params: int = 0
+    """Parameters the checkpoint stores that a serving run does not load: multi-token prediction modules
+    (``num_nextn_predict_layers``; DeepSeek-V3's 14B), counted by trtllm-bench's checkpoint size only."""
     source: str = ""
     blocks: object = field(default=None, compare=False, repr=False)
     """The :class:`~planner.blocks.ModelBlocks` it was read from (its transformers config builds the model
@@ -129,10 +208,35 @@ class ModelShape:
         are ``queries * (cached + (queries + 1) / 2)``)."""
         return _keys_before(self, cached + queries) - _keys_before(self, cached)
 
+    @property
+    def attention(self) -> str:
+        """``latent`` (multi-head latent attention) or ``heads`` (multi-head or grouped-query)."""
+        return "latent" if self.latent is not None else "heads"
+
+    def kv_layer_elements(self, tp: int = 1) -> int:
+        """KV cache elements per token per layer on one of ``tp`` chips: keys and values of its key/value heads, or
+        the latent whole (no tensor-parallel rank holds a part of it)."""
+        if self.latent is not None:
+            return self.latent.cache
+        return 2 * self.kv_heads_per_chip(tp) * self.head_dim
+
+    def attention_shapes(self, tp: int, queries: int, keys: int, decode: bool) -> list[tuple[int, ...]]:
+        """(query, key, value) of one chip's attention kernel, ``(1, heads, tokens, width)``: ``decode`` against the
+        cache (latent attention: the absorbed queries against one head of the latent, keys its whole width, values
+        its ``kv_rank`` part), else a prompt's (latent attention: the latents expanded into every head)."""
+        heads = self.heads // tp
+        lat = self.latent
+        if lat is None:
+            k = (1, self.kv_heads_per_chip(tp), keys, self.head_dim)
+            return [(1, heads, queries, self.head_dim), k, k]
+        if decode:
+            return [(1, heads, queries, lat.cache), (1, 1, keys, lat.cache), (1, 1, keys, lat.kv_rank)]
+        return [(1, heads, queries, lat.qk), (1, heads, keys, lat.qk), (1, heads, keys, lat.v)]
+
     def kv_elements_per_token(self, context: int | None = None) -> float:
-        """KV cache elements per token of one sequence, all layers (2 x layers x kv_heads x head_dim);
+        """KV cache elements per token of one sequence, all layers (layers x :meth:`kv_layer_elements`);
         with ``context``, local layers count only their span's share of that context."""
-        per_layer = 2 * self.kv_heads * self.head_dim
+        per_layer = self.kv_layer_elements()
         full = self.layers - self.local_layers
         if not self.local_layers or context is None or context <= self.span:
             return per_layer * self.layers
@@ -151,8 +255,8 @@ class ModelShape:
             raise ValueError(f"tp: tensor parallelism {tp} and the {self.kv_heads} key/value heads of {self.name} "
                              f"do not divide one another; accepted: {', '.join(map(str, self.tp_choices()))}")
         for g in self.gemms:
-            cut = g.n if g.split == "column" else g.k
-            if cut % tp:
+            cut = g.cut()
+            if cut is not None and cut % tp:
                 raise ValueError(f"tp: tensor parallelism {tp} does not divide {g.name}'s width {cut} of "
                                  f"{self.name}; accepted: {', '.join(map(str, self.tp_choices()))}")
 
@@ -170,7 +274,7 @@ class ModelShape:
     def _check_quiet(self, tp: int) -> None:
         if self.heads % tp or (self.kv_heads % tp and tp % self.kv_heads):
             raise ValueError
-        if any((g.n if g.split == "column" else g.k) % tp for g in self.gemms):
+        if any(g.cut() is not None and g.cut() % tp for g in self.gemms):
             raise ValueError
 
 
@@ -255,16 +359,19 @@ def model_shape(model) -> ModelShape:
     blocks = model_blocks(model)
     summary = blocks.arch if getattr(blocks, "arch", None) is not None else blocks.config
     model_type = _get(summary, "model_type") or _CONFIG_TYPES.get(getattr(blocks, "config_class", "") or "", "")
-    if _get(summary, "kv_lora_rank") is not None:
-        raise ValueError(f"model: {blocks.name} uses multi-head latent attention (kv_lora_rank), which the "
-                         f"serving model does not cover; give a model with multi-head or grouped-query attention")
     h, layers = blocks.hidden_size, blocks.num_layers
     heads, kv, hd = blocks.heads, blocks.kv_heads, blocks.head_dim
-    gemms = [Gemm("qkv", h, (heads + 2 * kv) * hd, "column"), Gemm("o", heads * hd, h, "row")]
+    latent = latent_attention(summary, blocks.name)
+    extra = 2 * h * layers + h  # two norms per layer and the final norm
+    if latent is None:
+        gemms = [Gemm("qkv", h, (heads + 2 * kv) * hd, "column"), Gemm("o", heads * hd, h, "row")]
+    else:
+        gemms = latent.gemms(h, heads)
+        kv, hd = heads, latent.qk
+        extra += layers * latent.norms()
     experts = blocks.experts
     topk = blocks.topk
     gated = model_type not in _NON_GATED
-    extra = 2 * h * layers + h  # two norms per layer and the final norm
     sparse = sum(sparse_layers(summary, layers)) if experts else 0
     if sparse:
         width = int(_first(summary, ("moe_intermediate_size", "intermediate_size")))
@@ -274,9 +381,9 @@ def model_shape(model) -> ModelShape:
         shared = _get(summary, "shared_expert_intermediate_size") or (
             _get(summary, "n_shared_experts", 0) * width if _get(summary, "n_shared_experts") else 0)
         implicit = _IMPLICIT_SHARED.get(model_type)
-        if shared:
-            extra += sparse * h  # the shared expert's gate
-        elif implicit:
+        if _get(summary, "shared_expert_intermediate_size"):
+            extra += sparse * h  # Qwen-MoE's shared expert gate (DeepSeek's shared experts have none)
+        elif not shared and implicit:
             shared = _get(summary, implicit)
         if shared:
             gemms += [Gemm("shared.gate_up", h, 2 * int(shared), "column", layers=sparse),
@@ -293,20 +400,54 @@ def model_shape(model) -> ModelShape:
     if not gated:
         # GPT-2-style blocks carry biases on every projection and LayerNorms with a bias.
         extra += layers * (sum(g.n for g in gemms) + 2 * h) + h
-    elif _get(summary, "attention_bias") or _get(summary, "qkv_bias") or model_type in ("qwen2", "qwen2_moe"):
+    elif latent is None and (_get(summary, "attention_bias") or _get(summary, "qkv_bias")
+                             or model_type in ("qwen2", "qwen2_moe")):
         extra += layers * (heads + 2 * kv) * hd
     positions = int(_get(summary, "n_positions", 0) or 0) if model_type in ("gpt2", "gpt_bigcode") else 0
     local, span, count = local_layers(summary, layers)
     return ModelShape(name=blocks.name, layers=layers, hidden=h, heads=heads, kv_heads=kv, head_dim=hd,
                       vocab=blocks.vocab, gemms=tuple(gemms), experts=experts if sparse else 0,
                       topk=topk if sparse else 0, tied=blocks.tied, position_embeddings=positions, moe_layers=sparse,
-                      local_layers=count, span=span, local=local, extra_params=extra,
+                      local_layers=count, span=span, local=local, extra_params=extra, latent=latent,
+                      unloaded_params=_prediction_params(summary, gemms, h, blocks.vocab, sparse, experts),
                       source=getattr(blocks, "source", ""), blocks=blocks)
+
+
+def latent_attention(summary, name: str) -> LatentAttention | None:
+    """A config's :class:`LatentAttention` (None without ``kv_lora_rank``); ValueError naming the field a latent
+    config lacks or gives as other than a positive integer."""
+    if _get(summary, "kv_lora_rank") is None:
+        return None
+    dims = {}
+    for field_name in LATENT_FIELDS + ("q_lora_rank",):
+        value = _get(summary, field_name)
+        if field_name == "q_lora_rank" and value is None:
+            value = 0
+        elif isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"model: {name} uses multi-head latent attention (kv_lora_rank) and needs config."
+                             f"{field_name} as a positive integer, got {value!r}")
+        dims[field_name] = int(value)
+    return LatentAttention(kv_rank=dims["kv_lora_rank"], q_rank=dims["q_lora_rank"], nope=dims["qk_nope_head_dim"],
+                           rope=dims["qk_rope_head_dim"], v=dims["v_head_dim"])
+
+
+def _prediction_params(summary, gemms: list[Gemm], hidden: int, vocab: int, sparse: int, experts: int) -> int:
+    """Parameters of the checkpoint's multi-token prediction modules (``num_nextn_predict_layers``: DeepSeek-V3
+    section 2.2; each a layer as the model's last, a projection of the two joined hidden states, three norms, and
+    the copies of the embedding and the head the checkpoint stores with it)."""
+    depth = int(_get(summary, "num_nextn_predict_layers", 0) or 0)
+    if not depth:
+        return 0
+    # the model's last layer: a sparse one's attention, experts and shared expert, else every GEMM
+    last = [g for g in gemms if g.layers is None or g.experts or g.name.startswith("shared.")] if sparse else gemms
+    weights = sum(g.k * g.n * max(1, g.experts) for g in last) + (hidden * experts if sparse else 0)
+    return depth * (weights + 2 * hidden * hidden + 5 * hidden + 2 * vocab * hidden)
 
 
 def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-__all__ = ["Gemm", "ModelShape", "ceil_div", "local_layers", "model_shape", "sparse_layers"]
+__all__ = ["Gemm", "LatentAttention", "ModelShape", "ceil_div", "latent_attention", "local_layers", "model_shape",
+           "sparse_layers"]
 

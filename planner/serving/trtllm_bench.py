@@ -12,7 +12,7 @@ tables is modelled with the limits its run had, and a new model or length pair g
 The limits are its heuristic's, not the memory's: its "engine size" is the checkpoint's safetensors element count
 times the bytes per element of the weights' format (an NVFP4 weight is stored as one uint8 element per two values
 plus one FP8 scale per 16, so the count is about half the parameters), the KV cache's bytes per token count
-``max(tp, kv heads)`` heads, and the device memory is what NVML reports (the catalogue's capacity here). The KV
+``max(tp, kv heads)`` heads (a latent-attention model's too: :func:`bench_kv_heads`), and the device memory is what NVML reports (the catalogue's capacity here). The KV
 cache that actually holds sequences is still :mod:`planner.serving.kv_cache`'s.
 """
 
@@ -40,9 +40,10 @@ _GIB = 1024 ** 3
 def stored_elements(shape: ModelShape, precision: Precision) -> float:
     """The checkpoint's safetensors element count (``huggingface_hub``'s ``parameter_count`` summed over dtypes):
     the layers' GEMM weights in the precision's storage (NVFP4: half an element per value and a scale per 16), the
-    embeddings, head, norms and routers as they are."""
-    gemm = shape.gemm_params
-    rest = shape.parameters - gemm
+    embeddings, head, norms and routers as they are; the modules a run does not load (:attr:`ModelShape.
+    unloaded_params`: multi-token prediction) are in the checkpoint, so in the count."""
+    gemm = shape.gemm_params + shape.unloaded_params  # multi-token prediction layers: GEMMs in the main's format
+    rest = shape.parameters - shape.gemm_params
     if precision.name == "fp4":
         gemm = gemm / 2 + gemm / 16
     return gemm + rest
@@ -63,12 +64,23 @@ def heuristic_limits(shape: ModelShape, kind: str, precision: Precision, *, tp: 
     if available <= 0:
         raise ValueError(f"tp: {gpus} {kind} cannot hold {shape.name} in {precision.name} "
                          f"({engine_gib:,.1f} GiB by trtllm-bench's count)")
-    per_token = 2 * shape.layers * max(tp, shape.kv_heads) * shape.head_dim * precision.kv_bytes / _GIB
+    kv_heads, head_size = bench_kv_heads(shape)
+    per_token = 2 * shape.layers * max(tp, kv_heads) * head_size * precision.kv_bytes / _GIB
     requests = available * kv_fraction / (per_token * (isl + osl))
     raw_batch = min(requests, 4096) / pp
     raw_tokens = min(raw_batch * (1 + isl / osl), 32768)
     return (_finetuned(raw_batch, 64, ((256, 32), (1024, 128), (math.inf, 256))),
             _finetuned(raw_tokens, 2048, ((4096, 256), (8192, 512), (math.inf, 1024))))
+
+
+def bench_kv_heads(shape: ModelShape) -> tuple[int, int]:
+    """(key/value heads, head size) as trtllm-bench's ``ModelConfig`` reads them from the checkpoint's config:
+    ``num_key_value_heads`` and ``head_dim`` (else hidden / heads). Its heuristic at 03e27c7d knows no latent cache:
+    a latent-attention config (DeepSeek's: 128 key/value heads, no ``head_dim``) is counted as that many heads of
+    hidden / heads (56), 2 x 128 x 56 = 14,336 elements a token and layer against the latent's 576."""
+    if shape.latent is None:
+        return shape.kv_heads, shape.head_dim
+    return shape.kv_heads, int(getattr(shape.blocks, "head_dim", None) or shape.hidden // shape.heads)
 
 
 def _finetuned(raw: float, floor: int, steps: tuple[tuple[float, int], ...]) -> int:
@@ -90,4 +102,4 @@ def trtllm_bench_engine(shape: ModelShape, kind: str, precision: Precision, *, t
                   kv_fraction=kv_fraction)
 
 
-__all__ = ["TUNED", "UNTUNED_LIMITS", "heuristic_limits", "stored_elements", "trtllm_bench_engine"]
+__all__ = ["TUNED", "UNTUNED_LIMITS", "bench_kv_heads", "heuristic_limits", "stored_elements", "trtllm_bench_engine"]
