@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 
-from benchmarks.harness import Section, checkout, write_section
+from benchmarks.harness import Section, alternated, checkout, write_section
 
 COMMAND = "HYBRID_BENCH_BEFORE=<older checkout> python -m benchmarks plan_call"
 RACK = "trn3:72+h100:72+b200:72"
@@ -85,12 +85,7 @@ def _flagship(tree: str) -> tuple[float, int, float, bool]:
 
 def _flagship_rows(section: Section, runs: int) -> None:
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    tree = os.environ.get("HYBRID_BENCH_BEFORE")
-    after, before = [], []
-    for _ in range(runs):  # alternated, so that the machine's state moves both alike
-        if tree:
-            before.append(_flagship(tree))
-        after.append(_flagship(here))
+    after, before, tree = alternated(_flagship, here, runs)
     wall = statistics.median(r[0] for r in after)
     peak = statistics.median(r[1] for r in after)
     cpu = statistics.median(r[2] for r in after)

@@ -25,7 +25,7 @@ import subprocess
 import sys
 import time
 
-from benchmarks.harness import Section, checkout, median, spread, write_section
+from benchmarks.harness import Section, alternated, checkout, median, spread, write_section
 
 COMMAND = "[HYBRID_BENCH_BEFORE=<older checkout>] python -m benchmarks serving"
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -74,12 +74,7 @@ def _long_output(tree: str) -> tuple[float, float, float]:
 
 
 def _long_output_row(section: Section, repeats: int) -> None:
-    tree = os.environ.get("HYBRID_BENCH_BEFORE")
-    after, before = [], []
-    for _ in range(repeats):  # alternated, so that the machine's load moves both alike
-        if tree:
-            before.append(_long_output(tree))
-        after.append(_long_output(ROOT))
+    after, before, tree = alternated(_long_output, ROOT, repeats)
     cpu = median([r[0] for r in after])
     was = "before: not measured in this run"
     if before:

@@ -103,6 +103,19 @@ class Section:
             print(f"  note: {n}")
 
 
+def alternated(measure: Callable[[str], object], here: str, runs: int) -> tuple[list, list, str | None]:
+    """``measure(tree)`` on this checkout ``here`` and, when ``HYBRID_BENCH_BEFORE`` names an older checkout, on that
+    one, alternated run by run (before, after, before, ...) so that the machine's load moves both alike.
+    Returns (after, before, the older tree or None); ``before`` is empty without one."""
+    tree = os.environ.get("HYBRID_BENCH_BEFORE")
+    after, before = [], []
+    for _ in range(runs):
+        if tree:
+            before.append(measure(tree))
+        after.append(measure(here))
+    return after, before, tree
+
+
 def checkout(tree: str) -> str:
     """The commit checked out at ``tree`` (an older checkout a benchmark compares with), or the path where git
     cannot say."""
