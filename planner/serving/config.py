@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass
 
 import devices
+from devices.neuron import ranks_per_chip
 from planner.comm import pricer_for
 from planner.serving.engine import Engine
 from planner.serving.iteration import FusedCost, Placement
@@ -93,6 +94,9 @@ def _pow2_at_least(n: int) -> int:
 def price_pool(shape: ModelShape, spec, pool: Pool, precision: str, engine: Engine, workload: Workload, *,
                name: str, calibrated: bool = True) -> Priced:
     """A pool's memory and cost model; ValueError naming ``name`` when it cannot hold the model or a sequence."""
+    if engine.head_padding:  # over the engine's ranks: a Trainium chip holds several NeuronCores
+        ranks = ranks_per_chip(pool.kind) if devices.chip(pool.kind).family == "trainium" else 1
+        shape = shape.padded(pool.tp * ranks)
     shape.check_tp(pool.tp)
     if pool.ep > 1 and not shape.experts:
         raise ValueError(f"{name}: expert parallelism {pool.ep} needs an MoE model; {shape.name} has no experts")

@@ -69,6 +69,11 @@ class Engine:
     reads, and chunked attention applies to context requests only (decode attends to the whole cache). True (vLLM's
     hybrid KV cache manager): a local layer's cache keeps only its span and every attention sees only the span."""
 
+    head_padding: bool = False
+    """Pad the attention heads tensor parallelism does not cut, as NxD Inference does (and the Neuron engines built on
+    it: vLLM Neuron, optimum-neuron): :meth:`ModelShape.padded`. False (TensorRT-LLM, vLLM and SGLang on GPUs)
+    refuses such a ``tp``."""
+
     def __post_init__(self) -> None:
         check_kernels(self.kernels)
         for name in ("max_batch", "prefill_requests"):
@@ -79,8 +84,9 @@ class Engine:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name}: expected a positive integer, got {value!r}")
-        if not isinstance(self.local_cache, bool):
-            raise ValueError(f"local_cache: expected True or False, got {self.local_cache!r}")
+        for name in ("local_cache", "head_padding"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name}: expected True or False, got {getattr(self, name)!r}")
         if not isinstance(self.kv_fraction, (int, float)) or not 0 < self.kv_fraction <= 1:
             raise ValueError(f"kv_fraction: expected a share in (0, 1], got {self.kv_fraction!r}")
 

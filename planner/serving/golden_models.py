@@ -125,6 +125,7 @@ MODELS = {
     "qwen3-235b-a22b": _qwen3_moe("qwen3-235b-a22b", "Qwen3-235B-A22B", layers=94, hidden=4096, heads=64,
                                   ffn=12288, expert_ffn=1536),
     "llama4-maverick": _llama4("llama4-maverick", "Llama-4-Maverick-17B-128E", experts=128, step=2, qk_norm=False),
+    "llama4-scout": _llama4("llama4-scout", "Llama-4-Scout-17B-16E", experts=16, step=1, qk_norm=True),
     "deepseek-r1": _deepseek_v3("deepseek-r1", "DeepSeek-R1-0528"),
     # planner.models' preset (its source there): the MLPerf rows' Mixtral 8x7B.
     "mixtral-8x7b": model_blocks("mixtral-8x7b"),

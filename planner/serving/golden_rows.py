@@ -163,7 +163,7 @@ VLLM_NEURON = ("AWS Neuron docs, vLLM Neuron EAGLE3 tutorials, the non-speculati
                "chip), {limits}; vllm bench serve, sonnet dataset, --sonnet-input-len 512 --sonnet-output-len 128, "
                "{prompts} prompts at --max-concurrency {concurrency}; its median TTFT, median TPOT and output "
                "throughput")
-OPTIMUM_NEURON = ("Hugging Face optimum-neuron vLLM benchmark on {instance} (huggingface/optimum-neuron @ 213224e6, "
+OPTIMUM_NEURON = ("Hugging Face optimum-neuron vLLM benchmark on {instance} (huggingface/optimum-neuron @ {commit}, "
                   "benchmark/vllm/{files}, {date}): vLLM serving "
                   "optimum-neuron's NxD-derived models (optimum-cli neuron serve), BF16, {cores}, "
                   "batch {batch} (continuous batching, one prompt encoded at a time), "
@@ -180,7 +180,8 @@ ones, four logical at LNC=2 (devices.neuron)."""
 
 
 def _optimum_neuron(model: str, folder: str, date: str, tp: int, batch: int, ttft: float, itl: float,
-                    tokens_per_s: float, kind: str = "trn2", replicas: int = 1) -> GoldenRow:
+                    tokens_per_s: float, kind: str = "trn2", replicas: int = 1, commit: str = "213224e6",
+                    files: str | None = None) -> GoldenRow:
     """An optimum-neuron row's 'synchronous' figures on ``kind`` (Trn1 or Trn2), ``folder``'s single instance or
     ``replicas`` of it behind a load balancer: five requests one at a time model its p50 (each runs alone), every
     prompt encoded at the compiled 4,096 tokens, its contexts one at a time into a batch of ``batch``. One request at
@@ -188,17 +189,19 @@ def _optimum_neuron(model: str, folder: str, date: str, tp: int, batch: int, ttf
     chips = tp // (2 if kind == "trn1" else 4)
     instance, cores = _NEURON_CORES[kind]
     if replicas == 1:
-        label, files = "", f"single-instance/{folder}/.env and vllm-results.csv"
+        label, stated = "", f"single-instance/{folder}/.env and vllm-results.csv"
     else:
         label = f" DP{replicas}"
-        files = (f"data-parallel/{folder}/.env, docker-compose-dp{replicas}.yaml (DP {replicas}: {replicas} servers "
-                 f"behind nginx, modelled as the one a request reaches) and vllm-results-dp{replicas}.csv")
+        stated = (f"data-parallel/{folder}/.env, docker-compose-dp{replicas}.yaml (DP {replicas}: {replicas} servers "
+                  f"behind nginx, modelled as the one a request reaches) and vllm-results-dp{replicas}.csv")
+    files = files or stated
     return GoldenRow(f"optimum-neuron {kind}{label} TP{tp} b{batch} {model} 1500/250", model, f"{kind}:{chips}",
                      {"tp": chips}, "bfloat16", Workload(1500, 250, concurrency=1, requests=5),
                      {"ttft_p50": ttft, "tpot_p50": itl, "tokens_per_s": tokens_per_s},
-                     OPTIMUM_NEURON.format(instance=instance, files=files, date=date, batch=batch,
+                     OPTIMUM_NEURON.format(instance=instance, files=files, date=date, batch=batch, commit=commit,
                                            cores=cores.format(tp=tp, chips=chips)),
-                     engine=Engine(chunked_prefill=False, max_batch=batch, max_num_tokens=1 << 30, prefill_requests=1),
+                     engine=Engine(chunked_prefill=False, max_batch=batch, max_num_tokens=1 << 30, prefill_requests=1,
+                                   head_padding=True),
                      prompt_bucket=4096)
 
 
@@ -212,7 +215,7 @@ NEURON_ENGINE_ROWS: tuple[GoldenRow, ...] = (
               VLLM_NEURON.format(file="tutorial-eagle3-speculative-decoding-llama-3-1.md", sdk="Neuron SDK 2.32",
                                  tp="TP 8", chips=2, prompts=50, concurrency=2,
                                  limits="--max-num-seqs 2, --max-model-len 2048 (prefill buckets up to 2,048 tokens)"),
-              engine=Engine(max_batch=2, max_num_tokens=2048)),
+              engine=Engine(max_batch=2, max_num_tokens=2048, head_padding=True)),
     GoldenRow("vLLM Neuron trn2 TP16 c1 gpt-oss-120b 512/128", "gpt-oss-120b", "trn2:4", {"tp": 4}, "bfloat16",
               Workload(512, 128, concurrency=1, requests=5),
               {"ttft_p50": 0.25233, "tpot_p50": 0.0070, "tokens_per_s": 112.13},
@@ -221,13 +224,21 @@ NEURON_ENGINE_ROWS: tuple[GoldenRow, ...] = (
                                  limits="the MXFP4 experts dequantized to BF16 at load (Trn2 has no MXFP4 path), "
                                         "--max-num-seqs 1, --max-model-len 768, --max-num-batched-tokens 512 (one "
                                         "512-token prefill bucket)"),
-              engine=Engine(max_batch=1, max_num_tokens=512)),
+              engine=Engine(max_batch=1, max_num_tokens=512, head_padding=True)),
     _optimum_neuron("llama3.1-8b", "llama-3.1-8b-trn2", "2025-10-16", 4, 32, 0.19725, 0.022136, 43.53),
     _optimum_neuron("qwen3-32b", "qwen3-32B-trn2", "2025-10-17", 4, 2, 0.77086, 0.032084, 28.44),
     # Qwen3-30B-A3B-Instruct-2507 and Qwen3-235B-A22B-Instruct-2507: the architectures of the rows I and J (only the
     # context length differs).
     _optimum_neuron("qwen3-30b-a3b", "qwen3-30B-A3B-trn2", "2025-10-16", 4, 16, 1.54675, 0.056360, 15.90),
     _optimum_neuron("qwen3-235b-a22b", "qwen3-235B-A22B-trn2", "2025-10-09", 64, 4, 4.58715, 0.032183, 18.70),
+    # Llama 4's 40 heads at TP 64: NxD pads them to 64 (ModelShape.padded), replicating the 8 key/value heads
+    _optimum_neuron("llama4-maverick", "llama4-Maverick-trn2", "2025-10-09", 64, 8, 1.71382, 0.016941, 41.44,
+                    commit="7092ed57", files="llama4-Maverick-trn2/serve-dp1-tp64.env (BATCH_SIZE 8, SEQUENCE_LENGTH "
+                    "4096, TENSOR_PARALLEL_SIZE 64, as single-instance/llama4-Maverick-trn2/.env @ e88f553a) and "
+                    "vllm-results.csv"),
+    _optimum_neuron("llama4-scout", "llama4-Scout-trn2", "2025-10-08", 64, 32, 0.57503, 0.032764, 27.95,
+                    commit="c632d675", files="llama4-Scout-trn2/vllm-results.csv (BATCH_SIZE 32, SEQUENCE_LENGTH 4096, "
+                    "TENSOR_PARALLEL_SIZE 64: single-instance/llama4-Scout-trn2/.env @ 5996de0f)"),
 )
 """T: published Trn2 rows of the Neuron engines the ``trn2`` entry was not fitted on (vLLM Neuron's tutorials,
 optimum-neuron's benchmark), each with its configuration: test rows only."""

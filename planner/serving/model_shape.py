@@ -25,7 +25,7 @@ cache is read once), prefill with the latents expanded into ``heads`` heads of `
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from planner.megatron_shard import COLUMN, REPLICATED, ROW
 from planner.models import model_blocks
@@ -246,14 +246,37 @@ class ModelShape:
         """Key/value heads one of ``tp`` chips holds (replicated when tp exceeds them)."""
         return max(1, self.kv_heads // tp)
 
+    def padded(self, ranks: int) -> "ModelShape":
+        """This shape as NxD Inference shards it over ``ranks`` tensor-parallel ranks (NeuronCores) that do not cut
+        its heads (``get_shardable_head_counts`` in neuronx-distributed-inference's ``modules/attention/gqa.py``):
+        the query heads padded up to a multiple of ``ranks``, their projections held and computed like the others;
+        multi-head attention's key/value heads as many as the padded query heads, and grouped ones that neither
+        divide nor are divided by ``ranks`` as many too (its ``GQA.CONVERT_TO_MHA``). Grouped key/value heads
+        ``ranks`` is a multiple of keep their count: NxD replicates them to every rank
+        (``GQA.REPLICATE_TO_TP_DEGREE``), which :meth:`kv_heads_per_chip` approximates per chip, as for every
+        model. Itself where ``ranks`` cuts the heads, and for latent attention (no key/value heads to shard)."""
+        if self.latent is not None or not (self.heads % ranks or (self.kv_heads % ranks and ranks % self.kv_heads)):
+            return self
+        heads = -(-self.heads // ranks) * ranks
+        if self.kv_heads == self.heads or (self.kv_heads % ranks and ranks % self.kv_heads):
+            kv = heads
+        else:
+            kv = self.kv_heads
+        hd = self.head_dim
+        gemms = tuple(replace(g, n=(heads + 2 * kv) * hd) if g.name == "qkv" else
+                      replace(g, k=heads * hd) if g.name == "o" else g for g in self.gemms)
+        return replace(self, heads=heads, kv_heads=kv, gemms=gemms)
+
     def check_tp(self, tp: int) -> None:
         """ValueError naming tp when it cannot cut the heads or the GEMMs."""
+        padding = "; an engine that pads heads as NxD Inference does takes it (Engine(head_padding=True))"
         if self.heads % tp:
             raise ValueError(f"tp: tensor parallelism {tp} does not divide the {self.heads} attention heads of "
-                             f"{self.name}; accepted: {', '.join(map(str, self.tp_choices()))}")
+                             f"{self.name}; accepted: {', '.join(map(str, self.tp_choices()))}{padding}")
         if self.kv_heads % tp and tp % self.kv_heads:
             raise ValueError(f"tp: tensor parallelism {tp} and the {self.kv_heads} key/value heads of {self.name} "
-                             f"do not divide one another; accepted: {', '.join(map(str, self.tp_choices()))}")
+                             f"do not divide one another; accepted: {', '.join(map(str, self.tp_choices()))}"
+                             f"{padding}")
         for g in self.gemms:
             cut = g.cut()
             if cut is not None and cut % tp:

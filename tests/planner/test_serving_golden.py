@@ -52,17 +52,18 @@ def test_trn2_under_other_neuron_engines_tests_the_trn2_entry_and_fits_nothing(o
     # entry's 10.5 ms per iteration, fitted under NxD Inference's 2025 vLLM loop, exceeds vLLM Neuron's whole TPOT
     # for GPT-OSS 120B (7.0 ms), so its TPOT is 45-91 % slow; optimum-neuron's prompts, encoded at the compiled 4,096
     # tokens on one chip, are 40-51 % slow in TTFT (its GEMMs faster than the 1.8x fitted at TP 64); the mixtures of
-    # experts are 4.8-27x too fast in TTFT (GPT-OSS 120B, Qwen3 30B and 235B) and the Qwen3 ones 1.9-3.8x in TPOT
-    # (docs/serving.md).
+    # experts are 4.8-27x too fast in TTFT (GPT-OSS 120B, Qwen3 30B and 235B, Llama 4 Maverick and Scout with their
+    # 40 heads padded to TP 64's ranks) and the Qwen3 ones 1.9-3.8x in TPOT, Llama 4's 15-56 % (docs/serving.md).
     rows = [o for o in outcomes if o.row in golden_rows.NEURON_ENGINE_ROWS]
-    assert len(rows) == 6 and all(golden.role(o.row) == "test" and o.row.rack.startswith("trn2:") for o in rows)
+    assert len(rows) == 8 and all(golden.role(o.row) == "test" and o.row.rack.startswith("trn2:") for o in rows)
     dense = {(o.row.label, k): e for o in rows if not golden.is_moe(o.row) for k, e in o.errors().items()}
     assert len(dense) == 9 and all(abs(e) <= 0.55 for e in dense.values()), dense
     assert all(e > 0.4 for (label, k), e in dense.items() if k == "ttft_p50" and label.startswith("optimum")), dense
     moe = {o.row.model: o.errors() for o in rows if golden.is_moe(o.row)}
-    assert sorted(moe) == ["gpt-oss-120b", "qwen3-235b-a22b", "qwen3-30b-a3b"]
+    assert sorted(moe) == ["gpt-oss-120b", "llama4-maverick", "llama4-scout", "qwen3-235b-a22b", "qwen3-30b-a3b"]
     assert all(e["ttft_p50"] < -0.75 for e in moe.values()), moe
     assert moe["gpt-oss-120b"]["tpot_p50"] > 0.5 and all(moe[m]["tpot_p50"] < -0.4 for m in moe if "qwen3" in m), moe
+    assert all(-0.6 < moe[m]["tpot_p50"] < -0.1 for m in ("llama4-maverick", "llama4-scout")), moe
 
 
 def test_trn1_under_optimum_neuron_tests_the_trainium_entry_and_fits_nothing(outcomes):
@@ -183,7 +184,7 @@ def test_llama4_maverick_rows_test_the_interleaved_shape(outcomes):
     # attends to the whole cache, every layer allocated for the whole sequence) the Blackwell rows are 16-37 % slow
     # and H200's within 10 % but its long outputs: 1024/8192 +80 % (published 0.28x its 1024/1024, where every other
     # system and model of the table is 0.43-0.46x) and 1024/32768 +13 %. Bounds: the model as it stands, not the goal.
-    rows = {o.row.label: o for o in outcomes if o.row.model == "llama4-maverick"}
+    rows = {o.row.label: o for o in outcomes if o.row.model == "llama4-maverick" and o.row.label.startswith("TRT-LLM")}
     assert len(rows) == 17 and all(golden.role(o.row) == "test" for o in rows.values())
     errors = {label: o.errors()["tokens_per_s_per_chip"] for label, o in rows.items()}
     assert all(-0.37 <= e <= -0.15 for label, e in errors.items() if "H200" not in label), errors

@@ -156,3 +156,44 @@ def test_two_kinds_of_local_attention_are_refused_by_name():
                       "attention_chunk_size": 8}, 2)
     with pytest.raises(ValueError, match="local: expected"):
         LocalKeys("global", 8)
+
+
+# -- heads tensor parallelism does not cut: NxD Inference's padding (Engine.head_padding) ------------------------
+
+def test_padding_follows_nxd_inference_s_documented_example():
+    # neuronx-distributed-inference modules/attention/gqa.py: tp_degree 32, 56 attention heads -> 64, 8 kv heads
+    # replicated to the ranks (counted per chip by kv_heads_per_chip, so the count stays 8)
+    base = dataclasses.replace(model_shape(MODELS["llama4-scout"]), heads=56)
+    padded = base.padded(32)
+    assert (padded.heads, padded.kv_heads) == (64, 8)
+    qkv = {g.name: g for g in padded.gemms}
+    assert qkv["qkv"].n == (64 + 2 * 8) * 128 and qkv["o"].k == 64 * 128
+    assert padded.padded(32) is padded and base.padded(8) is base  # 8 cuts 56 heads and 8 kv heads: unchanged
+
+
+def test_padding_converts_to_multi_head_where_neither_count_divides_the_other():
+    shape = model_shape(MODELS["llama4-scout"])  # 40 heads, 8 kv heads
+    padded = shape.padded(12)  # 12 % 8 and 8 % 12: NxD's GQA.CONVERT_TO_MHA
+    assert (padded.heads, padded.kv_heads) == (48, 48)
+
+
+def test_an_engine_without_padding_refuses_the_tp_and_says_which_engine_takes_it():
+    from interop import serving_whatif
+    from planner.serving import Workload
+    from planner.serving.kv_cache import model_bytes
+
+    work = Workload(256, 16, requests=2)
+    with pytest.raises(ValueError, match=r"tp: tensor parallelism 16 does not divide the 40 attention heads.*"
+                                         r"head_padding=True"):
+        serving_whatif(MODELS["llama4-scout"], "trn2:16", workload=work, parallel=dict(tp=16))
+    est = serving_whatif(MODELS["llama4-scout"], "trn2:16", workload=work, parallel=dict(tp=16),
+                         engine=Engine(head_padding=True))
+    # 16 chips of 4 NeuronCores: 64 ranks, 40 heads padded to 64; the 24 padded heads' q and o projections are held
+    shape = model_shape(MODELS["llama4-scout"])
+    extra = 48 * 2 * 24 * 128 * 5120 * 2  # layers x (q, o) x heads x head dim x hidden x BF16 bytes
+    bf16 = resolve("bfloat16", "trn2")
+    assert model_bytes(shape.padded(64), bf16) - model_bytes(shape, bf16) == extra
+    pool = est.parallel["colocated"]
+    assert est.tpot.p50 > 0 and pool["tp"] == 16 and pool["weights_gb"] * 1e9 > model_bytes(shape, bf16) / 16
+    with pytest.raises(ValueError, match="head_padding: expected True or False"):
+        Engine(head_padding="yes")
