@@ -44,6 +44,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--prefill", default=None, metavar="KIND:CHIPS[:TP]", help="the prefill pool")
     parser.add_argument("--decode", default=None, metavar="KIND:CHIPS[:TP]", help="the decode pool")
     parser.add_argument("--max-batch", type=int, default=None, help="most sequences in flight per instance")
+    parser.add_argument("--head-padding", action="store_true",
+                        help="pad attention heads a --tp does not cut, as NxD Inference (Trainium) does")
     parser.add_argument("--slo-ttft", type=float, default=None, metavar="MS", help="TTFT objective, ms")
     parser.add_argument("--slo-tpot", type=float, default=None, metavar="MS", help="TPOT objective, ms")
     parser.add_argument("--search", action="store_true",
@@ -97,7 +99,8 @@ def _arguments(args) -> dict:
                 prefill=parse_pool(args.prefill, "prefill") if args.prefill else None,
                 decode=parse_pool(args.decode, "decode") if args.decode else None, slo=slo or None,
                 search=args.search, objective=args.objective,
-                engine=Engine(max_batch=args.max_batch) if args.max_batch else None)
+                engine=Engine(max_batch=args.max_batch, head_padding=args.head_padding)
+                if args.max_batch or args.head_padding else None)
 
 
 def main(args) -> int:

@@ -269,7 +269,9 @@ class ModelShape:
 
     def check_tp(self, tp: int) -> None:
         """ValueError naming tp when it cannot cut the heads or the GEMMs."""
-        padding = "; an engine that pads heads as NxD Inference does takes it (Engine(head_padding=True))"
+        padding = (
+            "; an engine that pads heads as NxD Inference does takes it (Engine(head_padding=True); hybrid serving "
+            "--head-padding)")
         if self.heads % tp:
             raise ValueError(f"tp: tensor parallelism {tp} does not divide the {self.heads} attention heads of "
                              f"{self.name}; accepted: {', '.join(map(str, self.tp_choices()))}{padding}")

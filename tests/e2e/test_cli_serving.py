@@ -110,3 +110,13 @@ def test_a_mixed_checkpoint_precision_is_served_as_the_what_if_serves_it(capsys)
     assert code == 0
     est = serving_whatif("mixtral-8x7b", "b200:1", workload=Workload(512, 64, requests=32), precision=mixed)
     assert f"{est.output_tokens_per_second:,.0f}" in out
+
+
+def test_head_padding_takes_a_tp_that_does_not_cut_the_heads(capsys):
+    # Llama 3 8B's 32 heads on 7 Trn2 chips (28 NeuronCores): refused without padding, naming the flag; with it the
+    # heads are padded to 56 (and the 8 kv heads, which 28 neither divides nor is divided by, made 56), as NxD does
+    argv = ["--model", "llama3-8b", "--rack", "trn2:7", "--tp", "7", "--isl", "256", "--osl", "16", "--requests", "4"]
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and "does not divide the 32 attention heads" in err and "--head-padding" in err
+    code, out, _ = run(capsys, *argv, "--head-padding")
+    assert code == 0 and "7 trn2 as 1 x (tp 7)" in out
