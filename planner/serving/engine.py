@@ -87,6 +87,9 @@ class Engine:
         for name in ("local_cache", "head_padding"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name}: expected True or False, got {getattr(self, name)!r}")
+        if self.head_padding and self.kernels == "eager":
+            raise ValueError("head_padding: the eager engine runs the model's own modules, whose heads are not padded; "
+                             "pad heads with kernels='fused'")
         if not isinstance(self.kv_fraction, (int, float)) or not 0 < self.kv_fraction <= 1:
             raise ValueError(f"kv_fraction: expected a share in (0, 1], got {self.kv_fraction!r}")
 

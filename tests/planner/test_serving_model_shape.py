@@ -197,3 +197,5 @@ def test_an_engine_without_padding_refuses_the_tp_and_says_which_engine_takes_it
     assert est.tpot.p50 > 0 and pool["tp"] == 16 and pool["weights_gb"] * 1e9 > model_bytes(shape, bf16) / 16
     with pytest.raises(ValueError, match="head_padding: expected True or False"):
         Engine(head_padding="yes")
+    with pytest.raises(ValueError, match="head_padding: the eager engine"):
+        Engine(kernels="eager", head_padding=True)
