@@ -81,7 +81,7 @@ say "ready"
 case "$job" in
   setup) ;;
   demo) exec hybrid demo "$@" ;;
-  test) exec python -m pytest -n 2 "$@" ;;
+  test) exec python -m pytest -n 2 --dist worksteal "$@" ;;
   bench) exec python -m benchmarks "$@" ;;
   *) echo "usage: $0 {demo|test|bench|setup} [args...]" >&2; exit 2 ;;
 esac
