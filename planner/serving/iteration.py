@@ -393,7 +393,7 @@ class FusedCost:
         import numpy as np
 
         ep, pp, stage_layers, iteration = self.ep, self.pp, self.stage_layers, self._iteration
-        base = self._tokens_layer(0 / ep, batch, batch)
+        base = self._tokens_layer(0.0, batch, batch)
         head, edges = self._head(batch / ep), self._edges(batch / ep)
         n, local = ep * pp, self._local_share
         grid = self._decode_attention

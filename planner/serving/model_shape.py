@@ -255,10 +255,10 @@ class ModelShape:
         ``ranks`` is a multiple of keep their count: NxD replicates them to every rank
         (``GQA.REPLICATE_TO_TP_DEGREE``), which :meth:`kv_heads_per_chip` approximates per chip, as for every
         model. Itself where ``ranks`` cuts the heads, and for latent attention (no key/value heads to shard)."""
-        if self.latent is not None or not (self.heads % ranks or (self.kv_heads % ranks and ranks % self.kv_heads)):
+        if self.latent is not None or self.cuts_heads(ranks):
             return self
         heads = -(-self.heads // ranks) * ranks
-        if self.kv_heads == self.heads or (self.kv_heads % ranks and ranks % self.kv_heads):
+        if self.kv_heads == self.heads or not self._cuts_kv_heads(ranks):
             kv = heads
         else:
             kv = self.kv_heads
@@ -266,6 +266,14 @@ class ModelShape:
         gemms = tuple(replace(g, n=(heads + 2 * kv) * hd) if g.name == "qkv" else
                       replace(g, k=heads * hd) if g.name == "o" else g for g in self.gemms)
         return replace(self, heads=heads, kv_heads=kv, gemms=gemms)
+
+    def cuts_heads(self, tp: int) -> bool:
+        """Tensor parallelism ``tp`` divides the attention heads, and it and the key/value heads divide one
+        another."""
+        return self.heads % tp == 0 and self._cuts_kv_heads(tp)
+
+    def _cuts_kv_heads(self, tp: int) -> bool:
+        return not (self.kv_heads % tp and tp % self.kv_heads)
 
     def check_tp(self, tp: int) -> None:
         """ValueError naming tp when it cannot cut the heads or the GEMMs."""
@@ -275,7 +283,7 @@ class ModelShape:
         if self.heads % tp:
             raise ValueError(f"tp: tensor parallelism {tp} does not divide the {self.heads} attention heads of "
                              f"{self.name}; accepted: {', '.join(map(str, self.tp_choices()))}{padding}")
-        if self.kv_heads % tp and tp % self.kv_heads:
+        if not self._cuts_kv_heads(tp):
             raise ValueError(f"tp: tensor parallelism {tp} and the {self.kv_heads} key/value heads of {self.name} "
                              f"do not divide one another; accepted: {', '.join(map(str, self.tp_choices()))}"
                              f"{padding}")
@@ -297,9 +305,9 @@ class ModelShape:
         return out
 
     def _check_quiet(self, tp: int) -> None:
-        if self.heads % tp or (self.kv_heads % tp and tp % self.kv_heads):
+        if not self.cuts_heads(tp):
             raise ValueError
-        if any(g.cut() is not None and g.cut() % tp for g in self.gemms):
+        if any((cut := g.cut()) is not None and cut % tp for g in self.gemms):
             raise ValueError
 
 
