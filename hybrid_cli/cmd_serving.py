@@ -46,6 +46,12 @@ def add_arguments(parser) -> None:
     parser.add_argument("--max-batch", type=int, default=None, help="most sequences in flight per instance")
     parser.add_argument("--head-padding", action="store_true",
                         help="pad attention heads a --tp does not cut, as NxD Inference (Trainium) does")
+    parser.add_argument("--nxd-inference", action="store_true",
+                        help="the engine runs NxD Inference's models (vLLM Neuron, optimum-neuron): NxD's MoE "
+                             "dispatch, and on Trainium the serving efficiencies fitted under it")
+    parser.add_argument("--static-decode", type=int, default=None, metavar="TOKENS",
+                        help="a static-shape decode graph compiled for --max-batch lines of TOKENS cached tokens: "
+                             "every step runs all of them (NxD Inference without bucketing)")
     parser.add_argument("--slo-ttft", type=float, default=None, metavar="MS", help="TTFT objective, ms")
     parser.add_argument("--slo-tpot", type=float, default=None, metavar="MS", help="TPOT objective, ms")
     parser.add_argument("--search", action="store_true",
@@ -99,8 +105,10 @@ def _arguments(args) -> dict:
                 prefill=parse_pool(args.prefill, "prefill") if args.prefill else None,
                 decode=parse_pool(args.decode, "decode") if args.decode else None, slo=slo or None,
                 search=args.search, objective=args.objective,
-                engine=Engine(max_batch=args.max_batch, head_padding=args.head_padding)
-                if args.max_batch or args.head_padding else None)
+                engine=Engine(max_batch=args.max_batch, head_padding=args.head_padding,
+                              nxd_inference=args.nxd_inference, static_decode=args.static_decode)
+                if args.max_batch or args.head_padding or args.nxd_inference or args.static_decode is not None
+                else None)
 
 
 def main(args) -> int:

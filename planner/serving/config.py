@@ -17,6 +17,7 @@ import devices
 from devices.neuron import ranks_per_chip
 from planner.comm import pricer_for
 from planner.serving.engine import Engine
+from planner.serving.fitted import serving_efficiency
 from planner.serving.iteration import FusedCost, Placement
 from planner.serving.kv_cache import KvCache, memory, model_bytes
 from planner.serving.model_shape import ModelShape
@@ -128,8 +129,11 @@ def price_pool(shape: ModelShape, spec, pool: Pool, precision: str, engine: Engi
 
         cost = EagerCost(shape, pool.kind, prec, placement, spec)
     else:
-        cost = FusedCost(shape, pool.kind, prec, placement, pricer_for(spec), calibrated=calibrated,
-                         local_cache=engine.local_cache)
+        cost = FusedCost(shape, pool.kind, prec, placement, pricer_for(spec),
+                         serving_efficiency(pool.kind, nxd_inference=engine.nxd_inference), calibrated=calibrated,
+                         local_cache=engine.local_cache, nxd_inference=engine.nxd_inference,
+                         static_decode=(None if engine.static_decode is None
+                                        else (engine.batch_limit, engine.static_decode)))
     return Priced(pool, prec, kv, cost)
 
 

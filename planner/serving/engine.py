@@ -40,6 +40,11 @@ TensorRT-LLM's perf-overview fallback)."""
 DEFAULT_BLOCK = 32
 """Tokens per KV cache block (MLPerf v5.1 configs)."""
 
+NXD_MOE_BLOCK = 512
+"""Tokens of one block of NxD's blockwise MoE kernel (neuronx-distributed ``modules/moe/model_utils.py``
+``DEFAULT_BLOCK_SIZE``; the block size of ``BlockwiseMatmulConfig.default()``), also the pairs below which its
+context encoding runs every expert."""
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Engine:
@@ -74,6 +79,25 @@ class Engine:
     it: vLLM Neuron, optimum-neuron): :meth:`ModelShape.padded`. False (TensorRT-LLM, vLLM and SGLang on GPUs)
     refuses such a ``tp``."""
 
+    static_decode: int | None = None
+    """The sequence length NxD Inference's token-generation graph was compiled for (the Neuron engines built on it run
+    static shapes: optimum-neuron without bucketing, NxD Inference's largest bucket): every decode step runs the whole
+    compiled batch of ``max_batch`` lines, idle ones padded, and its attention reads each line's cache to this length
+    (``modeling_base``'s KV cache is ``max_batch x`` this many tokens, read whole). None (TensorRT-LLM, vLLM and SGLang
+    on GPUs): the running sequences only, each over its own cache."""
+
+    nxd_inference: bool = False
+    """The engine runs NxD Inference's models (NxD Inference itself, and the Neuron engines built on it: vLLM Neuron,
+    optimum-neuron). Its routed experts run NxD's ``ExpertMLPs`` (neuronx-distributed ``modules/moe/
+    expert_mlps_v2.py``, the same dispatch in every release since 2.21) instead of a grouped GEMM over the experts the
+    tokens reach: at token generation, below one routed pair an expert (``tokens x top_k < experts``) each pair loads
+    its expert's weights (selective loading), otherwise every expert runs every token; at context encoding, selective
+    loading below one pair an expert, every expert below one block of pairs, otherwise the blockwise kernel over
+    ``ceil((pairs - (experts - 1)) / block) + experts - 1`` blocks of :data:`NXD_MOE_BLOCK` tokens, each one expert's
+    GEMMs over its weights. On Trainium it takes the serving efficiencies fitted under NxD Inference
+    (:func:`planner.serving.fitted.serving_efficiency`: the ``trn2`` entry, inherited on Trainium1, whose own entry
+    describes Transformers NeuronX)."""
+
     def __post_init__(self) -> None:
         check_kernels(self.kernels)
         for name in ("max_batch", "prefill_requests"):
@@ -84,12 +108,21 @@ class Engine:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name}: expected a positive integer, got {value!r}")
-        for name in ("local_cache", "head_padding"):
+        for name in ("local_cache", "head_padding", "nxd_inference"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name}: expected True or False, got {getattr(self, name)!r}")
         if self.head_padding and self.kernels == "eager":
             raise ValueError("head_padding: the eager engine runs the model's own modules, whose heads are not padded; "
                              "pad heads with kernels='fused'")
+        if self.static_decode is not None:
+            if isinstance(self.static_decode, bool) or not isinstance(self.static_decode, int) or self.static_decode < 1:
+                raise ValueError(f"static_decode: expected a positive compiled sequence length or None, "
+                                 f"got {self.static_decode!r}")
+            if self.max_batch is None:
+                raise ValueError("static_decode: a compiled graph has a batch; give max_batch (its compiled batch)")
+        if self.kernels == "eager" and (self.static_decode is not None or self.nxd_inference):
+            raise ValueError("static_decode, nxd_inference: the eager engine runs transformers' own modules; "
+                             "model NxD Inference's graphs with kernels='fused'")
         if not isinstance(self.kv_fraction, (int, float)) or not 0 < self.kv_fraction <= 1:
             raise ValueError(f"kv_fraction: expected a share in (0, 1], got {self.kv_fraction!r}")
 
@@ -117,4 +150,4 @@ class Engine:
 
 
 __all__ = ["DEFAULT_BLOCK", "DEFAULT_KV_FRACTION", "DEFAULT_MAX_BATCH", "DEFAULT_MAX_NUM_TOKENS", "KERNELS",
-           "Engine"]
+           "NXD_MOE_BLOCK", "Engine"]

@@ -233,13 +233,22 @@ ENTRY: dict[str, str] = {"b200": "blackwell", "gb200": "blackwell", "gb300": "bl
 tensor cores with NVFP4) and the Trainium generations that serve under NxD Inference (Trn2 onwards)."""
 
 
+NXD_ENTRY = "trn2"
+"""The entry fitted under NxD Inference, which a Trainium kind served by an NxD Inference engine takes
+(:attr:`planner.serving.engine.Engine.nxd_inference`): the ``trainium`` entry was fitted under Transformers NeuronX,
+whose attention (12x the cost model's) is not NxD's NKI flash attention."""
+
+
 @lru_cache(maxsize=None)
-def serving_efficiency(kind: str) -> ServingEfficiency | None:
+def serving_efficiency(kind: str, nxd_inference: bool = False) -> ServingEfficiency | None:
     """A kind's serving efficiencies: its own entry, else its generation's (:data:`ENTRY`), else its family's,
-    else None."""
+    else None; ``nxd_inference``: a Trainium kind takes :data:`NXD_ENTRY` (inherited where it has no rows of its
+    own)."""
     chip = devices.chip(kind)
+    if nxd_inference and chip.family == "trainium":
+        return FITTED.get(NXD_ENTRY)
     return FITTED.get(chip.kind) or FITTED.get(ENTRY.get(chip.kind, "")) or FITTED.get(chip.family)
 
 
 __all__ = ["BLACKWELL", "ENTRY", "EXPERT_DECODE", "EXPERT_GEMM_FP4", "FITTED", "GPU", "MOE_LAYER_SHAPE",
-           "MOE_LAYER_SOURCE", "MOE_LAYER_TFLOPS", "TRAINIUM", "TRN2", "ServingEfficiency", "serving_efficiency"]
+           "MOE_LAYER_SOURCE", "MOE_LAYER_TFLOPS", "NXD_ENTRY", "TRAINIUM", "TRN2", "ServingEfficiency", "serving_efficiency"]

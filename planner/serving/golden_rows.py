@@ -61,6 +61,12 @@ def STATIC(batch: int) -> Engine:
     return Engine(chunked_prefill=False, max_batch=batch, max_num_tokens=1 << 30)
 
 
+def NXDI_STATIC(batch: int) -> Engine:
+    """NxD Inference's static batch (its tutorials' runs): :func:`STATIC` under NxD Inference
+    (:attr:`Engine.nxd_inference`)."""
+    return Engine(chunked_prefill=False, max_batch=batch, max_num_tokens=1 << 30, nxd_inference=True)
+
+
 
 
 _CHECKPOINTS = {("qwen3-30b-a3b", "fp4"): "nvidia/Qwen3-30B-A3B-FP4", ("qwen3-235b-a22b", "fp4"): "nvidia/Qwen3-235B-A22B-FP4",
@@ -201,7 +207,7 @@ def _optimum_neuron(model: str, folder: str, date: str, tp: int, batch: int, ttf
                      OPTIMUM_NEURON.format(instance=instance, files=files, date=date, batch=batch, commit=commit,
                                            cores=cores.format(tp=tp, chips=chips)),
                      engine=Engine(chunked_prefill=False, max_batch=batch, max_num_tokens=1 << 30, prefill_requests=1,
-                                   head_padding=True),
+                                   head_padding=True, static_decode=4096, nxd_inference=True),
                      prompt_bucket=4096)
 
 
@@ -215,7 +221,7 @@ NEURON_ENGINE_ROWS: tuple[GoldenRow, ...] = (
               VLLM_NEURON.format(file="tutorial-eagle3-speculative-decoding-llama-3-1.md", sdk="Neuron SDK 2.32",
                                  tp="TP 8", chips=2, prompts=50, concurrency=2,
                                  limits="--max-num-seqs 2, --max-model-len 2048 (prefill buckets up to 2,048 tokens)"),
-              engine=Engine(max_batch=2, max_num_tokens=2048, head_padding=True)),
+              engine=Engine(max_batch=2, max_num_tokens=2048, head_padding=True, nxd_inference=True)),
     GoldenRow("vLLM Neuron trn2 TP16 c1 gpt-oss-120b 512/128", "gpt-oss-120b", "trn2:4", {"tp": 4}, "bfloat16",
               Workload(512, 128, concurrency=1, requests=5),
               {"ttft_p50": 0.25233, "tpot_p50": 0.0070, "tokens_per_s": 112.13},
@@ -224,7 +230,7 @@ NEURON_ENGINE_ROWS: tuple[GoldenRow, ...] = (
                                  limits="the MXFP4 experts dequantized to BF16 at load (Trn2 has no MXFP4 path), "
                                         "--max-num-seqs 1, --max-model-len 768, --max-num-batched-tokens 512 (one "
                                         "512-token prefill bucket)"),
-              engine=Engine(max_batch=1, max_num_tokens=512, head_padding=True)),
+              engine=Engine(max_batch=1, max_num_tokens=512, head_padding=True, nxd_inference=True)),
     _optimum_neuron("llama3.1-8b", "llama-3.1-8b-trn2", "2025-10-16", 4, 32, 0.19725, 0.022136, 43.53),
     _optimum_neuron("qwen3-32b", "qwen3-32B-trn2", "2025-10-17", 4, 2, 0.77086, 0.032084, 28.44),
     # Qwen3-30B-A3B-Instruct-2507 and Qwen3-235B-A22B-Instruct-2507: the architectures of the rows I and J (only the
@@ -325,19 +331,19 @@ FOUND_ROWS: tuple[GoldenRow, ...] = (
     # LLMPerf sent 50 identical requests one at a time; five model the same p50 (each runs alone) at a tenth the cost.
     GoldenRow("NxDI trn2 TP64 b1 10000/1500", "llama3.3-70b", "trn2:16", {"tp": 16}, "bfloat16",
               Workload(10000, 1500, concurrency=1, requests=5), {"ttft_p50": 0.81428, "tpot_p50": 0.01966},
-              NXDI + "; Llama-3.3-70B-Instruct, context-encoding buckets 2048/4096/8192/12288", engine=STATIC(1),
+              NXDI + "; Llama-3.3-70B-Instruct, context-encoding buckets 2048/4096/8192/12288", engine=NXDI_STATIC(1),
               prompt_bucket=12288),
     # The Llama 3.3 70B tutorial as first published (December 2024: the same compile and LLMPerf commands; its default
     # buckets, powers of two from 128 to --max-context-length 12288, pad the prompt to 12288 as well).
     GoldenRow("NxDI trn2 TP64 b1 10000/1500 (Dec 2024)", "llama3.3-70b", "trn2:16", {"tp": 16}, "bfloat16",
               Workload(10000, 1500, concurrency=1, requests=5), {"ttft_p50": 0.57568, "tpot_p50": 0.019832},
-              NXDI_FIRST, engine=STATIC(1), prompt_bucket=12288,
+              NXDI_FIRST, engine=NXDI_STATIC(1), prompt_bucket=12288,
               note="TTFT p50 575.7 ms; the same configuration republished seven weeks later (the fit row above) "
                    "reports 814.3 ms, and the model lies between the two; its TPOT agrees with the later run"),
     GoldenRow("NxDI trn2 TP64 b1 405B 10000/1785", "llama3.1-405b", "trn2:16", {"tp": 16}, "bfloat16",
               Workload(10000, 1785, concurrency=1, requests=5), {"ttft_p50": 2.44196, "tpot_p50": 0.03793},
               NXDI + "; Llama-3.1-405B-Instruct, context-encoding buckets 2048/4096/10240/12288, p50 output 1,785 "
-                     "tokens", engine=STATIC(1), prompt_bucket=10240),
+                     "tokens", engine=NXDI_STATIC(1), prompt_bucket=10240),
     *NEURON_ENGINE_ROWS,
     *TRAINIUM_HELD_OUT_ROWS,
 )

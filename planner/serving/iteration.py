@@ -49,6 +49,7 @@ from typing import Sequence
 import devices
 import devices.cost
 from planner.comm import CommPricer
+from planner.serving.engine import NXD_MOE_BLOCK
 from planner.serving.fitted import ServingEfficiency, serving_efficiency
 from planner.serving.grid import Grid, Grid2
 from planner.serving.model_shape import ModelShape, ceil_div
@@ -87,8 +88,15 @@ class FusedCost:
 
     def __init__(self, shape: ModelShape, kind: str, precision: Precision, placement: Placement,
                  pricer: CommPricer, efficiency: ServingEfficiency | None = None, calibrated: bool = True,
-                 local_cache: bool = False) -> None:
+                 local_cache: bool = False, static_decode: tuple[int, int] | None = None,
+                 nxd_inference: bool = False) -> None:
         self.shape, self.kind, self.precision, self.placement, self.pricer = shape, kind, precision, placement, pricer
+        self.static_decode = static_decode
+        """(compiled batch, compiled sequence length) of a static-shape token-generation graph
+        (:attr:`planner.serving.engine.Engine.static_decode`): every decode step is priced at that batch over that
+        many cached tokens a line; None: the running sequences over their caches."""
+        self.nxd_inference = nxd_inference
+        """The routed experts run NxD's ``ExpertMLPs`` (:attr:`planner.serving.engine.Engine.nxd_inference`)."""
         self.tp, self.ep, self.pp = placement.tp, placement.ep, placement.pp
         self.efficiency = (efficiency or serving_efficiency(kind)) if calibrated else None
         self.stage_layers = ceil_div(shape.layers, self.pp)
@@ -117,6 +125,7 @@ class FusedCost:
         self.projected = devices.chip(kind).projected
         self._dense = Grid(lambda t: sum(self._dense_parts(t).values()))
         self._moe = Grid(lambda t: sum(self._expert_parts(t).values()))
+        self._moe_generation = Grid(lambda t: sum(self._expert_parts(t, generation=True).values()))
         self._decode_attention = Grid(lambda n: sum(self._decode_attention_parts(n).values()))
         self._prefill_attention = Grid2(lambda q, k: sum(self._prefill_attention_parts(q, k).values()))
         self._head = Grid(lambda n: sum(self._head_parts(n).values()))
@@ -191,19 +200,23 @@ class FusedCost:
     def _act_dtype(self) -> str:
         return "float32" if self.precision.name == "float32" else "bfloat16"
 
-    def _layer_parts(self, tokens: int, busiest: int | None = None) -> dict:
-        """The model's average layer on one chip for ``tokens`` tokens of its rank (``busiest``: of the busiest rank,
-        whose dense part every rank waits for), attention excluded."""
-        parts = self._dense_parts(tokens if busiest is None else busiest)
-        _add(parts, self._expert_parts(tokens), 1.0)
+    def _layer_parts(self, tokens: int, generation: bool = False) -> dict:
+        """The model's average layer on one chip for ``tokens`` tokens of its rank, attention excluded
+        (``generation``: decode tokens only)."""
+        parts = self._dense_parts(tokens)
+        _add(parts, self._expert_parts(tokens, generation), 1.0)
         return parts
 
-    def _expert_parts(self, tokens: int) -> dict:
-        """The experts of the model's average layer (the sparse layers' share) for ``tokens`` tokens of each rank."""
+    def _expert_parts(self, tokens: int, generation: bool = False) -> dict:
+        """The experts of the model's average layer (the sparse layers' share) for ``tokens`` tokens of each rank
+        (``generation``: decode tokens only, NxD's token-generation graph under :attr:`nxd_inference`)."""
         parts = dict.fromkeys(PARTS, 0.0)
         if self.shape.experts:
             piece = dict.fromkeys(PARTS, 0.0)
-            self._experts(piece, tokens)
+            if self.nxd_inference:
+                self._nxd_experts(piece, tokens, generation)
+            else:
+                self._experts(piece, tokens)
             _add(parts, piece, self.shape.moe_layers / self.shape.layers)
         return parts
 
@@ -261,6 +274,31 @@ class FusedCost:
             if g.experts:
                 k, n = g.local(tp)
                 self._gemm(parts, per_expert, k, n, times=local, grouped=True)
+        self._expert_exchange(parts, tokens)
+
+    def _nxd_experts(self, parts: dict, tokens: int, generation: bool) -> None:
+        """The routed experts as NxD's ``ExpertMLPs`` runs them (:attr:`nxd_inference`) for
+        ``tokens`` tokens of each rank: selective loading (every routed pair one GEMM row with its expert's weights),
+        every local expert over every token, or the blockwise kernel's blocks, by its rules."""
+        s, tp, ep = self.shape, self.tp, self.ep
+        self._gemm(parts, tokens, s.hidden, s.experts, quantized=False)  # the router
+        instance = max(1, math.ceil(tokens * ep))  # the tokens every expert-parallel rank routes
+        pairs = instance * s.topk
+        if pairs < s.experts:  # selective loading: each pair its expert's weights
+            rows, times = 1, math.ceil(pairs / ep)
+        elif generation or pairs < NXD_MOE_BLOCK:  # every expert over every token
+            rows, times = instance, s.experts // ep
+        else:  # blockwise: the kernel's static blocks, each one expert's GEMMs over NXD_MOE_BLOCK rows
+            blocks = math.ceil((pairs - (s.experts - 1)) / NXD_MOE_BLOCK) + s.experts - 1
+            rows, times = NXD_MOE_BLOCK, math.ceil(blocks / ep)
+        for g in s.gemms:
+            if g.experts:
+                k, n = g.local(tp)
+                self._gemm(parts, rows, k, n, times=times, grouped=True)
+        self._expert_exchange(parts, tokens)
+
+    def _expert_exchange(self, parts: dict, tokens: int) -> None:
+        s, ep = self.shape, self.ep
         if ep > 1:
             # Attention is data parallel, so every rank's tokens reach every rank holding their experts: the engines'
             # default exchange (TensorRT-LLM's AllGatherReduceScatter, vLLM's and SGLang's data-parallel attention)
@@ -355,6 +393,7 @@ class FusedCost:
         instead (None: as a full layer); ``busiest``: the (prompt tokens, pairs, local pairs) of the rank holding the
         most (None: spread evenly over the ranks, see the module doc)."""
         ep, pp = self.ep, self.pp
+        decode_seqs, decode_kv, local_kv = self._compiled(decode_seqs, decode_kv, local_kv)
         tokens = prefill_tokens + decode_seqs
         if tokens <= 0:
             return 0.0
@@ -381,8 +420,18 @@ class FusedCost:
         """The average layer's seconds outside attention for ``q`` prompt tokens of the busiest rank and the
         iteration's ``decode_seqs`` decode and ``tokens`` tokens in all."""
         ep, pp = self.ep, self.pp
-        return (self._dense((q + decode_seqs / ep) / pp) + self._moe(tokens / (ep * pp))
+        moe = self._moe_generation if not q and self.nxd_inference else self._moe
+        return (self._dense((q + decode_seqs / ep) / pp) + moe(tokens / (ep * pp))
                 + self.expert_decode_seconds(decode_seqs / (ep * pp)))
+
+    def _compiled(self, decode_seqs: int, decode_kv: float, local_kv: float | None) -> tuple:
+        """``(decode_seqs, decode_kv, local_kv)`` as the iteration runs them: unchanged, or with a static-shape
+        token-generation graph (:attr:`static_decode`) the compiled batch over its compiled length a line (a local
+        layer's keys priced as a full layer's: the graph's cache is whole)."""
+        if self.static_decode is None or not decode_seqs:
+            return decode_seqs, decode_kv, local_kv
+        batch, length = self.static_decode
+        return batch, batch * length, None
 
     def decode_pricer(self, batch: int):
         """``prices(kv_tokens, local_kv=None)``: :meth:`decode` of ``batch`` sequences (equally :meth:`mixed` with no
@@ -393,6 +442,15 @@ class FusedCost:
         import numpy as np
 
         ep, pp, stage_layers, iteration = self.ep, self.pp, self.stage_layers, self._iteration
+        if self.static_decode is not None:  # every step the same compiled shapes
+            price = self.seconds(0, 0.0, batch, 1, batch)
+
+            def static_prices(kv_tokens, local_kv=None) -> list[float]:
+                if not len(kv_tokens) or kv_tokens[0] <= 0:
+                    raise ValueError(f"kv_tokens: expected increasing positive cache sizes, got {kv_tokens!r}")
+                return [price] * len(kv_tokens)
+
+            return static_prices
         base = self._tokens_layer(0.0, batch, batch)
         head, edges = self._head(batch / ep), self._edges(batch / ep)
         n, local = ep * pp, self._local_share
@@ -415,13 +473,14 @@ class FusedCost:
               sampled: int, local_pairs: float | None = None, local_kv: float | None = None) -> dict[str, float]:
         """:meth:`seconds` split into :data:`PARTS` (priced exactly, not on the grid)."""
         ep, pp = self.ep, self.pp
+        decode_seqs, decode_kv, local_kv = self._compiled(decode_seqs, decode_kv, local_kv)
         tokens = prefill_tokens + decode_seqs
         out = dict.fromkeys(PARTS, 0.0)
         if tokens <= 0:
             return out
         rank = max(1, round(tokens / (ep * pp)))
         layers, local = pp * self.stage_layers, self._local_share
-        pieces = [(self._layer_parts(rank), layers)]
+        pieces = [(self._layer_parts(rank, generation=not prefill_tokens), layers)]
         if decode_kv:
             kv = decode_kv if local_kv is None else local_kv
             for keys, share in ((decode_kv, 1 - local), (kv, local)):

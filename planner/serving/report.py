@@ -25,8 +25,14 @@ def configuration_rows(parallel: dict) -> list[tuple[str, str]]:
     from planner.kernels import SERVING_ENGINES
 
     kernels = parallel["kernels"]
-    rows.append(("engine", f"{kernels}: {SERVING_ENGINES[kernels]}, batch up to {parallel['max_batch']:,}, "
-                           f"{parallel['max_num_tokens']:,} tokens per iteration"))
+    text = (f"{kernels}: {SERVING_ENGINES[kernels]}, batch up to {parallel['max_batch']:,}, "
+            f"{parallel['max_num_tokens']:,} tokens per iteration")
+    if parallel.get("nxd_inference"):
+        text += ", NxD Inference's models (its experts' dispatch, its fitted entry on Trainium)"
+    if parallel.get("static_decode"):
+        text += (f", a static decode graph ({parallel['max_batch']:,} lines over {parallel['static_decode']:,} "
+                 f"cached tokens each, every step)")
+    rows.append(("engine", text))
     return rows
 
 

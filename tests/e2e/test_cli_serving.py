@@ -120,3 +120,21 @@ def test_head_padding_takes_a_tp_that_does_not_cut_the_heads(capsys):
     assert code == 2 and "does not divide the 32 attention heads" in err and "--head-padding" in err
     code, out, _ = run(capsys, *argv, "--head-padding")
     assert code == 0 and "7 trn2 as 1 x (tp 7)" in out
+
+
+def test_nxd_inference_and_a_static_decode_graph(capsys, tmp_path):
+    # optimum-neuron's way on Trainium1: NxD Inference's models (the entry fitted under it, inherited from trn2) and a
+    # decode graph compiled for 8 lines of 1,024 tokens; one request at a time still pays the whole graph every step.
+    argv = ["--model", "mixtral-8x7b", "--rack", "trn1:16", "--tp", "16", "--isl", "256", "--osl", "16",
+            "--requests", "2", "--concurrency", "1"]
+    path = tmp_path / "est.json"
+    code, out, _ = run(capsys, *argv, "--max-batch", "8", "--nxd-inference", "--static-decode", "1024",
+                       "--json", str(path))
+    assert code == 0 and "NxD Inference's models" in " ".join(out.split())
+    static = json.loads(path.read_text())[0]
+    assert static["parallel"]["nxd_inference"] is True and static["parallel"]["static_decode"] == 1024
+    code, _, _ = run(capsys, *argv, "--max-batch", "8", "--nxd-inference", "--json", str(path))
+    paged = json.loads(path.read_text())[0]
+    assert code == 0 and static["tpot"]["p50"] > paged["tpot"]["p50"]
+    code, _, err = run(capsys, *argv, "--static-decode", "1024")
+    assert code == 2 and "static_decode: a compiled graph has a batch; give max_batch" in err
