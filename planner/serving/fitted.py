@@ -112,7 +112,7 @@ EXPERT_DECODE = _blackwell(0.0625, "each decode token routed to an expert stream
                                    "64-token tiles with the weights as the 128-row MMA operand) each stream their "
                                    "expert's weights; fitted on the one Qwen3 30B row (the Llama rows have no experts)")
 """The experts' decode weight passes (up to one 128-row MMA tile of decode rows an expert:
-:data:`planner.serving.iteration.EXPERT_TILE_ROWS`; the fit row's ~90 rows are under it), fitted on B200's Qwen3 30B
+:data:`planner.serving.experts.EXPERT_TILE_ROWS`; the fit row's ~90 rows are under it), fitted on B200's Qwen3 30B
 A3B row as trtllm-bench runs it
 (:mod:`planner.serving.trtllm_bench`; under the earlier engine of 2,048 sequences and a chunked 2,048-token budget it
 was 0.0525); Hopper (the GPU family) inherits it:

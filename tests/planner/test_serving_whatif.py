@@ -283,9 +283,9 @@ def test_decode_tokens_routed_to_experts_stream_a_share_of_their_weights():
     per_token = shape.layers * shape.topk * share * expert_bytes / devices.chip("h100").hbm_bandwidth.value
     extra = cost.seconds(0, 0.0, 256, 256 * 600, 256) - without.seconds(0, 0.0, 256, 256 * 600, 256)
     assert extra == pytest.approx(256 / 4 * per_token, rel=1e-9)
-    # Past one 128-row MMA tile of decode rows an expert (iteration.EXPERT_TILE_ROWS) the grouped GEMM runs full tiles:
+    # Past one 128-row MMA tile of decode rows an expert (experts.EXPERT_TILE_ROWS) the grouped GEMM runs full tiles:
     # 2,048 sequences over 4 ranks route 1,024 rows to each of the 8 experts, charged as 128 (as 512 sequences would)
-    from planner.serving.iteration import EXPERT_TILE_ROWS
+    from planner.serving.experts import EXPERT_TILE_ROWS
 
     assert EXPERT_TILE_ROWS == 128
     capped = cost.seconds(0, 0.0, 2048, 2048 * 600, 2048) - without.seconds(0, 0.0, 2048, 2048 * 600, 2048)
