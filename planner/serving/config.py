@@ -92,6 +92,19 @@ def _pow2_at_least(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
+def _check_static_decode(engine: Engine, pool: Pool, kv: KvCache, longest: int, name: str) -> None:
+    """A static decode graph holds every sequence within its compiled length, and its whole cache in memory."""
+    length, batch = engine.static_decode, engine.batch_limit
+    if longest > length:
+        raise ValueError(f"{name}: static_decode: a sequence of {longest:,} tokens (prompt and output) exceeds the "
+                         f"{length:,} tokens the decode graph was compiled for")
+    need = batch * kv.sequence_bytes(length)
+    if need > kv.kv:
+        raise ValueError(f"{name}: static_decode: the decode graph's cache, {batch:,} lines of {length:,} tokens, "
+                         f"needs {need / 1e9:,.2f} GB per chip; {pool.kind} has {kv.kv / 1e9:,.2f} GB left after "
+                         f"{kv.weights / 1e9:,.1f} GB of weights: compile fewer lines (max_batch) or a shorter length")
+
+
 def price_pool(shape: ModelShape, spec, pool: Pool, precision: str, engine: Engine, workload: Workload, *,
                name: str, calibrated: bool = True) -> Priced:
     """A pool's memory and cost model; ValueError naming ``name`` when it cannot hold the model or a sequence."""
@@ -119,6 +132,8 @@ def price_pool(shape: ModelShape, spec, pool: Pool, precision: str, engine: Engi
                          f"chip; {pool.kind} has {kv.kv / 1e9:,.2f} GB left after {kv.weights / 1e9:,.1f} GB of "
                          f"weights at tp {pool.tp} x pp {pool.pp}: at most about {fit:,} tokens fit; use more chips "
                          f"per instance (a larger tp or pp) or shorter sequences")
+    if engine.static_decode is not None and pool.role != "prefill":
+        _check_static_decode(engine, pool, kv, longest, name)
     placement = Placement(pool.instance(0), pool.tp, pool.ep, pool.pp)
     if engine.kernels == "eager":
         if shape.latent is not None:
