@@ -92,12 +92,14 @@ def _pow2_at_least(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
-def _check_static_decode(engine: Engine, pool: Pool, kv: KvCache, longest: int, name: str) -> None:
-    """A static decode graph holds every sequence within its compiled length, and its whole cache in memory."""
+def _check_static_decode(engine: Engine, pool: Pool, kv: KvCache, longest_prompt: int, name: str) -> None:
+    """A static decode graph holds every prompt within its compiled length, and its whole cache in memory (the
+    prompt alone is checked: a row that prices its prompts padded to a context-encoding bucket, as the Neuron rows
+    do, states the padded length)."""
     length, batch = engine.static_decode, engine.batch_limit
-    if longest > length:
-        raise ValueError(f"{name}: static_decode: a sequence of {longest:,} tokens (prompt and output) exceeds the "
-                         f"{length:,} tokens the decode graph was compiled for")
+    if longest_prompt > length:
+        raise ValueError(f"{name}: static_decode: a prompt of {longest_prompt:,} tokens exceeds the {length:,} tokens "
+                         f"the decode graph was compiled for")
     need = batch * kv.sequence_bytes(length)
     if need > kv.kv:
         raise ValueError(f"{name}: static_decode: the decode graph's cache, {batch:,} lines of {length:,} tokens, "
@@ -133,7 +135,7 @@ def price_pool(shape: ModelShape, spec, pool: Pool, precision: str, engine: Engi
                          f"weights at tp {pool.tp} x pp {pool.pp}: at most about {fit:,} tokens fit; use more chips "
                          f"per instance (a larger tp or pp) or shorter sequences")
     if engine.static_decode is not None and pool.role != "prefill":
-        _check_static_decode(engine, pool, kv, longest, name)
+        _check_static_decode(engine, pool, kv, longest_in, name)
     placement = Placement(pool.instance(0), pool.tp, pool.ep, pool.pp)
     if engine.kernels == "eager":
         if shape.latent is not None:
