@@ -89,6 +89,39 @@ class _Arch:
         return None
 
 
+_LAYER_SHAPE = ("num_attention_heads", "num_key_value_heads", "head_dim", "hidden_size") + _WIDTHS
+"""Config fields a what-if takes as one value for every layer (its shapes, the KV cache, the tensor-parallel cut)."""
+
+
+def _per_layer_configs(config: Any) -> Any:
+    """transformers' per-layer view of a heterogeneous config, or () (also where the view cannot be built: a config
+    without ``num_hidden_layers``, which the caller refuses by name)."""
+    try:
+        layers = getattr(config, "per_layer_config", None)
+        return layers if layers is not None and len(layers) else ()
+    except Exception:
+        return ()
+
+
+def _varying_layer_shapes(config: Any) -> list[str]:
+    """The layer-shape fields (:data:`_LAYER_SHAPE`) ``config`` gives per layer with different values, each as
+    ``field (values)``: transformers' heterogeneous configs (``per_layer_config``: Gemma 4's head dims, dots3's
+    heads) and per-layer lists (Gemma 3n's MLP widths)."""
+    varying = []
+    for field in _LAYER_SHAPE:
+        try:
+            value = getattr(config, field, None)
+        except Exception:  # transformers' AmbiguousGlobalPerLayerAttributeError: the value is per layer
+            values = sorted({getattr(layer, field, None) for layer in _per_layer_configs(config)} - {None})
+            if len(values) > 1:
+                varying.append(f"{field} {'/'.join(str(v) for v in values)}")
+            continue
+        if isinstance(value, (list, tuple)):  # a list a layer, which the family's modules index
+            values = sorted({v for v in value if v is not None})
+            varying.append(f"{field} a list of {len(value)} ({'/'.join(str(v) for v in values)})")
+    return varying
+
+
 def _first_attr(obj: Any, names: tuple[str, ...], default: Any = None) -> Any:
     for n in names:
         value = getattr(obj, n, None)
@@ -165,6 +198,14 @@ class DecoderBlocks(ModelBlocks):
         # A multimodal config (Gemma 3, Llama 4, Qwen2-VL) holds its language model's: that decoder is cut.
         text = config.get_text_config() if hasattr(config, "get_text_config") else config
         config = copy.deepcopy(text if text is not None else config)
+        varying = _varying_layer_shapes(config)
+        if varying:
+            raise ValueError(f"model: {getattr(config, 'model_type', 'the model')} gives its layers' shapes per layer "
+                             f"({'; '.join(varying)}); a what-if prices decoder layers of one shape (heads, head dim "
+                             f"and MLP width shared by every layer, as its KV cache and tensor-parallel cut assume)")
+        if _per_layer_configs(config):
+            # a heterogeneous config whose layers agree on every shape field: its global values are the layers'
+            config.allow_global_per_layer_attribute_access = True
         config._attn_implementation = "sdpa"
         if hasattr(config, "head_dim") and config.head_dim is None:
             # A default config that leaves the head size to be derived (HunYuan) while its attention reads it as

@@ -167,7 +167,11 @@ def transformers_config(name: str) -> Any:
     from transformers import CONFIG_MAPPING
 
     if key in CONFIG_MAPPING and key in set(_hf_model_types()):
-        return CONFIG_MAPPING[key]()
+        try:
+            return CONFIG_MAPPING[key]()
+        except Exception as e:  # transformers' own validation of its default (e.g. a draft model's config)
+            raise ValueError(f"model: transformers cannot build its default {key!r} config ({type(e).__name__}: "
+                             f"{' '.join(str(e).split())}); give a transformers config with its values") from None
     raise ValueError(unknown_model_message(name))
 
 

@@ -12,6 +12,7 @@ half of every parameter but those Megatron keeps whole, named per family below."
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 
@@ -153,6 +154,34 @@ def test_a_state_space_model_is_refused_by_name():
                                          num_attention_heads=4, num_key_value_heads=2)
     with pytest.raises(ValueError, match="model: falcon_h1 has state-space \\(Mamba\\) layers"):
         DecoderBlocks(config)
+
+
+@pytest.mark.parametrize("model_type, varying", [
+    ("gemma4_text", "head_dim 256/512"),  # transformers' per-layer config: sliding and global layers differ
+    ("dots3_note_text", "num_attention_heads 64/128; num_key_value_heads 64/128"),
+    ("gemma3n_text", "intermediate_size a list of 35 (16384)"),  # a width a layer, which its modules index
+])
+def test_layers_of_different_shapes_are_refused_by_name_in_both_what_ifs(model_type, varying):
+    # Before: transformers' AmbiguousGlobalPerLayerAttributeError, or a TypeError on a list, from deep inside.
+    import interop
+    from planner.serving import Workload, serving_whatif
+
+    message = re.escape(f"model: {model_type} gives its layers' shapes per layer ({varying}); a what-if prices")
+    config = transformers.CONFIG_MAPPING[model_type]()
+    with pytest.raises(ValueError, match=message):
+        DecoderBlocks(config)
+    with pytest.raises(ValueError, match=message):
+        interop.whatif(model_type, "h100:8", global_batch=8, seq_len=512)
+    with pytest.raises(ValueError, match=message):
+        serving_whatif(model_type, "h100:8", workload=Workload(256, 32, requests=8))
+
+
+def test_a_default_config_transformers_cannot_build_is_a_value_error_naming_the_model():
+    from planner.models import transformers_config
+
+    with pytest.raises(ValueError, match="model: transformers cannot build its default 'gemma4_assistant' config "
+                                         "\\(StrictDataclassClassValidationError: .*hidden_size_per_layer_input"):
+        transformers_config("gemma4_assistant")
 
 
 def test_a_linear_attention_layer_is_traced_without_a_causal_mask_matrix():
