@@ -46,9 +46,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--max-batch", type=int, default=None, help="most sequences in flight per instance")
     parser.add_argument("--head-padding", action="store_true",
                         help="pad attention heads a --tp does not cut, as NxD Inference (Trainium) does")
-    parser.add_argument("--nxd-inference", action="store_true",
+    parser.add_argument("--nxd-inference", choices=["auto", "on", "off"], default="auto",
                         help="the engine runs NxD Inference's models (vLLM Neuron, optimum-neuron): NxD's MoE "
-                             "dispatch, and on Trainium the serving efficiencies fitted under it")
+                             "dispatch and the serving efficiencies fitted under it; auto (default): on Trainium pools")
     parser.add_argument("--static-decode", type=int, default=None, metavar="TOKENS",
                         help="a static-shape decode graph compiled for --max-batch lines of TOKENS cached tokens: "
                              "every step runs all of them (NxD Inference without bucketing)")
@@ -106,8 +106,9 @@ def _arguments(args) -> dict:
                 decode=parse_pool(args.decode, "decode") if args.decode else None, slo=slo or None,
                 search=args.search, objective=args.objective,
                 engine=Engine(max_batch=args.max_batch, head_padding=args.head_padding,
-                              nxd_inference=args.nxd_inference, static_decode=args.static_decode)
-                if args.max_batch or args.head_padding or args.nxd_inference or args.static_decode is not None
+                              nxd_inference={"auto": None, "on": True, "off": False}[args.nxd_inference],
+                              static_decode=args.static_decode)
+                if args.max_batch or args.head_padding or args.nxd_inference != "auto" or args.static_decode is not None
                 else None)
 
 

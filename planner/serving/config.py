@@ -147,8 +147,8 @@ def price_pool(shape: ModelShape, spec, pool: Pool, precision: str, engine: Engi
         cost = EagerCost(shape, pool.kind, prec, placement, spec)
     else:
         cost = FusedCost(shape, pool.kind, prec, placement, pricer_for(spec),
-                         serving_efficiency(pool.kind, nxd_inference=engine.nxd_inference), calibrated=calibrated,
-                         local_cache=engine.local_cache, nxd_inference=engine.nxd_inference,
+                         serving_efficiency(pool.kind, nxd_inference=engine.nxd_for(pool.kind)), calibrated=calibrated,
+                         local_cache=engine.local_cache, nxd_inference=engine.nxd_for(pool.kind),
                          static_decode=(None if engine.static_decode is None
                                         else (engine.batch_limit, engine.static_decode)))
     return Priced(pool, prec, kv, cost)

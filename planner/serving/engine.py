@@ -86,9 +86,11 @@ class Engine:
     (``modeling_base``'s KV cache is ``max_batch x`` this many tokens, read whole). None (TensorRT-LLM, vLLM and SGLang
     on GPUs): the running sequences only, each over its own cache."""
 
-    nxd_inference: bool = False
+    nxd_inference: bool | None = None
     """The engine runs NxD Inference's models (NxD Inference itself, and the Neuron engines built on it: vLLM Neuron,
-    optimum-neuron). Its routed experts run NxD's ``ExpertMLPs`` (neuronx-distributed ``modules/moe/
+    optimum-neuron). None (the default): on Trainium pools, whose serving stacks all run them, and nowhere else
+    (:meth:`nxd_for`); True or False: on every pool (False on Trainium: Transformers NeuronX, or a what-if's GPU-style
+    engine). Its routed experts run NxD's ``ExpertMLPs`` (neuronx-distributed ``modules/moe/
     expert_mlps_v2.py``, the same dispatch in every release since 2.21) instead of a grouped GEMM over the experts the
     tokens reach: at token generation, below one routed pair an expert (``tokens x top_k < experts``) each pair loads
     its expert's weights (selective loading), otherwise every expert runs every token; at context encoding, selective
@@ -108,9 +110,11 @@ class Engine:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name}: expected a positive integer, got {value!r}")
-        for name in ("local_cache", "head_padding", "nxd_inference"):
+        for name in ("local_cache", "head_padding"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name}: expected True or False, got {getattr(self, name)!r}")
+        if self.nxd_inference is not None and not isinstance(self.nxd_inference, bool):
+            raise ValueError(f"nxd_inference: expected True, False or None (on Trainium), got {self.nxd_inference!r}")
         if self.head_padding and self.kernels == "eager":
             raise ValueError("head_padding: the eager engine runs the model's own modules, whose heads are not padded; "
                              "pad heads with kernels='fused'")
@@ -125,6 +129,16 @@ class Engine:
                              "model NxD Inference's graphs with kernels='fused'")
         if not isinstance(self.kv_fraction, (int, float)) or not 0 < self.kv_fraction <= 1:
             raise ValueError(f"kv_fraction: expected a share in (0, 1], got {self.kv_fraction!r}")
+
+    def nxd_for(self, kind: str) -> bool:
+        """Whether a pool of ``kind`` runs NxD Inference's models (:attr:`nxd_inference`; never the eager engine)."""
+        if self.kernels == "eager":
+            return False
+        if self.nxd_inference is not None:
+            return self.nxd_inference
+        import devices
+
+        return devices.chip(kind).family == "trainium"
 
     @property
     def batch_limit(self) -> int:

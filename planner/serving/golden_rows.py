@@ -57,8 +57,9 @@ NEURON = ("AWS Neuron docs, Trn1 inference performance, throughput_data_decoder.
 
 
 def STATIC(batch: int) -> Engine:
-    """A static batch (Transformers NeuronX): ``batch`` prompts prefilled together, then decoded together."""
-    return Engine(chunked_prefill=False, max_batch=batch, max_num_tokens=1 << 30)
+    """A static batch (Transformers NeuronX, not NxD Inference): ``batch`` prompts prefilled together, then decoded
+    together."""
+    return Engine(chunked_prefill=False, max_batch=batch, max_num_tokens=1 << 30, nxd_inference=False)
 
 
 def NXDI_STATIC(batch: int) -> Engine:

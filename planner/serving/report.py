@@ -28,7 +28,8 @@ def configuration_rows(parallel: dict) -> list[tuple[str, str]]:
     text = (f"{kernels}: {SERVING_ENGINES[kernels]}, batch up to {parallel['max_batch']:,}, "
             f"{parallel['max_num_tokens']:,} tokens per iteration")
     if parallel.get("nxd_inference"):
-        text += ", NxD Inference's models (its experts' dispatch, its fitted entry on Trainium)"
+        text += (f", NxD Inference's models on {'/'.join(parallel['nxd_inference'])} (its experts' dispatch, its "
+                 f"fitted entry)")
     if parallel.get("static_decode"):
         text += (f", a static decode graph ({parallel['max_batch']:,} lines over {parallel['static_decode']:,} "
                  f"cached tokens each, every step)")

@@ -221,7 +221,8 @@ def _phases(priced, sim: Simulation, mean_in: float, mean_out: float, engine: En
 def _parallel_dict(config: Config, priced) -> dict:
     out: dict = {"precision": config.precision, "kernels": config.engine.kernels,
                  "max_batch": config.engine.batch_limit, "max_num_tokens": config.engine.max_num_tokens,
-                 "nxd_inference": config.engine.nxd_inference, "static_decode": config.engine.static_decode}
+                 "nxd_inference": sorted({p.pool.kind for p in priced if config.engine.nxd_for(p.pool.kind)}),
+                 "static_decode": config.engine.static_decode}
     for p in priced:
         entry = p.pool.as_dict()
         entry.update(weights_gb=round(p.kv.weights / 1e9, 2), kv_cache_gb=round(p.kv.kv / 1e9, 2),

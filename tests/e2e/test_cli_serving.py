@@ -128,13 +128,14 @@ def test_nxd_inference_and_a_static_decode_graph(capsys, tmp_path):
     argv = ["--model", "mixtral-8x7b", "--rack", "trn1:16", "--tp", "16", "--isl", "256", "--osl", "16",
             "--requests", "2", "--concurrency", "1"]
     path = tmp_path / "est.json"
-    code, out, _ = run(capsys, *argv, "--max-batch", "8", "--nxd-inference", "--static-decode", "1024",
-                       "--json", str(path))
-    assert code == 0 and "NxD Inference's models" in " ".join(out.split())
+    code, out, _ = run(capsys, *argv, "--max-batch", "8", "--static-decode", "1024", "--json", str(path))
+    assert code == 0 and "NxD Inference's models on trn1" in " ".join(out.split())  # by default on Trainium
     static = json.loads(path.read_text())[0]
-    assert static["parallel"]["nxd_inference"] is True and static["parallel"]["static_decode"] == 1024
-    code, _, _ = run(capsys, *argv, "--max-batch", "8", "--nxd-inference", "--json", str(path))
+    assert static["parallel"]["nxd_inference"] == ["trn1"] and static["parallel"]["static_decode"] == 1024
+    code, _, _ = run(capsys, *argv, "--max-batch", "8", "--nxd-inference", "on", "--json", str(path))
     paged = json.loads(path.read_text())[0]
     assert code == 0 and static["tpot"]["p50"] > paged["tpot"]["p50"]
     code, _, err = run(capsys, *argv, "--static-decode", "1024")
     assert code == 2 and "static_decode: a compiled graph has a batch; give max_batch" in err
+    code, out, _ = run(capsys, *argv, "--nxd-inference", "off")
+    assert code == 0 and "NxD Inference" not in out

@@ -79,7 +79,7 @@ def test_the_serving_claim_is_the_serving_whatif_of_gpt_oss_on_both_ultraservers
         assert est.parallel["kernels"] == "fused"  # the production engine, named
     assert row.found == pytest.approx(per_chip[claims_module.TRN3] / per_chip[claims_module.TRN2])
     # like for like the chips' ratios are 1.94x (FP8 peak), 1.69x (HBM bandwidth) and 1.5x (capacity: larger
-    # batches), well short of the claimed 3x. The modelled ratio is 1.29x: each rack's default layout is the least
+    # batches), well short of the claimed 3x. The modelled ratio is 1.28x: each rack's default layout is the least
     # parallel that holds MIN_SEQUENCES, one Trn3 a replica (118 GB of FP8 weights, 31 GB of KV cache) against two
     # Trn2 (59 GB, 39 GB each), and the default engine allocates GPT-OSS's sliding-window layers for the whole
     # sequence (Engine.local_cache, TensorRT-LLM's way), so Trn3 holds fewer sequences per chip than Trn2

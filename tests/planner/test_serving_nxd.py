@@ -101,7 +101,7 @@ def test_trainium_under_nxd_inference_takes_the_entry_fitted_under_it():
     (dict(static_decode=4096), "static_decode: a compiled graph has a batch; give max_batch"),
     (dict(max_batch=8, static_decode=0), "static_decode: expected a positive compiled sequence length"),
     (dict(max_batch=8, static_decode=True), "static_decode: expected a positive compiled sequence length"),
-    (dict(nxd_inference="yes"), "nxd_inference: expected True or False"),
+    (dict(nxd_inference="yes"), "nxd_inference: expected True, False or None"),
     (dict(kernels="eager", nxd_inference=True), "static_decode, nxd_inference: the eager engine"),
     (dict(kernels="eager", max_batch=2, static_decode=64), "static_decode, nxd_inference: the eager engine"),
 ])
@@ -115,8 +115,8 @@ def test_the_estimate_names_the_nxd_engine_and_its_static_graph():
     est = serving_whatif(MODELS["qwen3-30b-a3b"], "trn2:1", workload=Workload(256, 16, concurrency=1, requests=2),
                          engine=engine)
     text = " ".join(str(est).split())
-    assert "NxD Inference's models" in text and "a static decode graph (4 lines over 1,024 cached tokens each" in text
-    assert est.parallel["nxd_inference"] is True and est.parallel["static_decode"] == 1024
+    assert "NxD Inference's models on trn2" in text and "a static decode graph (4 lines over 1,024 cached tokens each" in text
+    assert est.parallel["nxd_inference"] == ["trn2"] and est.parallel["static_decode"] == 1024
     # one request at a time, yet every step is the compiled batch's: the same TPOT at another prompt length
     other = serving_whatif(MODELS["qwen3-30b-a3b"], "trn2:1", workload=Workload(64, 16, concurrency=1, requests=2),
                            engine=engine)
@@ -133,3 +133,23 @@ def test_a_static_decode_graph_must_hold_its_sequences_and_its_cache():
                                          r"needs 412\.32 GB per chip; trn2 has"):
         serving_whatif(model, "trn2:1", workload=Workload(1000, 100, requests=2),
                        engine=Engine(max_batch=1024, nxd_inference=True, static_decode=4096))
+
+
+def test_trainium_pools_run_nxd_inference_by_default_and_gpu_pools_do_not():
+    # Every serving stack on Trainium runs NxD Inference's models, so a what-if's default engine does there.
+    engine = Engine()
+    assert engine.nxd_inference is None and engine.nxd_for("trn2") and engine.nxd_for("trn1")
+    assert not engine.nxd_for("h100") and not engine.nxd_for("b200")
+    assert not Engine(nxd_inference=False).nxd_for("trn2") and Engine(nxd_inference=True).nxd_for("h100")
+    assert not Engine(kernels="eager").nxd_for("trn2")
+    model, work = MODELS["qwen3-30b-a3b"], Workload(512, 64, concurrency=4, requests=8)
+    auto = serving_whatif(model, "trn2:1", workload=work)
+    assert auto.tpot.p50 == serving_whatif(model, "trn2:1", workload=work, engine=Engine(nxd_inference=True)).tpot.p50
+    gpu_style = serving_whatif(model, "trn2:1", workload=work, engine=Engine(nxd_inference=False))
+    assert auto.parallel["nxd_inference"] == ["trn2"] and gpu_style.parallel["nxd_inference"] == []
+    # 4 x top-8 = 32 pairs of 128 experts: 32 selective loads a layer where the grouped GEMM streams the ~29 distinct
+    # experts the pairs reach, once
+    assert auto.tpot.p50 > gpu_style.tpot.p50
+    mixed = serving_whatif(model, "trn2:1+h100:1", workload=work, prefill=dict(kind="trn2", chips=1),
+                           decode=dict(kind="h100", chips=1))
+    assert mixed.parallel["nxd_inference"] == ["trn2"]
