@@ -37,6 +37,7 @@ class ModelBlocks:
 
     def __init__(self) -> None:
         self._profiles: dict[tuple[Hashable, Shard], BlockProfile] = {}
+        self._untraceable: dict[tuple[Hashable, Shard], str] = {}
 
     def __len__(self) -> int:
         return len(self.names)
@@ -66,12 +67,32 @@ class ModelBlocks:
                 name = profile_cache.key(identity, key[0], shard)
                 found = profile_cache.load(name)
                 if found is None:
-                    found = self._trace(index, shard)
+                    found = self._traced(index, shard, key)
                     profile_cache.store(name, found)
             else:
-                found = self._trace(index, shard)
+                found = self._traced(index, shard, key)
             self._profiles[key] = found
         return found
+
+    def _traced(self, index: int, shard: Shard, key: tuple) -> BlockProfile:
+        """:meth:`_trace`, a family's modules that fail to build or run on the meta device (or cut as ``shard``)
+        reported as a ValueError naming the block and the cut, once per signature and shard (a layout search then
+        leaves that cut out: :func:`planner.search.candidates` callers skip what raises ValueError)."""
+        if key in self._untraceable:
+            raise ValueError(self._untraceable[key])
+        try:
+            return self._trace(index, shard)
+        except (ValueError, KeyboardInterrupt, MemoryError):
+            raise
+        except Exception as error:
+            cut = {f: getattr(shard, f) for f in ("tp", "cp", "ep") if getattr(shard, f, 1) > 1}
+            what = (f"cannot be traced cut as {', '.join(f'{f}={v}' for f, v in cut.items())} (its family's modules "
+                    f"do not take the tensor-parallel cut the what-if applies; a layout without it may)" if cut
+                    else "does not build or run on the meta device (its family is not one the what-if traces)")
+            message = (f"{'parallel' if cut else 'model'}: {self.name}'s block {self.names[index]} {what}: "
+                       f"{type(error).__name__}: {' '.join(str(error).split())[:300]}")
+            self._untraceable[key] = message
+            raise ValueError(message) from error
 
     def chunk_collectives(self, chunk: range, shard: Shard) -> tuple:
         """Collectives a stage running the blocks ``chunk`` cut as ``shard`` issues per microbatch besides its

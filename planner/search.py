@@ -183,13 +183,13 @@ def search(blocks: ModelBlocks, spec, *, global_batch: int, seq_len: int, precis
     kind = spec.slot(0).kind
     pool = []
     for par in cands:
-        if _static_bytes(blocks, par, seq_len, optimizer) > found.capacity:
-            found.skipped += 1
-            continue
         try:
+            if _static_bytes(blocks, par, seq_len, optimizer) > found.capacity:
+                found.skipped += 1
+                continue
             pool.append((compute_bound(blocks, par, global_batch=global_batch, seq_len=seq_len, precision=precision,
                                        kind=kind), par))
-        except ValueError as error:
+        except ValueError as error:  # a cut the model's modules do not take (ModelBlocks.profile)
             found.rejected.append((par, str(error)))
 
     def evaluate(par: Parallel):
@@ -226,12 +226,20 @@ def default_parallel(blocks: ModelBlocks, spec, *, global_batch: int, seq_len: i
     if not plain:
         raise ValueError(f"parallel: no configuration of {blocks.name} divides {spec.name} with a global batch of "
                          f"{global_batch}")
-    fitting = [c for c in plain if _static_bytes(blocks, c, seq_len, optimizer) <= DEFAULT_HEADROOM * capacity]
-    fitting = fitting or plain  # nothing leaves room: ranked alike (the step model will say it does not fit)
     kind = spec.slot(0).kind
-    bound = {c: compute_bound(blocks, c, global_batch=global_batch, seq_len=seq_len, precision=precision, kind=kind)
-             for c in fitting}
-    fastest = min(bound.values())
+    static, bound, refused = {}, {}, []
+    for c in plain:
+        try:
+            static[c] = _static_bytes(blocks, c, seq_len, optimizer)
+            bound[c] = compute_bound(blocks, c, global_batch=global_batch, seq_len=seq_len, precision=precision,
+                                     kind=kind)
+        except ValueError as error:  # a cut the model's modules do not take (ModelBlocks.profile)
+            refused.append(str(error))
+    if not bound:
+        raise ValueError(refused[0])
+    fitting = [c for c in bound if static[c] <= DEFAULT_HEADROOM * capacity]
+    fitting = fitting or list(bound)  # nothing leaves room: ranked alike (the step model will say it does not fit)
+    fastest = min(bound[c] for c in fitting)
     near = [c for c in fitting if bound[c] <= fastest * (1 + DEFAULT_TOLERANCE)]
     # a context-parallel group is chips and model parallelism like a TP group (leaving CP out ranked the most
     # context parallel first: CP4 x DP32 as 32 chips against CP1 x DP128's 128)

@@ -176,6 +176,40 @@ def test_layers_of_different_shapes_are_refused_by_name_in_both_what_ifs(model_t
         serving_whatif(model_type, "h100:8", workload=Workload(256, 32, requests=8))
 
 
+def test_a_cut_a_family_does_not_take_is_refused_by_name_and_left_out_of_the_default_layout():
+    # GPT-OSS's grouped GEMM needs 16-byte strides: 24 expert columns cut 2 ways are 12 bf16 elements (24 bytes), so
+    # the tp=2 trace fails inside torch. Before: that RuntimeError escaped whatif, on any rack where the default
+    # layout tried tp=2. Now an asked-for tp=2 is a ValueError naming the cut; the default layout leaves it out.
+    import interop
+
+    config = transformers.GptOssConfig(vocab_size=256, hidden_size=64, intermediate_size=24, num_hidden_layers=2,
+                                       num_attention_heads=4, num_key_value_heads=2, head_dim=16, num_local_experts=4,
+                                       num_experts_per_tok=2)
+    with pytest.raises(ValueError, match=r"parallel: gpt_oss's block layers\.0 cannot be traced cut as tp=2 .*"
+                                         r"RuntimeError: Expected mat_a stride"):
+        interop.whatif(config, "h100:8", global_batch=8, seq_len=128, parallel=dict(tp=2))
+    est = interop.whatif(config, "h100:8", global_batch=8, seq_len=128)
+    assert est.parallel["tp"] == 1 and est.seconds > 0
+    # the same refusal, remembered: asked again, no second trace
+    blocks = DecoderBlocks(config)
+    with pytest.raises(ValueError, match="cannot be traced cut as tp=2"):
+        blocks.profile(1, Shard(microbatch=1, seq_len=128, tp=2))
+    traced = blocks._trace
+    blocks._trace = lambda *a: pytest.fail("traced again")
+    with pytest.raises(ValueError, match="cannot be traced cut as tp=2"):
+        blocks.profile(1, Shard(microbatch=1, seq_len=128, tp=2))
+    blocks._trace = traced
+
+
+def test_a_family_that_does_not_build_on_meta_is_a_value_error_naming_it():
+    # DBRX's default config lacks what its own attention reads (transformers' AttributeError): named, not raised raw
+    import interop
+
+    with pytest.raises(ValueError, match="model: dbrx's block embedding does not build or run on the meta device .*"
+                                         "AttributeError: 'DbrxAttentionConfig' object has no attribute 'rope_theta'"):
+        interop.whatif("dbrx", "h100:8", global_batch=8, seq_len=128)
+
+
 def test_a_default_config_transformers_cannot_build_is_a_value_error_naming_the_model():
     from planner.models import transformers_config
 
