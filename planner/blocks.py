@@ -56,7 +56,12 @@ class ModelBlocks:
         """The :class:`BlockProfile` of block ``index`` cut as ``shard`` (traced once per signature)."""
         if not 0 <= index < len(self):
             raise IndexError(f"block {index} out of range: {self.name} has {len(self)} blocks")
-        key = (self.signature(index), shard)
+        try:
+            key = (self.signature(index), shard)
+        except (ValueError, KeyboardInterrupt, MemoryError):
+            raise
+        except Exception as error:  # the signature builds the model's layers
+            raise self._untraced(index, None, error) from error
         found = self._profiles.get(key)
         if found is None:
             self.check_shard(shard)
@@ -85,14 +90,18 @@ class ModelBlocks:
         except (ValueError, KeyboardInterrupt, MemoryError):
             raise
         except Exception as error:
-            cut = {f: getattr(shard, f) for f in ("tp", "cp", "ep") if getattr(shard, f, 1) > 1}
-            what = (f"cannot be traced cut as {', '.join(f'{f}={v}' for f, v in cut.items())} (its family's modules "
-                    f"do not take the tensor-parallel cut the what-if applies; a layout without it may)" if cut
-                    else "does not build or run on the meta device (its family is not one the what-if traces)")
-            message = (f"{'parallel' if cut else 'model'}: {self.name}'s block {self.names[index]} {what}: "
-                       f"{type(error).__name__}: {' '.join(str(error).split())[:300]}")
-            self._untraceable[key] = message
-            raise ValueError(message) from error
+            refusal = self._untraced(index, shard, error)
+            self._untraceable[key] = str(refusal)
+            raise refusal from error
+
+    def _untraced(self, index: int, shard: Shard | None, error: Exception) -> ValueError:
+        """The ValueError for block ``index`` failing to build or trace cut as ``shard`` (None: uncut)."""
+        cut = {f: getattr(shard, f) for f in ("tp", "cp", "ep") if getattr(shard, f, 1) > 1} if shard else {}
+        what = (f"cannot be traced cut as {', '.join(f'{f}={v}' for f, v in cut.items())} (its family's modules "
+                f"do not take the tensor-parallel cut the what-if applies; a layout without it may)" if cut
+                else "does not build or run on the meta device (its family is not one the what-if traces)")
+        return ValueError(f"{'parallel' if cut else 'model'}: {self.name}'s block {self.names[index]} {what}: "
+                          f"{type(error).__name__}: {' '.join(str(error).split())[:300]}")
 
     def chunk_collectives(self, chunk: range, shard: Shard) -> tuple:
         """Collectives a stage running the blocks ``chunk`` cut as ``shard`` issues per microbatch besides its

@@ -208,6 +208,10 @@ def test_a_family_that_does_not_build_on_meta_is_a_value_error_naming_it():
     with pytest.raises(ValueError, match="model: dbrx's block embedding does not build or run on the meta device .*"
                                          "AttributeError: 'DbrxAttentionConfig' object has no attribute 'rope_theta'"):
         interop.whatif("dbrx", "h100:8", global_batch=8, seq_len=128)
+    # a family whose whole model (built for the layers' signatures) fails in its own constructor
+    with pytest.raises(ValueError, match="model: qwen4_exp_text's block layers.0 does not build or run on the meta "
+                                         "device .*TypeError: unsupported operand"):
+        interop.whatif("qwen4_exp_text", "h100:8", global_batch=8, seq_len=128)
 
 
 def test_a_default_config_transformers_cannot_build_is_a_value_error_naming_the_model():
