@@ -30,21 +30,35 @@ def run(args, cwd, timeout=300):
                           cwd=cwd)
 
 
-def gloo_reference(args, cwd, timeout=300):
-    """The plain-torch CPU run a distributed test compares with (torchrun or mp.spawn). Torch's own Gloo runs (no
-    interop in them: FSDP2, DDP under torchrun, DDP under mp.spawn) died at exit in fresh clones' suites,
-    'terminate called without an active exception' in one rank after training (about 1 run in 11 of the mp.spawn
-    script here); that torch failure, and only it, is run again, up to twice."""
+GLOO_EXIT_ABORT = "terminate called without an active exception"
+"""How torch's own Gloo process group dies at exit, after training, in one rank (a C++ thread torn down at
+interpreter exit, no Python frame): about 1 run in 11 of the plain mp.spawn DDP script here, with no interop in the
+process, and so also under `hybrid run`, whose children tear down the same Gloo group."""
+
+
+def gloo_run(args, cwd, timeout=300):
+    """A distributed run (torchrun or mp.spawn) whose exit may hit :data:`GLOO_EXIT_ABORT`: that torch failure, and
+    only it, is run again, up to twice; every other failure, and every result, is the test's to check."""
     out = run(args, cwd, timeout=timeout)
     for _ in range(2):
-        if out.returncode == 0 or "terminate called without an active exception" not in out.stderr:
+        if out.returncode == 0 or GLOO_EXIT_ABORT not in out.stderr:
             break
         out = run(args, cwd, timeout=timeout)
     return out
 
 
+def gloo_reference(args, cwd, timeout=300):
+    """The plain-torch CPU run a distributed test compares with (torchrun or mp.spawn): :func:`gloo_run`."""
+    return gloo_run(args, cwd, timeout)
+
+
 def hybrid(*args, cwd, timeout=300):
     return run(["-m", "interop.run", *args], cwd, timeout)
+
+
+def hybrid_distributed(*args, cwd, timeout=300):
+    """`hybrid run` of a script that starts its own Gloo ranks (mp.spawn): :func:`gloo_run`."""
+    return gloo_run(["-m", "interop.run", *args], cwd, timeout)
 
 
 def script(name: str) -> str:
@@ -152,8 +166,8 @@ def test_ddp_under_torchrun_matches_gloo_on_the_cpu(tmp_path):
     torchrun = ["-m", "torch.distributed.run", "--nproc_per_node=2", "--standalone"]
     native = gloo_reference([*torchrun, script("ddp_train.py"), "--out", "gloo.pt"], tmp_path, timeout=240)
     assert native.returncode == 0, native.stderr[-3000:]
-    layer = run([*torchrun, "-m", "interop.run", "--report", "ddp", script("ddp_train.py"), "--out", "hybrid.pt"],
-                tmp_path, timeout=240)
+    layer = gloo_run([*torchrun, "-m", "interop.run", "--report", "ddp", script("ddp_train.py"), "--out",
+                      "hybrid.pt"], tmp_path, timeout=240)
     assert layer.returncode == 0, layer.stderr[-3000:]
     assert "(nccl)" in layer.stdout and "(gloo)" in native.stdout  # get_backend() answers in CUDA's terms
     reference, got = torch.load(tmp_path / "gloo.pt"), torch.load(tmp_path / "hybrid.pt")

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from interop.cuda_layer import nccl_surface
-from tests.interop.cuda_layer.test_cuda_layer import run, script
+from tests.interop.cuda_layer.test_cuda_layer import gloo_run, script
 
 TORCHRUN = ["-m", "torch.distributed.run", "--nproc_per_node=2", "--standalone"]
 
@@ -18,7 +18,7 @@ TORCHRUN = ["-m", "torch.distributed.run", "--nproc_per_node=2", "--standalone"]
 @pytest.fixture(scope="module")
 def walk(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("nccl")
-    out = run([*TORCHRUN, "-m", "interop.run", script("nccl_walk.py"), "--out", "walk"], tmp, timeout=400)
+    out = gloo_run([*TORCHRUN, "-m", "interop.run", script("nccl_walk.py"), "--out", "walk"], tmp, timeout=400)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     ranks = []
     for rank in (0, 1):

@@ -14,7 +14,8 @@ import zipfile
 import pytest
 import torch
 
-from tests.interop.cuda_layer.test_cuda_layer import _env, gloo_reference, hybrid, load, run, script
+from tests.interop.cuda_layer.test_cuda_layer import (_env, gloo_reference, gloo_run, hybrid, hybrid_distributed,
+                                                      load, run, script)
 
 TORCHRUN = ["-m", "torch.distributed.run", "--nproc_per_node=2", "--standalone"]
 
@@ -60,8 +61,8 @@ def test_cuda_graphs_capture_and_replay_as_the_eager_steps_on_the_cpu(tmp_path):
 def test_ddp_started_by_mp_spawn_runs_its_children_on_the_rack(tmp_path):
     cpu = gloo_reference([script("spawn_ddp.py"), "--world", "2", "--port", "29611", "--out", "cpu.pt"], tmp_path,
                          timeout=300)
-    layer = hybrid("--rack", "trn3:1+h100:2", script("spawn_ddp.py"), "--port", "29612", "--out", "slot.pt",
-                   cwd=tmp_path, timeout=400)
+    layer = hybrid_distributed("--rack", "trn3:1+h100:2", script("spawn_ddp.py"), "--port", "29612", "--out",
+                               "slot.pt", cwd=tmp_path, timeout=400)
     assert cpu.returncode == 0, cpu.stderr[-3000:]
     assert layer.returncode == 0, layer.stderr[-3000:]
     assert "rank 0 of 2 on cuda:0: NVIDIA H100" in layer.stdout  # the children saw the parent's rack and map
@@ -75,8 +76,8 @@ def test_fsdp2_with_device_id_and_cuda_graphs_under_torchrun_equals_gloo_on_the_
     # replays must issue FSDP's collectives and redo its storage frees and allocations, or the losses go NaN.
     cpu = gloo_reference([*TORCHRUN, script("fsdp2_train.py"), "--steps", "4", "--graphs", "--out", "cpu.pt"],
                           tmp_path, timeout=400)
-    layer = run([*TORCHRUN, "-m", "interop.run", script("fsdp2_train.py"), "--steps", "4", "--graphs",
-                 "--out", "slot.pt"], tmp_path, timeout=400)
+    layer = gloo_run([*TORCHRUN, "-m", "interop.run", script("fsdp2_train.py"), "--steps", "4", "--graphs",
+                      "--out", "slot.pt"], tmp_path, timeout=400)
     assert cpu.returncode == 0, cpu.stderr[-3000:]
     assert layer.returncode == 0, layer.stderr[-3000:]
     assert "rank 0 on cuda:0 (nccl)" in layer.stdout and "rank 0 on cpu (gloo)" in cpu.stdout
@@ -229,8 +230,8 @@ def test_tensor_parallel_attention_on_dtensors_trains_as_the_unsharded_model(tmp
     unsharded on the CPU, in the same process. After one eager step the parallel forward and backward are
     captured in a CUDA graph and replayed (torchtitan's trainer): the capture holds the plain ops under DTensor
     and its functional collectives, which each replay issues and waits for."""
-    layer = run([*TORCHRUN, "-m", "interop.run", script("tp_attention_train.py"), "--steps", "4", "--graphs",
-                 "--out", "tp.json"], tmp_path, timeout=400)
+    layer = gloo_run([*TORCHRUN, "-m", "interop.run", script("tp_attention_train.py"), "--steps", "4", "--graphs",
+                      "--out", "tp.json"], tmp_path, timeout=400)
     assert layer.returncode == 0, layer.stderr[-3000:]
     got = load(tmp_path / "tp.json")
     assert got["device"] == "cuda" and got["world"] == 2
