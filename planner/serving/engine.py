@@ -127,6 +127,9 @@ class Engine:
         if self.kernels == "eager" and (self.static_decode is not None or self.nxd_inference):
             raise ValueError("static_decode, nxd_inference: the eager engine runs transformers' own modules; "
                              "model NxD Inference's graphs with kernels='fused'")
+        if self.kernels == "eager" and (self.chunked_prefill or self.prefill_requests != 1):
+            raise ValueError("kernels: the eager engine (interop.serve's) prefills one whole prompt per iteration; "
+                             "give chunked_prefill=False and prefill_requests=1, or use Engine.eager(max_batch)")
         if not isinstance(self.kv_fraction, (int, float)) or not 0 < self.kv_fraction <= 1:
             raise ValueError(f"kv_fraction: expected a share in (0, 1], got {self.kv_fraction!r}")
 

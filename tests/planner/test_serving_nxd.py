@@ -104,6 +104,8 @@ def test_trainium_under_nxd_inference_takes_the_entry_fitted_under_it():
     (dict(nxd_inference="yes"), "nxd_inference: expected True, False or None"),
     (dict(kernels="eager", nxd_inference=True), "static_decode, nxd_inference: the eager engine"),
     (dict(kernels="eager", max_batch=2, static_decode=64), "static_decode, nxd_inference: the eager engine"),
+    (dict(kernels="eager"), r"kernels: the eager engine \(interop.serve's\) prefills one whole prompt per iteration; "
+                            r"give chunked_prefill=False and prefill_requests=1, or use Engine.eager"),
 ])
 def test_engine_refuses_bad_nxd_fields(kwargs, match):
     with pytest.raises(ValueError, match=match):
@@ -141,7 +143,7 @@ def test_trainium_pools_run_nxd_inference_by_default_and_gpu_pools_do_not():
     assert engine.nxd_inference is None and engine.nxd_for("trn2") and engine.nxd_for("trn1")
     assert not engine.nxd_for("h100") and not engine.nxd_for("b200")
     assert not Engine(nxd_inference=False).nxd_for("trn2") and Engine(nxd_inference=True).nxd_for("h100")
-    assert not Engine(kernels="eager").nxd_for("trn2")
+    assert not Engine.eager().nxd_for("trn2")
     model, work = MODELS["qwen3-30b-a3b"], Workload(512, 64, concurrency=4, requests=8)
     auto = serving_whatif(model, "trn2:1", workload=work)
     assert auto.tpot.p50 == serving_whatif(model, "trn2:1", workload=work, engine=Engine(nxd_inference=True)).tpot.p50
