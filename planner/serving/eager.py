@@ -203,6 +203,29 @@ _KEEP = frozenset({"aten::copy_", "aten::_copy_from"})
 """Composite ops a slot records as one item (a copy)."""
 
 
+def _balanced_offsets(func, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """``args, kwargs`` of a grouped matmul (``torch._grouped_mm``: a 2-D first input, ``offs`` its groups' row
+    ends) with meta offsets replaced by balanced ones on the host: the slot's composite loops over the groups by
+    ``offs``, which meta tensors cannot give; the rows split evenly over the groups is the what-if's assumption of
+    the experts' routing (planner/decoder_blocks.py)."""
+    import torch
+
+    names = [a.name for a in func._schema.arguments]
+    if "offs" not in names:
+        return args, kwargs
+    where = names.index("offs")
+    offs = args[where] if where < len(args) else kwargs.get("offs")
+    first = args[0] if args else None
+    if (not isinstance(offs, torch.Tensor) or offs.device.type != "meta" or offs.dim() != 1 or offs.numel() == 0
+            or not isinstance(first, torch.Tensor) or first.dim() != 2):
+        return args, kwargs
+    groups, rows = offs.numel(), first.shape[0]
+    ends = torch.tensor([(i + 1) * rows // groups for i in range(groups)], dtype=offs.dtype)
+    if where < len(args):
+        return args[:where] + (ends,) + args[where + 1:], kwargs
+    return args, {**kwargs, "offs": ends}
+
+
 def trace_slot_ops(fn, *args) -> list:
     """The ops ``fn(*args)`` dispatches on meta, recorded as a CPU-emulated slot's timeline records them: an op
     without a kernel of its own on the slot (a ``CompositeExplicitAutograd`` one, such as ``constant_pad_nd``,
@@ -225,8 +248,15 @@ def trace_slot_ops(fn, *args) -> list:
             kwargs = kwargs or {}
             name = func.name()
             if name not in _KEEP and has(name, "CompositeExplicitAutograd") and not has(name, "PrivateUse1"):
-                with SlotRecorder(self.records):
-                    return func._op_dk(composite, *args, **kwargs)
+                args, kwargs = _balanced_offsets(func, args, kwargs)
+                before = len(self.records)
+                try:
+                    with SlotRecorder(self.records):
+                        return func._op_dk(composite, *args, **kwargs)
+                except NotImplementedError:
+                    # a part with no meta kernel (convolution's composite reaches convolution_overrideable, which
+                    # the slot runs as the CPU's convolution): the op recorded whole, by its own meta kernel
+                    del self.records[before:]
             out = func(*args, **kwargs)
             self.records.append(make_record(func, args, kwargs, out))
             return out
@@ -288,8 +318,15 @@ class EagerCost:
         """``fn(*make_inputs())`` traced on meta (model and inputs built before: not ops of the slot), priced."""
         hit = self._memo.get(key)
         if hit is None:
-            self.model()
-            records = trace_slot_ops(fn, *make_inputs())
+            try:
+                self.model()
+                records = trace_slot_ops(fn, *make_inputs())
+            except (ValueError, KeyboardInterrupt, MemoryError):
+                raise
+            except Exception as error:  # the family's own modules fail on meta (a host read, a config it lacks)
+                raise ValueError(f"kernels: the eager engine cannot trace {self.shape.name}'s forward on the meta "
+                                 f"device ({type(error).__name__}: {' '.join(str(error).split())[:300]}); "
+                                 f"kernels='fused' prices its layers from their shapes") from error
             hit = self._memo[key] = self._price(records)
         return hit
 
