@@ -61,7 +61,9 @@ class ExpertPricing:
         self._gemm(parts, tokens, s.hidden, s.experts, quantized=False)  # the router
         instance = max(1, math.ceil(tokens * ep))  # the tokens every expert-parallel rank routes
         pairs = instance * s.topk
-        if pairs < s.experts:  # selective loading: each pair its expert's weights
+        # selective loading (each pair its expert's weights); at token generation NxD has none under expert
+        # parallelism ("not supported"): every expert there
+        if pairs < s.experts and not (generation and ep > 1):
             rows, times = 1, math.ceil(pairs / ep)
         elif generation or pairs < NXD_MOE_BLOCK:  # every expert over every token
             rows, times = instance, s.experts // ep

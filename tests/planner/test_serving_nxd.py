@@ -53,6 +53,16 @@ def test_experts_dispatch_as_nxd_expert_mlps_does(tokens, generation, expected):
     assert _expert_gemms(_cost(True), tokens, generation) == {expected}
 
 
+def test_token_generation_under_expert_parallelism_runs_every_local_expert():
+    # NxD raises "Selective Loading with Expert parallelism is not supported in token generation": every one of a
+    # rank's 64 experts runs the instance's 2 tokens (1 a rank), where one rank alone would load 8 pairs' experts
+    shape = model_shape(MODELS["qwen3-30b-a3b"])
+    cost = FusedCost(shape, "trn2", resolve("bfloat16", "trn2"), Placement(list(range(2)), 1, 2, 1),
+                     pricer_for(spec_of("trn2:2")), calibrated=False, nxd_inference=True)
+    assert _expert_gemms(cost, 1, True) == {(2, 64)}
+    assert _expert_gemms(cost, 1, False) == {(1, 8)}  # a prompt's few tokens still load their pairs' experts
+
+
 def test_the_gpu_engines_grouped_gemm_is_unchanged():
     # The grouped GEMM runs each expert the tokens reach once, its rows the pairs shared among them.
     assert _expert_gemms(_cost(False), 1, True) == {(1, 8)}
