@@ -165,28 +165,15 @@ not price it (it is no kernel of the chip's); :func:`planner.profile.trace_profi
 _HOST_READS = ("tolist", "item", "numpy", "__int__", "__index__", "__float__", "__bool__")
 
 
-def _balanced_loop(func: Any, args: tuple, kwargs: Mapping[str, Any]):
-    """``(implementation, args, kwargs, offs)`` to trace a library's grouped matmul the way a slot runs it, or
-    None (``offs``: the balanced offsets standing in for the routed ones).
-
-    A custom op (not ATen) over row groups, with the grouped-matmul convention of ``torch._grouped_mm`` (a
-    2-D first input and ``offs``, the groups' cumulative row ends), whose implementation is Python (a
-    ``torch.library.custom_op``): transformers' ``grouped_mm_fallback`` and its backward loop over the groups
-    with one matmul each, by ``offs.tolist()``, which meta tensors cannot give. The slot runs that loop, so the
-    trace runs it too, with the rows split evenly over the groups: balanced routing, the assumption the
-    what-if's experts make (planner/decoder_blocks.py). Each read of the offsets to the host is recorded as a
-    :data:`HOST_READ`: on a slot it is a copy to the host and a wait."""
+def balanced_offsets(func: Any, args: tuple, kwargs: Mapping[str, Any]):
+    """``(args, kwargs, ends)`` of a grouped matmul with the convention of ``torch._grouped_mm`` (a 2-D first input,
+    ``offs`` its groups' cumulative integer row ends) whose ``offs`` are replaced by ``ends``, the rows split evenly
+    over the groups on the host: balanced routing, the assumption the what-ifs make of the experts
+    (planner/decoder_blocks.py), standing in for routed offsets a meta tensor cannot give; None for any other op."""
     import torch
-    from torch._library.custom_ops import _maybe_get_opdef
 
-    if func.namespace == "aten":
-        return None
-    schema = func._schema
-    names = [a.name for a in schema.arguments]
+    names = [a.name for a in func._schema.arguments]
     if "offs" not in names:
-        return None
-    opdef = _maybe_get_opdef(func)
-    if opdef is None:
         return None
     where = names.index("offs")
     offs = args[where] if where < len(args) else kwargs.get("offs")
@@ -197,9 +184,28 @@ def _balanced_loop(func: Any, args: tuple, kwargs: Mapping[str, Any]):
     groups, rows = offs.numel(), first.shape[0]
     ends = torch.tensor([(i + 1) * rows // groups for i in range(groups)], dtype=offs.dtype)
     if where < len(args):
-        args = args[:where] + (ends,) + args[where + 1:]
-    else:
-        kwargs = {**kwargs, "offs": ends}
+        return args[:where] + (ends,) + args[where + 1:], kwargs, ends
+    return args, {**kwargs, "offs": ends}, ends
+
+
+def _balanced_loop(func: Any, args: tuple, kwargs: Mapping[str, Any]):
+    """``(implementation, args, kwargs, offs)`` to trace a library's grouped matmul the way a slot runs it, or
+    None (``offs``: the balanced offsets standing in for the routed ones: :func:`balanced_offsets`).
+
+    A custom op (not ATen) over row groups whose implementation is Python (a ``torch.library.custom_op``):
+    transformers' ``grouped_mm_fallback`` and its backward loop over the groups with one matmul each, by
+    ``offs.tolist()``, which meta tensors cannot give. The slot runs that loop, so the trace runs it too, with
+    balanced offsets. Each read of the offsets to the host is recorded as a :data:`HOST_READ`: on a slot it is a
+    copy to the host and a wait."""
+    from torch._library.custom_ops import _maybe_get_opdef
+
+    if func.namespace == "aten":
+        return None
+    opdef = _maybe_get_opdef(func)
+    balanced = balanced_offsets(func, args, kwargs) if opdef is not None else None
+    if balanced is None:
+        return None
+    args, kwargs, ends = balanced
     return opdef._init_fn, args, kwargs, ends
 
 

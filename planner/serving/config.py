@@ -146,9 +146,10 @@ def price_pool(shape: ModelShape, spec, pool: Pool, precision: str, engine: Engi
 
         cost = EagerCost(shape, pool.kind, prec, placement, spec)
     else:
+        nxd = engine.nxd_for(pool.kind)
         cost = FusedCost(shape, pool.kind, prec, placement, pricer_for(spec),
-                         serving_efficiency(pool.kind, nxd_inference=engine.nxd_for(pool.kind)), calibrated=calibrated,
-                         local_cache=engine.local_cache, nxd_inference=engine.nxd_for(pool.kind),
+                         serving_efficiency(pool.kind, nxd_inference=nxd), calibrated=calibrated,
+                         local_cache=engine.local_cache, nxd_inference=nxd,
                          static_decode=(None if engine.static_decode is None
                                         else (engine.batch_limit, engine.static_decode)))
     return Priced(pool, prec, kv, cost)

@@ -203,29 +203,6 @@ _KEEP = frozenset({"aten::copy_", "aten::_copy_from"})
 """Composite ops a slot records as one item (a copy)."""
 
 
-def _balanced_offsets(func, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
-    """``args, kwargs`` of a grouped matmul (``torch._grouped_mm``: a 2-D first input, ``offs`` its groups' row
-    ends) with meta offsets replaced by balanced ones on the host: the slot's composite loops over the groups by
-    ``offs``, which meta tensors cannot give; the rows split evenly over the groups is the what-if's assumption of
-    the experts' routing (planner/decoder_blocks.py)."""
-    import torch
-
-    names = [a.name for a in func._schema.arguments]
-    if "offs" not in names:
-        return args, kwargs
-    where = names.index("offs")
-    offs = args[where] if where < len(args) else kwargs.get("offs")
-    first = args[0] if args else None
-    if (not isinstance(offs, torch.Tensor) or offs.device.type != "meta" or offs.dim() != 1 or offs.numel() == 0
-            or not isinstance(first, torch.Tensor) or first.dim() != 2):
-        return args, kwargs
-    groups, rows = offs.numel(), first.shape[0]
-    ends = torch.tensor([(i + 1) * rows // groups for i in range(groups)], dtype=offs.dtype)
-    if where < len(args):
-        return args[:where] + (ends,) + args[where + 1:], kwargs
-    return args, {**kwargs, "offs": ends}
-
-
 def trace_slot_ops(fn, *args) -> list:
     """The ops ``fn(*args)`` dispatches on meta, recorded as a CPU-emulated slot's timeline records them: an op
     without a kernel of its own on the slot (a ``CompositeExplicitAutograd`` one, such as ``constant_pad_nd``,
@@ -234,7 +211,7 @@ def trace_slot_ops(fn, *args) -> list:
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    from devices.cost.meta_trace import make_record
+    from devices.cost.meta_trace import balanced_offsets, make_record
 
     composite = torch._C.DispatchKey.CompositeExplicitAutograd
     has = torch._C._dispatch_has_kernel_for_dispatch_key
@@ -248,7 +225,10 @@ def trace_slot_ops(fn, *args) -> list:
             kwargs = kwargs or {}
             name = func.name()
             if name not in _KEEP and has(name, "CompositeExplicitAutograd") and not has(name, "PrivateUse1"):
-                args, kwargs = _balanced_offsets(func, args, kwargs)
+                # a grouped matmul's composite loops over its groups by offs, which meta tensors cannot give
+                balanced = balanced_offsets(func, args, kwargs)
+                if balanced is not None:
+                    args, kwargs, _ = balanced
                 before = len(self.records)
                 try:
                     with SlotRecorder(self.records):
