@@ -16,7 +16,7 @@ import statistics
 
 import pytest
 
-from planner.serving import fitted, golden, golden_rows
+from planner.serving import fitted, golden, golden_rows, golden_trtllm_v1
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +32,7 @@ def test_every_dense_figure_within_20_percent_and_the_test_figures_median_within
     # 575.7 ms, republished as 814.3 ms for the same configuration) is held to lie between the two instead.
     # Sections T and U (Trainium under engines its entries were not fitted on) are held to their own tests below.
     dense = [o for o in outcomes if not golden.is_moe(o.row) and o.row not in golden_rows.NEURON_ENGINE_ROWS
-             and o.row not in golden_rows.TRAINIUM_HELD_OUT_ROWS]
+             and o.row not in golden_rows.TRAINIUM_HELD_OUT_ROWS and o.row not in golden_trtllm_v1.TRTLLM_V1_ROWS]
     errors = {(o.row.label, k): e for o in dense for k, e in o.errors().items()}
     assert len(errors) == 66
     bounded = {key: e for key, e in errors.items() if key[1] not in golden.CONTRADICTED.get(key[0], ())}
@@ -91,7 +91,7 @@ def _moe(outcomes, cut: str, family: str = "qwen3") -> dict:
     """The MoE rows of ``family`` cut as ``cut`` (TP1, DEP) -> their error."""
     return {o.row.label: o.errors()["tokens_per_s_per_chip"] for o in outcomes
             if golden.is_moe(o.row) and f" {cut}" in o.row.label and o.row.model.startswith(family)
-            and o.row not in golden_rows.NEURON_ENGINE_ROWS}
+            and o.row not in golden_rows.NEURON_ENGINE_ROWS and o.row not in golden_trtllm_v1.TRTLLM_V1_ROWS}
 
 
 def test_a_mixture_of_experts_on_one_gpu_one_row_fits_the_experts_decode_weight_passes(outcomes):
@@ -229,6 +229,57 @@ def test_mlperf_rows_of_later_rounds_test_the_factors_fitted_on_v41_h100(outcome
     # a TP4 replica in 2,048-token chunks).
     unmet = {k for k, o in rows.items() if not all(ok for _, _, ok in o.limits_met.values())}
     assert unmet == {"MLPerf v5.1 405B Server 8xB200", "MLPerf v5.1 Mixtral Server 8xH200 (ASUSTeK)"}, unmet
+
+
+def test_tensorrt_llm_1_0_tables_test_every_factor_and_fit_none(outcomes):
+    # Section V: TensorRT-LLM 1.0's throughput tables (the release before the one sections B, E, L and R read), ten
+    # length pairs from 128/128 to 20000/2000 for Llama 3.1 8B (one H100 or H200, FP8), Llama 3.3 70B (one B200, GB200
+    # or H200, two H100), Llama 3.1 405B (four B200 or GB200 in NVFP4, eight H200 or H100 in FP8) and Qwen3 30B A3B on
+    # one B200 or GB200: 117 figures, each the run's total output tokens/s, none fitted, the three cells repeating a fit
+    # row's configuration and lengths left out. The bounds are the model as it stands (a regression check), not issue
+    # 30's goal: the dense figures' median 5.4 %, every one within 29 % (Llama 3.1 405B's long outputs on Blackwell
+    # 15-29 % fast, on eight H100 up to 23 %; 8B and 70B within 14 %); Qwen3 30B A3B on B200 within 11 % but its
+    # short-output lengths (128/128 52 %, 2048/128 42 %, 5000/500 23 % fast), and on GB200 11 % slow to 170 % fast: the
+    # page has GB200 below B200 at seven of its ten lengths, the same GPU with more memory bandwidth, where the
+    # model's order follows the chips (docs/serving.md).
+    rows = {o.row.label: o for o in outcomes if o.row in golden_trtllm_v1.TRTLLM_V1_ROWS}
+    assert len(rows) == 117 and all(golden.role(o.row) == "test" for o in rows.values())
+    fit = {(r.model, r.rack, r.workload.lengths[0]) for rows_ in golden.FIT_ROWS.values() for r in rows_
+           if r.label.startswith("TRT-LLM")}  # the fit rows trtllm-bench ran (NIM's 5000/500 is another client)
+    assert not {(o.row.model, o.row.rack, o.row.workload.lengths[0]) for o in rows.values()} & fit
+    for (model, kind, tp, precision), values in golden_trtllm_v1.V1_TABLES.items():
+        for (isl, osl), value in zip(golden_trtllm_v1._PAIRS, values):
+            label = f"TRT-LLM 1.0 {model} {kind.upper()} TP{tp} {isl}/{osl}"
+            assert (label in rows) == ((model, kind, isl, osl) not in golden_trtllm_v1.V1_LEFT_OUT), label
+            if label in rows:
+                row = rows[label].row
+                assert row.published == {"tokens_per_s": value} and row.rack == f"{kind}:{tp}"
+                assert row.workload.requests == golden_trtllm_v1.V1_REQUESTS[isl, osl]
+                assert golden_trtllm_v1.V1_CHECKPOINTS[model, precision] in row.source
+    errors = {label: o.errors()["tokens_per_s"] for label, o in rows.items()}
+    dense = {k: e for k, e in errors.items() if not golden.is_moe(rows[k].row)}
+    assert len(dense) == 98 and max(map(abs, dense.values())) <= 0.29, dense
+    assert statistics.median(map(abs, dense.values())) <= 0.06, dense
+    assert all(abs(e) <= 0.14 for k, e in dense.items() if "405b" not in k), dense
+    moe = {k: e for k, e in errors.items() if k not in dense}
+    b200 = {k: e for k, e in moe.items() if " B200 " in k}
+    assert len(b200) == 9 and all(abs(e) <= 0.11 for k, e in b200.items()
+                                  if not k.endswith(("128/128", "2048/128", "5000/500"))), b200
+    assert all(-0.12 <= e <= 1.71 for e in moe.values()), moe
+    gb200, b200_table = (golden_trtllm_v1.V1_TABLES["qwen3-30b-a3b", kind, 1, "fp4"] for kind in ("gb200", "b200"))
+    assert sum(g < b for g, b in zip(gb200, b200_table)) == 7  # as published: GB200 below B200 at 7 of 10 lengths
+    # What a what-if compares holds for the dense models: per model and lengths the published order of the kinds
+    # (B200, GB200, H200, H100), but where two published figures lie within 2 % of each other.
+    by_length: dict = {}
+    for o in rows.values():
+        if not golden.is_moe(o.row):
+            by_length.setdefault((o.row.model, o.row.workload.lengths[0]), []).append(
+                (o.row.published["tokens_per_s"], o.modelled["tokens_per_s"]))
+    for key, pairs in by_length.items():
+        for (p1, m1) in pairs:
+            for (p2, m2) in pairs:
+                if p1 > 1.02 * p2:
+                    assert m1 > m2, key
 
 
 def test_mlperf_server_meets_its_latency_constraints(outcomes):
