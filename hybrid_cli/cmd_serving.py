@@ -52,6 +52,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--static-decode", type=int, default=None, metavar="TOKENS",
                         help="a static-shape decode graph compiled for --max-batch lines of TOKENS cached tokens: "
                              "every step runs all of them (NxD Inference without bucketing)")
+    parser.add_argument("--host-per-token", type=float, default=None, metavar="US",
+                        help="a serving frontend's host time per streamed token, microseconds, overlapped with the "
+                             "GPU (NVIDIA NIM 1.8.0: 67, fitted); default 0 (an in-process harness)")
     parser.add_argument("--slo-ttft", type=float, default=None, metavar="MS", help="TTFT objective, ms")
     parser.add_argument("--slo-tpot", type=float, default=None, metavar="MS", help="TPOT objective, ms")
     parser.add_argument("--search", action="store_true",
@@ -107,9 +110,10 @@ def _arguments(args) -> dict:
                 search=args.search, objective=args.objective,
                 engine=Engine(max_batch=args.max_batch, head_padding=args.head_padding,
                               nxd_inference={"auto": None, "on": True, "off": False}[args.nxd_inference],
-                              static_decode=args.static_decode)
+                              static_decode=args.static_decode,
+                              host_per_token=0.0 if args.host_per_token is None else args.host_per_token / 1e6)
                 if args.max_batch or args.head_padding or args.nxd_inference != "auto" or args.static_decode is not None
-                else None)
+                or args.host_per_token is not None else None)
 
 
 def main(args) -> int:

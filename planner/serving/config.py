@@ -149,7 +149,7 @@ def price_pool(shape: ModelShape, spec, pool: Pool, precision: str, engine: Engi
         nxd = engine.nxd_for(pool.kind)
         cost = FusedCost(shape, pool.kind, prec, placement, pricer_for(spec),
                          serving_efficiency(pool.kind, nxd_inference=nxd), calibrated=calibrated,
-                         local_cache=engine.local_cache, nxd_inference=nxd,
+                         local_cache=engine.local_cache, nxd_inference=nxd, host_per_token=engine.host_per_token,
                          static_decode=(None if engine.static_decode is None
                                         else (engine.batch_limit, engine.static_decode)))
     return Priced(pool, prec, kv, cost)

@@ -16,6 +16,8 @@ prefill, one copy per layer's keys and values (see :mod:`planner.serving.eager`)
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 
 from planner.kernels import KERNELS as _KERNELS, check_kernels
@@ -86,6 +88,14 @@ class Engine:
     (``modeling_base``'s KV cache is ``max_batch x`` this many tokens, read whole). None (TensorRT-LLM, vLLM and SGLang
     on GPUs): the running sequences only, each over its own cache."""
 
+    host_per_token: float = 0.0
+    """Seconds of host work for each token an iteration emits (the serving frontend streaming it to its client:
+    detokenizing, the response event), overlapped with the GPU: an iteration takes at least this times the tokens it
+    samples. 0 (the default; trtllm-bench and MLPerf's harnesses hand tokens over in process): the kernels' time only.
+    NVIDIA NIM 1.8.0's frontend: :data:`planner.serving.fitted.NIM_HOST_PER_TOKEN`, fitted on one published NIM row;
+    it is what caps its Llama 3.1 8B at about 13,000 streamed tokens/s on one H100 at any length where the GPU serves
+    more (``trtllm-bench``: 15,000-28,000)."""
+
     nxd_inference: bool | None = None
     """The engine runs NxD Inference's models (NxD Inference itself, and the Neuron engines built on it: vLLM Neuron,
     optimum-neuron). None (the default): on Trainium pools, whose serving stacks all run them, and nowhere else
@@ -130,6 +140,12 @@ class Engine:
         if self.kernels == "eager" and (self.chunked_prefill or self.prefill_requests != 1):
             raise ValueError("kernels: the eager engine (interop.serve's) prefills one whole prompt per iteration; "
                              "give chunked_prefill=False and prefill_requests=1, or use Engine.eager(max_batch)")
+        if (isinstance(self.host_per_token, bool) or not isinstance(self.host_per_token, (int, float))
+                or not math.isfinite(self.host_per_token) or self.host_per_token < 0):
+            raise ValueError(f"host_per_token: expected seconds >= 0, got {self.host_per_token!r}")
+        if self.kernels == "eager" and self.host_per_token:
+            raise ValueError("host_per_token: the eager engine's iterations are priced from its traced kernels alone; "
+                             "model a serving frontend with kernels='fused'")
         if not isinstance(self.kv_fraction, (int, float)) or not 0 < self.kv_fraction <= 1:
             raise ValueError(f"kv_fraction: expected a share in (0, 1], got {self.kv_fraction!r}")
 

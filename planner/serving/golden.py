@@ -169,12 +169,32 @@ FIT_ROWS = {"gpu": tuple(r for r in ROWS if r.rack.startswith(("h100", "h200")))
             "blackwell": _labelled("TRT-LLM B200 TP1 1000/1000", "TRT-LLM B200 TP1 1024/8192",
                                    "TRT-LLM B200 TP1 8192/1024", "TRT-LLM qwen3-30b-a3b B200 TP1 1000/1000"),
             "trainium": tuple(r for r in ROWS if r.rack.startswith("trn")),
-            "trn2": _labelled("NxDI trn2 TP64 b1 10000/1500", "NxDI trn2 TP64 b1 405B 10000/1785")}
+            "trn2": _labelled("NxDI trn2 TP64 b1 10000/1500", "NxDI trn2 TP64 b1 405B 10000/1785"),
+            "nim": _labelled(fitted.NIM_FIT_ROW)}
 """The rows each entry is fitted to: the GPU family and Trainium1 on all of the given rows of their chips;
 Blackwell on three B200 NVFP4 Llama rows and the Qwen3 30B A3B B200 1000/1000 row (the one MoE fit row: its
 decode-heavy iterations fix the experts' decode weight passes; its other B200 rows, every GB200 row and every Qwen3
 235B row test it); Trn2 on both published Trn2 rows (no Trn2 row is left to test it: the Trn1 rows test none of it
-either)."""
+either); NIM's frontend time per streamed token (:data:`planner.serving.fitted.NIM_HOST_PER_TOKEN`, an engine
+figure, not an entry) on one NIM Llama 3.1 8B row's output tokens/s (:func:`fit_host_per_token`)."""
+
+
+HOST_PER_TOKEN_GRID = tuple(round(1e-6 * us, 9) for us in range(0, 151))
+"""The values :func:`fit_host_per_token` may give: whole microseconds, 0 to 150."""
+
+
+def fit_host_per_token(row: GoldenRow | None = None, grid: Sequence[float] = HOST_PER_TOKEN_GRID) -> float:
+    """The host time per streamed token (:attr:`planner.serving.engine.Engine.host_per_token`) on ``grid`` that
+    brings ``row``'s modelled output tokens/s nearest its published figure (log error; default: the one row of
+    ``FIT_ROWS["nim"]``), the row's other metrics left to test it."""
+    row = FIT_ROWS["nim"][0] if row is None else row
+    if "tokens_per_s" not in row.published:
+        raise ValueError(f"row: {row.label!r} publishes no output tokens/s to fit the host time on")
+
+    def loss(value: float) -> float:
+        trial = replace(row, engine=replace(row.engine, host_per_token=value))
+        return math.log1p(evaluate_row(trial).errors()["tokens_per_s"]) ** 2
+    return min(grid, key=loss)
 
 
 def fit(family: str, rows: Sequence[GoldenRow] | None = None, grid: dict | None = None,
@@ -208,6 +228,6 @@ def fit(family: str, rows: Sequence[GoldenRow] | None = None, grid: dict | None 
     return _efficiency(family, current, rows), best
 
 
-__all__ = ["ALL_ROWS", "CONTRADICTED", "FIT_GRID", "FIT_ROWS", "FIT_START", "FOUND_ROWS", "MODELS", "ROWS", "GoldenRow", "Outcome",
-           "evaluate", "evaluate_row", "fit", "fit_loss", "is_moe", "role", "table"]
+__all__ = ["ALL_ROWS", "CONTRADICTED", "FIT_GRID", "FIT_ROWS", "FIT_START", "HOST_PER_TOKEN_GRID", "FOUND_ROWS", "MODELS", "ROWS", "GoldenRow", "Outcome",
+           "evaluate", "evaluate_row", "fit", "fit_host_per_token", "fit_loss", "is_moe", "role", "table"]
 

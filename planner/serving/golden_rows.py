@@ -6,7 +6,8 @@ engine's limits) and the figures it reports (output tokens/s, TTFT, TPOT). :data
 ``reference/inference.md`` (A-D); :data:`FOUND_ROWS` the rows found since (E-K, T, U, and M, MLPerf Inference's, built in
 :mod:`planner.serving.golden_mlperf`); :data:`LLAMA4_ROWS` section L; :data:`DEEPSEEK_ROWS` section R, DeepSeek R1
 (multi-head latent attention); :data:`TRTLLM_V1_ROWS` section V, TensorRT-LLM 1.0's tables
-(:mod:`planner.serving.golden_trtllm_v1`);
+(:mod:`planner.serving.golden_trtllm_v1`); :data:`NIM_8B_ROWS` section W, NIM's Llama 3.1 8B curves
+(:mod:`planner.serving.golden_nim`);
 :data:`CONTRADICTED` the published figures another publication contradicts. :mod:`planner.serving.golden` models
 them and fits the serving efficiencies on the rows it names.
 """
@@ -18,6 +19,7 @@ from dataclasses import replace
 from planner.serving.engine import Engine
 from planner.serving.golden_models import MODELS, GoldenRow
 from planner.serving.golden_mlperf import MLPERF_ROWS
+from planner.serving.golden_nim import NIM_8B_ROWS, nim_engine
 from planner.serving.golden_trtllm_v1 import TRTLLM_V1_ROWS
 from planner.serving.model_shape import model_shape
 from planner.serving.precision import resolve
@@ -116,10 +118,10 @@ ROWS: tuple[GoldenRow, ...] = (
               MLPERF, limits={"ttft_p99": 2.0, "tpot_p99": 0.2}, engine=Engine(max_batch=1024)),
     GoldenRow("NIM 2xH100 TP2 c1", "llama3.3-70b", "h100:2", {"tp": 2}, "fp8",
               Workload(5000, 500, concurrency=1, requests=8),
-              {"ttft_p50": 0.40677, "tpot_p50": 0.01858, "tokens_per_s": 51.67}, NIM),
+              {"ttft_p50": 0.40677, "tpot_p50": 0.01858, "tokens_per_s": 51.67}, NIM, engine=nim_engine()),
     GoldenRow("NIM 2xH100 TP2 c25", "llama3.3-70b", "h100:2", {"tp": 2}, "fp8",
               Workload(5000, 500, concurrency=25, requests=250),
-              {"ttft_p50": 0.68869, "tpot_p50": 0.03875, "tokens_per_s": 623.4}, NIM),
+              {"ttft_p50": 0.68869, "tpot_p50": 0.03875, "tokens_per_s": 623.4}, NIM, engine=nim_engine()),
     GoldenRow("Neuron trn1 TP16 b4 128/1024", "llama3-70b", "trn1:16", {"tp": 16}, "bfloat16",
               Workload(128, 1024, concurrency=4, requests=4),
               {"tokens_per_s": 140.51, "ttft_p50": 0.12986, "tpot_p50": 0.02838}, NEURON, engine=STATIC(4)),
@@ -327,7 +329,7 @@ FOUND_ROWS: tuple[GoldenRow, ...] = (
     # zivbeker42/llm-guesstimator tested_benchmarks/nim_llama33_70b_v1.8.0_2xH100_fp8TP2.csv).
     *(GoldenRow(f"NIM 2xH100 TP2 c{c}", "llama3.3-70b", "h100:2", {"tp": 2}, "fp8",
                 Workload(5000, 500, concurrency=c, requests=10 * c),
-                {"ttft_p50": ttft, "tpot_p50": itl, "tokens_per_s": tps}, NIM + "; " + NIM_COPY)
+                {"ttft_p50": ttft, "tpot_p50": itl, "tokens_per_s": tps}, NIM + "; " + NIM_COPY, engine=nim_engine())
       for c, ttft, itl, tps in ((5, 0.5467, 0.02183, 218.48), (50, 0.83451, 0.05973, 814.37),
                                 (100, 7.99625, 0.09291, 917.26))),
     # G. AWS's Trn2 tutorials (LLMPerf inter-token latency p50 as TPOT: the Neuron guide's patch excludes the TTFT).
@@ -401,7 +403,7 @@ DEEPSEEK_ROWS: tuple[GoldenRow, ...] = tuple(
 """DeepSeek R1 0528's columns of TensorRT-LLM's perf-overview (multi-head latent attention, expert parallel with
 attention data parallel), test rows only."""
 
-ALL_ROWS: tuple[GoldenRow, ...] = ROWS + FOUND_ROWS + LLAMA4_ROWS + DEEPSEEK_ROWS + TRTLLM_V1_ROWS
+ALL_ROWS: tuple[GoldenRow, ...] = ROWS + FOUND_ROWS + LLAMA4_ROWS + DEEPSEEK_ROWS + TRTLLM_V1_ROWS + NIM_8B_ROWS
 """Every published row the serving model is checked against."""
 
 CONTRADICTED: dict[str, tuple[str, ...]] = {

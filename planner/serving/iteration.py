@@ -80,8 +80,12 @@ class FusedCost(ExpertPricing):
     def __init__(self, shape: ModelShape, kind: str, precision: Precision, placement: Placement,
                  pricer: CommPricer, efficiency: ServingEfficiency | None = None, calibrated: bool = True,
                  local_cache: bool = False, static_decode: tuple[int, int] | None = None,
-                 nxd_inference: bool = False) -> None:
+                 nxd_inference: bool = False, host_per_token: float = 0.0) -> None:
         self.shape, self.kind, self.precision, self.placement, self.pricer = shape, kind, precision, placement, pricer
+        self.host_per_token = host_per_token
+        """Seconds of the serving frontend's host work per sampled token, overlapped with the kernels
+        (:attr:`planner.serving.engine.Engine.host_per_token`): an iteration takes at least this times its sampled
+        tokens."""
         self.static_decode = static_decode
         """(compiled batch, compiled sequence length) of a static-shape token-generation graph
         (:attr:`planner.serving.engine.Engine.static_decode`): every decode step is priced at that batch over that
@@ -325,7 +329,8 @@ class FusedCost(ExpertPricing):
             if local:
                 layer += local * self._prefill_attention(q / pp, (pairs if lpairs is None else lpairs) / q)
         stage = self.stage_layers * layer
-        return pp * stage + self._head(sampled / ep) + self._edges(tokens / ep) + self._iteration
+        kernels = pp * stage + self._head(sampled / ep) + self._edges(tokens / ep) + self._iteration
+        return max(kernels, self.host_per_token * sampled)
 
     def _tokens_layer(self, q: float, decode_seqs: int, tokens: int) -> float:
         """The average layer's seconds outside attention for ``q`` prompt tokens of the busiest rank and the
@@ -353,6 +358,7 @@ class FusedCost(ExpertPricing):
         import numpy as np
 
         ep, pp, stage_layers, iteration = self.ep, self.pp, self.stage_layers, self._iteration
+        floor = self.host_per_token * batch
         if self.static_decode is not None:  # every step the same compiled shapes
             price = self.seconds(0, 0.0, batch, 1, batch)
 
@@ -376,7 +382,7 @@ class FusedCost(ExpertPricing):
                 keys = kv_tokens if local_kv is None else local_kv
                 part = whole if local_kv is None else np.array(grid.many((local_kv / n).tolist()))
                 layer = np.where(keys != 0, layer + local * part, layer)
-            return (pp * (stage_layers * layer) + head + edges + iteration).tolist()
+            return np.maximum(pp * (stage_layers * layer) + head + edges + iteration, floor).tolist()
 
         return prices
 
@@ -411,6 +417,8 @@ class FusedCost(ExpertPricing):
                 out[key] += piece[key] * times
         out["memory"] += pp * self.stage_layers * self.expert_decode_seconds(decode_seqs / (ep * pp))
         out["overhead"] += self._iteration
+        # the frontend's host work the kernels do not hide (Engine.host_per_token)
+        out["overhead"] += max(0.0, self.host_per_token * sampled - sum(out.values()))
         return out
 
     # -- the simulation's questions (planner.serving.simulation.Costs) ------------------------

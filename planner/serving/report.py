@@ -33,6 +33,9 @@ def configuration_rows(parallel: dict) -> list[tuple[str, str]]:
     if parallel.get("static_decode"):
         text += (f", a static decode graph ({parallel['max_batch']:,} lines over {parallel['static_decode']:,} "
                  f"cached tokens each, every step)")
+    if parallel.get("host_per_token"):
+        text += (f", a frontend's {parallel['host_per_token'] * 1e6:,.0f} us of host time per streamed token "
+                 f"(overlapped)")
     rows.append(("engine", text))
     return rows
 

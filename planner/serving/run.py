@@ -222,7 +222,7 @@ def _parallel_dict(config: Config, priced) -> dict:
     out: dict = {"precision": config.precision, "kernels": config.engine.kernels,
                  "max_batch": config.engine.batch_limit, "max_num_tokens": config.engine.max_num_tokens,
                  "nxd_inference": sorted({p.pool.kind for p in priced if config.engine.nxd_for(p.pool.kind)}),
-                 "static_decode": config.engine.static_decode}
+                 "static_decode": config.engine.static_decode, "host_per_token": config.engine.host_per_token}
     for p in priced:
         entry = p.pool.as_dict()
         entry.update(weights_gb=round(p.kv.weights / 1e9, 2), kv_cache_gb=round(p.kv.kv / 1e9, 2),

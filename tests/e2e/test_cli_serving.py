@@ -139,3 +139,22 @@ def test_nxd_inference_and_a_static_decode_graph(capsys, tmp_path):
     assert code == 2 and "static_decode: a compiled graph has a batch; give max_batch" in err
     code, out, _ = run(capsys, *argv, "--nxd-inference", "off")
     assert code == 0 and "NxD Inference" not in out
+
+
+def test_serving_cli_takes_a_frontends_host_time_per_token(capsys, tmp_path):
+    # --host-per-token US: Engine.host_per_token in microseconds, named on the estimate's engine line; a bad value is
+    # an error naming it.
+    argv = ["--model", "llama3.1-8b", "--rack", "h100:1", "--precision", "fp8", "--isl", "200", "--osl", "50",
+            "--requests", "200", "--concurrency", "100"]
+    path = tmp_path / "est.json"
+    code, out, _ = run(capsys, *argv, "--host-per-token", "200", "--json", str(path))
+    assert code == 0 and "200 us of host time per streamed token" in " ".join(out.split())
+    slow = json.loads(path.read_text())[0]
+    assert slow["parallel"]["host_per_token"] == pytest.approx(2e-4)
+    code, _, _ = run(capsys, *argv, "--json", str(path))
+    plain = json.loads(path.read_text())[0]
+    assert code == 0 and plain["parallel"]["host_per_token"] == 0.0
+    assert slow["output_tokens_per_second"] < plain["output_tokens_per_second"]
+    assert slow["output_tokens_per_second"] <= 1 / 2e-4  # the frontend streams at most 5,000 tokens a second
+    code, _, err = run(capsys, *argv, "--host-per-token", "-5")
+    assert code == 2 and "host_per_token: expected seconds >= 0" in err

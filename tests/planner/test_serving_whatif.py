@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 import collectives
@@ -232,6 +233,44 @@ def test_engine_checks_its_fields():
         Engine(kernels="jit")
     with pytest.raises(ValueError, match="kv_fraction: expected a share in"):
         Engine(kv_fraction=1.5)
+    for bad in (-1e-6, float("nan"), float("inf"), "67us", True):
+        with pytest.raises(ValueError, match="host_per_token: expected seconds >= 0"):
+            Engine(host_per_token=bad)
+    with pytest.raises(ValueError, match="host_per_token: the eager engine"):
+        Engine(kernels="eager", chunked_prefill=False, prefill_requests=1, host_per_token=1e-5)
+
+
+def test_a_frontends_host_time_per_token_floors_every_iteration_and_hides_under_longer_kernels():
+    # Engine.host_per_token (NIM's frontend streaming each token, overlapped with the GPU): an iteration takes
+    # max(kernels, host_per_token x sampled tokens), in the iteration's price, in decode_pricer's runs (bit for bit)
+    # and in the parts a report shows.
+    from planner.serving.config import configure, price_pool, spec_of
+    from planner.serving.model_shape import model_shape
+    from planner.serving.golden_models import MODELS
+
+    shape, spec, w = model_shape(MODELS["llama3.1-8b"]), spec_of("h100:1"), Workload(200, 200, concurrency=250)
+    costs = {}
+    for h in (0.0, 1e-4):
+        engine = Engine(host_per_token=h)
+        cfg = configure(shape, spec, parallel={"tp": 1}, precision="fp8", prefill=None, decode=None, engine=engine,
+                        workload=w)
+        costs[h] = price_pool(shape, spec, cfg.pools[0], "fp8", engine, w, name="x").cost
+    plain, floored = costs[0.0], costs[1e-4]
+    for batch in (1, 8, 250):
+        kernels = plain.decode(batch, batch * 300, 300)
+        assert floored.decode(batch, batch * 300, 300) == max(kernels, 1e-4 * batch)
+        assert floored.decode_pricer(batch)(np.array([batch * 300]))[0] == floored.decode(batch, batch * 300, 300)
+        parts = floored.parts(0, 0.0, batch, batch * 300, batch)
+        assert sum(parts.values()) == pytest.approx(max(sum(plain.parts(0, 0.0, batch, batch * 300, batch).values()),
+                                                        1e-4 * batch), rel=1e-9)
+    assert floored.decode(1, 300, 300) == plain.decode(1, 300, 300)  # hidden under one sequence's kernels
+    assert floored.decode(250, 250 * 300, 300) == pytest.approx(0.025)  # 250 tokens x 100 us: the frontend's
+    load = Workload(200, 200, concurrency=250, requests=750)
+    slower = serving_whatif("llama3.1-8b", "h100:1", workload=load, parallel={"tp": 1}, precision="fp8",
+                            engine=Engine(host_per_token=1e-4))
+    faster = serving_whatif("llama3.1-8b", "h100:1", workload=load, parallel={"tp": 1}, precision="fp8")
+    assert slower.output_tokens_per_second < faster.output_tokens_per_second
+    assert slower.output_tokens_per_second <= 1 / 1e-4  # never more tokens a second than the frontend streams
 
 
 def test_expert_parallel_ranks_gather_tokens_once_and_schedule_their_own_batches():
