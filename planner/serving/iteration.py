@@ -382,7 +382,8 @@ class FusedCost(ExpertPricing):
                 keys = kv_tokens if local_kv is None else local_kv
                 part = whole if local_kv is None else np.array(grid.many((local_kv / n).tolist()))
                 layer = np.where(keys != 0, layer + local * part, layer)
-            return np.maximum(pp * (stage_layers * layer) + head + edges + iteration, floor).tolist()
+            total = pp * (stage_layers * layer) + head + edges + iteration
+            return (np.maximum(total, floor) if floor else total).tolist()
 
         return prices
 
