@@ -267,4 +267,5 @@ def serving_efficiency(kind: str, nxd_inference: bool = False) -> ServingEfficie
 
 
 __all__ = ["BLACKWELL", "ENTRY", "EXPERT_DECODE", "EXPERT_GEMM_FP4", "FITTED", "GPU", "MOE_LAYER_SHAPE",
-           "MOE_LAYER_SOURCE", "MOE_LAYER_TFLOPS", "NIM_FIT_ROW", "NIM_HOST_PER_TOKEN", "NXD_ENTRY", "TRAINIUM", "TRN2", "ServingEfficiency", "serving_efficiency"]
+           "MOE_LAYER_SOURCE", "MOE_LAYER_TFLOPS", "NIM_FIT_ROW", "NIM_HOST_PER_TOKEN", "NXD_ENTRY",
+           "TRAINIUM", "TRN2", "ServingEfficiency", "serving_efficiency"]

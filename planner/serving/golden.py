@@ -228,6 +228,7 @@ def fit(family: str, rows: Sequence[GoldenRow] | None = None, grid: dict | None 
     return _efficiency(family, current, rows), best
 
 
-__all__ = ["ALL_ROWS", "CONTRADICTED", "FIT_GRID", "FIT_ROWS", "FIT_START", "HOST_PER_TOKEN_GRID", "FOUND_ROWS", "MODELS", "ROWS", "GoldenRow", "Outcome",
-           "evaluate", "evaluate_row", "fit", "fit_host_per_token", "fit_loss", "is_moe", "role", "table"]
+__all__ = ["ALL_ROWS", "CONTRADICTED", "FIT_GRID", "FIT_ROWS", "FIT_START", "HOST_PER_TOKEN_GRID", "FOUND_ROWS",
+           "MODELS", "ROWS", "GoldenRow", "Outcome", "evaluate", "evaluate_row", "fit",
+           "fit_host_per_token", "fit_loss", "is_moe", "role", "table"]
 

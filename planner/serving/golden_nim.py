@@ -1,8 +1,9 @@
 """NVIDIA NIM's Llama 3.1 8B latency curves (section W of the golden rows): a closed loop of clients on one H100.
 
-NVIDIA's NIM benchmarking guide publishes, beside the Llama 3.3 70B curve of sections C and E, NIM 1.8.0 serving
-Llama 3.1 8B Instruct on one H100 80G in FP8 (TP1) at five length pairs (200/200, 500/2000, 1000/1000, 5000/500,
-20000/2000), each under 1 to 250 concurrent clients (AIPerf): TTFT, inter-token latency and output tokens/s. Every
+NVIDIA's NIM benchmarking guide publishes NIM 1.8.0 serving Llama 3.1 8B Instruct on one H100 80G in FP8 (TP1) at
+five length pairs (200/200, 500/2000, 1000/1000, 5000/500, 20000/2000), each under 1 to 250 concurrent clients
+(AIPerf): TTFT, inter-token latency and output tokens/s; and Llama 3.3 70B on two H100 (TP2) at the same lengths, of
+which sections C and E hold 5000/500 up to 100 clients (:data:`NIM_70B_ROWS` the rest). Every
 row runs NIM's engine (:func:`nim_engine`: the fused engine with NIM's frontend time per streamed token,
 :data:`planner.serving.fitted.NIM_HOST_PER_TOKEN`, fitted on one of these rows' output tokens/s); every other figure
 tests the model.
@@ -45,6 +46,30 @@ NIM_8B_TABLE: dict[tuple[int, int], tuple[tuple[int, float, float, float], ...]]
 }
 
 
+NIM_70B = ("NVIDIA NIM for LLMs Benchmarking Guide v1.0.0, Performance, Llama-3.3-70b-instruct, NIM 1.8.0 on two H100 "
+           "80G, fp8 TP2 (AIPerf; https://docs.nvidia.com/nim/benchmarking/llm/1.0.0/performance); the lengths and "
+           "clients sections C and E do not hold, read through the same public copy: zivbeker42/llm-guesstimator "
+           "tested_benchmarks/nim_llama33_70b_v1.8.0_2xH100_fp8TP2.csv @ cf11e664")
+
+NIM_70B_TABLE: dict[tuple[int, int], tuple[tuple[int, float, float, float], ...]] = {
+    # the 70B curve's points not already rows (5000/500 at 1, 5, 25, 50, 100 clients are sections C and E)
+    (5000, 500): ((150, 34794.22, 92.86, 920.9), (200, 61680.22, 93.06, 920.54), (250, 88605.32, 93.2, 920.12)),
+    (500, 2000): ((1, 47.77, 18.91, 52.85), (5, 126.53, 19.04, 261.83), (25, 147.63, 21.69, 1149.05),
+                  (50, 181.64, 23.97, 2078.43), (100, 229.77, 29.98, 3322.87), (150, 296.74, 37.85, 3948.26),
+                  (200, 4867.89, 40.72, 4624.14)),
+    (200, 200): ((1, 31.22, 18.8, 53.0), (5, 88.7, 18.83, 260.67), (25, 138.98, 20.61, 1178.68),
+                 (50, 156.28, 23.33, 2081.24), (100, 176.8, 29.87, 3263.31), (150, 195.51, 37.75, 3883.1),
+                 (200, 253.36, 42.95, 4534.54), (250, 264.22, 48.16, 5067.05)),
+    (1000, 1000): ((1, 82.46, 18.67, 53.37), (5, 145.62, 19.07, 260.48), (25, 250.49, 22.45, 1102.23),
+                   (50, 278.62, 25.87, 1912.93), (100, 334.23, 34.21, 2895.49), (150, 428.54, 44.44, 3342.67),
+                   (200, 558.23, 50.66, 3901.74), (250, 3499.83, 56.3, 4167.39)),
+    (20000, 2000): ((1, 1833.01, 19.58, 48.8), (5, 2910.33, 25.24, 186.8), (25, 18781.26, 48.26, 415.33),
+                    (50, 123969.71, 49.22, 418.65), (100, 333564.85, 49.81, 425.1),
+                    (150, 543226.4, 50.01, 423.95), (200, 753417.03, 50.06, 425.74),
+                    (250, 963222.96, 50.13, 427.06)),
+}
+
+
 def nim_engine() -> Engine:
     """NIM's engine as the rows model it: the fused engine with NIM 1.8.0's host time per streamed token."""
     return Engine(host_per_token=NIM_HOST_PER_TOKEN.value)
@@ -58,5 +83,13 @@ NIM_8B_ROWS: tuple[GoldenRow, ...] = tuple(
 """W: NIM 1.8.0's Llama 3.1 8B curves on one H100 (see the module doc); one row fits
 :data:`~planner.serving.fitted.NIM_HOST_PER_TOKEN`, every other figure tests it."""
 
+NIM_70B_ROWS: tuple[GoldenRow, ...] = tuple(
+    GoldenRow(f"NIM 2xH100 TP2 {isl}/{osl} c{c}", "llama3.3-70b", "h100:2", {"tp": 2}, "fp8",
+              Workload(isl, osl, concurrency=c, requests=10 * c),
+              {"ttft_p50": ttft / 1e3, "tpot_p50": itl / 1e3, "tokens_per_s": tps}, NIM_70B, engine=nim_engine())
+    for (isl, osl), points in NIM_70B_TABLE.items() for c, ttft, itl, tps in points)
+"""W: the rest of NIM 1.8.0's Llama 3.3 70B curve on two H100 (four more length pairs, and 5000/500 past 100
+clients), test rows only."""
 
-__all__ = ["NIM_8B", "NIM_8B_ROWS", "NIM_8B_TABLE", "nim_engine"]
+
+__all__ = ["NIM_70B", "NIM_70B_ROWS", "NIM_70B_TABLE", "NIM_8B", "NIM_8B_ROWS", "NIM_8B_TABLE", "nim_engine"]

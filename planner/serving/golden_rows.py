@@ -6,8 +6,8 @@ engine's limits) and the figures it reports (output tokens/s, TTFT, TPOT). :data
 ``reference/inference.md`` (A-D); :data:`FOUND_ROWS` the rows found since (E-K, T, U, and M, MLPerf Inference's, built in
 :mod:`planner.serving.golden_mlperf`); :data:`LLAMA4_ROWS` section L; :data:`DEEPSEEK_ROWS` section R, DeepSeek R1
 (multi-head latent attention); :data:`TRTLLM_V1_ROWS` section V, TensorRT-LLM 1.0's tables
-(:mod:`planner.serving.golden_trtllm_v1`); :data:`NIM_8B_ROWS` section W, NIM's Llama 3.1 8B curves
-(:mod:`planner.serving.golden_nim`);
+(:mod:`planner.serving.golden_trtllm_v1`); :data:`NIM_8B_ROWS` and :data:`NIM_70B_ROWS` section W, NIM's Llama 3.1 8B
+and Llama 3.3 70B curves (:mod:`planner.serving.golden_nim`);
 :data:`CONTRADICTED` the published figures another publication contradicts. :mod:`planner.serving.golden` models
 them and fits the serving efficiencies on the rows it names.
 """
@@ -19,7 +19,7 @@ from dataclasses import replace
 from planner.serving.engine import Engine
 from planner.serving.golden_models import MODELS, GoldenRow
 from planner.serving.golden_mlperf import MLPERF_ROWS
-from planner.serving.golden_nim import NIM_8B_ROWS, nim_engine
+from planner.serving.golden_nim import NIM_70B_ROWS, NIM_8B_ROWS, nim_engine
 from planner.serving.golden_trtllm_v1 import TRTLLM_V1_ROWS
 from planner.serving.model_shape import model_shape
 from planner.serving.precision import resolve
@@ -403,7 +403,8 @@ DEEPSEEK_ROWS: tuple[GoldenRow, ...] = tuple(
 """DeepSeek R1 0528's columns of TensorRT-LLM's perf-overview (multi-head latent attention, expert parallel with
 attention data parallel), test rows only."""
 
-ALL_ROWS: tuple[GoldenRow, ...] = ROWS + FOUND_ROWS + LLAMA4_ROWS + DEEPSEEK_ROWS + TRTLLM_V1_ROWS + NIM_8B_ROWS
+ALL_ROWS: tuple[GoldenRow, ...] = (ROWS + FOUND_ROWS + LLAMA4_ROWS + DEEPSEEK_ROWS + TRTLLM_V1_ROWS + NIM_8B_ROWS
+                                   + NIM_70B_ROWS)
 """Every published row the serving model is checked against."""
 
 CONTRADICTED: dict[str, tuple[str, ...]] = {

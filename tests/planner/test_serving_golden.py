@@ -33,7 +33,7 @@ def test_every_dense_figure_within_20_percent_and_the_test_figures_median_within
     # Sections T and U (Trainium under engines its entries were not fitted on) are held to their own tests below.
     dense = [o for o in outcomes if not golden.is_moe(o.row) and o.row not in golden_rows.NEURON_ENGINE_ROWS
              and o.row not in golden_rows.TRAINIUM_HELD_OUT_ROWS and o.row not in golden_trtllm_v1.TRTLLM_V1_ROWS
-             and o.row not in golden_nim.NIM_8B_ROWS]
+             and o.row not in golden_nim.NIM_8B_ROWS and o.row not in golden_nim.NIM_70B_ROWS]
     errors = {(o.row.label, k): e for o in dense for k, e in o.errors().items()}
     assert len(errors) == 66
     bounded = {key: e for key, e in errors.items() if key[1] not in golden.CONTRADICTED.get(key[0], ())}
@@ -290,7 +290,8 @@ def test_nim_8b_curves_fit_the_frontend_time_on_one_row_and_test_the_rest(outcom
     # past ~13,000 tokens/s, where the published one saturates at every decode-heavy length, 62 % fast at 200/200 with
     # 250 clients. The bounds are the model as it stands (a regression check), not issue 30's goal.
     rows = {o.row.label: o for o in outcomes if o.row in golden_nim.NIM_8B_ROWS}
-    assert len(rows) == 40 and all(o.row.engine.host_per_token == fitted.NIM_HOST_PER_TOKEN.value for o in rows.values())
+    assert len(rows) == 40
+    assert all(o.row.engine.host_per_token == fitted.NIM_HOST_PER_TOKEN.value for o in rows.values())
     assert {label for label, o in rows.items() if golden.role(o.row) != "test"} == {fitted.NIM_FIT_ROW}
     assert golden.fit_host_per_token() == fitted.NIM_HOST_PER_TOKEN.value  # the stored figure is the grid's optimum
     tests = {label: o.errors() for label, o in rows.items() if label != fitted.NIM_FIT_ROW}
@@ -300,12 +301,14 @@ def test_nim_8b_curves_fit_the_frontend_time_on_one_row_and_test_the_rest(outcom
     assert max(itl) <= 0.21 and statistics.median(itl) <= 0.07, tests
     # TTFT in a closed loop is what Little's law leaves once the decode is paid: each request takes
     # c x osl / throughput, so TTFT ~ c x osl / throughput - (osl - 1) x ITL, published (within 10 % of the latency:
-    # AIPerf's rounded ITL, and the saturated 20000/2000 runs' drain) and modelled alike. With long outputs it is the small difference of two large terms, so its
-    # error is the ITL's times (osl - 1) x ITL / TTFT: 22x at 1000/1000 and 25 clients.
-    for (isl, osl), points in golden_nim.NIM_8B_TABLE.items():
-        for c, ttft, itl_ms, tps in points:
-            latency = c * osl / tps
-            assert abs(latency - (osl - 1) * itl_ms / 1e3 - ttft / 1e3) <= 0.1 * latency, (isl, osl, c)
+    # AIPerf's rounded ITL, and the saturated 20000/2000 runs' drain) and modelled alike. With long outputs it is the
+    # small difference of two large terms, so its error is the ITL's times (osl - 1) x ITL / TTFT: 22x at 1000/1000
+    # and 25 clients.
+    for table in (golden_nim.NIM_8B_TABLE, golden_nim.NIM_70B_TABLE):
+        for (isl, osl), points in table.items():
+            for c, ttft, itl_ms, tps in points:
+                latency = c * osl / tps
+                assert abs(latency - (osl - 1) * itl_ms / 1e3 - ttft / 1e3) <= 0.1 * latency, (isl, osl, c)
     one = rows["NIM 1xH100 8B 1000/1000 c25"]
     amplification = 999 * one.row.published["tpot_p50"] / one.row.published["ttft_p50"]
     assert 21 < amplification < 23
@@ -313,7 +316,16 @@ def test_nim_8b_curves_fit_the_frontend_time_on_one_row_and_test_the_rest(outcom
     # few milliseconds, fast; 1,000 and more within 12 %).
     single = {label: e["ttft_p50"] for label, e in tests.items() if label.endswith(" c1")}
     assert len(single) == 5 and all(abs(e) <= 0.45 for e in single.values()), single
-    assert all(abs(e) <= 0.12 for label, e in single.items() if not label.startswith(("NIM 1xH100 8B 200/", "NIM 1xH100 8B 500/"))), single
+    assert all(abs(e) <= 0.12 for label, e in single.items()
+               if not label.startswith(("NIM 1xH100 8B 200/", "NIM 1xH100 8B 500/"))), single
+    # The rest of the 70B curve (two H100, TP2; four more lengths, and 5000/500 past 100 clients): 34 test rows, whose
+    # iterations stream at most 250 tokens, under NIM's frontend time (no figure moves without it). Output tokens/s
+    # median 3 %, all but one within 20 % (500/2000 at 150 clients 24 % fast), ITL within 20 %.
+    big = {o.row.label: o.errors() for o in outcomes if o.row in golden_nim.NIM_70B_ROWS}
+    assert len(big) == 34 and all(golden.role(r) == "test" for r in golden_nim.NIM_70B_ROWS)
+    throughput = [abs(e["tokens_per_s"]) for e in big.values()]
+    assert max(throughput) <= 0.25 and statistics.median(throughput) <= 0.04, big
+    assert all(abs(e["tpot_p50"]) <= 0.2 for e in big.values()), big
 
 
 def test_mlperf_server_meets_its_latency_constraints(outcomes):
