@@ -17,7 +17,6 @@ prefill, one copy per layer's keys and values (see :mod:`planner.serving.eager`)
 from __future__ import annotations
 
 import math
-
 from dataclasses import dataclass
 
 from planner.kernels import KERNELS as _KERNELS, check_kernels
