@@ -75,19 +75,21 @@ def nim_engine() -> Engine:
     return Engine(host_per_token=NIM_HOST_PER_TOKEN.value)
 
 
-NIM_8B_ROWS: tuple[GoldenRow, ...] = tuple(
-    GoldenRow(f"NIM 1xH100 8B {isl}/{osl} c{c}", "llama3.1-8b", "h100:1", {"tp": 1}, "fp8",
-              Workload(isl, osl, concurrency=c, requests=10 * c),
-              {"ttft_p50": ttft / 1e3, "tpot_p50": itl / 1e3, "tokens_per_s": tps}, NIM_8B, engine=nim_engine())
-    for (isl, osl), points in NIM_8B_TABLE.items() for c, ttft, itl, tps in points)
+def _nim_rows(table: dict, model: str, label: str, rack: str, tp: int, source: str) -> tuple[GoldenRow, ...]:
+    """One row per published point of a NIM curve (``table``: lengths -> (clients, TTFT ms, ITL ms, tokens/s)), each
+    a closed loop of that many clients serving ten requests apiece, on NIM's engine."""
+    return tuple(GoldenRow(f"{label} {isl}/{osl} c{c}", model, rack, {"tp": tp}, "fp8",
+                           Workload(isl, osl, concurrency=c, requests=10 * c),
+                           {"ttft_p50": ttft / 1e3, "tpot_p50": itl / 1e3, "tokens_per_s": tps}, source,
+                           engine=nim_engine())
+                 for (isl, osl), points in table.items() for c, ttft, itl, tps in points)
+
+
+NIM_8B_ROWS: tuple[GoldenRow, ...] = _nim_rows(NIM_8B_TABLE, "llama3.1-8b", "NIM 1xH100 8B", "h100:1", 1, NIM_8B)
 """W: NIM 1.8.0's Llama 3.1 8B curves on one H100 (see the module doc); one row fits
 :data:`~planner.serving.fitted.NIM_HOST_PER_TOKEN`, every other figure tests it."""
 
-NIM_70B_ROWS: tuple[GoldenRow, ...] = tuple(
-    GoldenRow(f"NIM 2xH100 TP2 {isl}/{osl} c{c}", "llama3.3-70b", "h100:2", {"tp": 2}, "fp8",
-              Workload(isl, osl, concurrency=c, requests=10 * c),
-              {"ttft_p50": ttft / 1e3, "tpot_p50": itl / 1e3, "tokens_per_s": tps}, NIM_70B, engine=nim_engine())
-    for (isl, osl), points in NIM_70B_TABLE.items() for c, ttft, itl, tps in points)
+NIM_70B_ROWS: tuple[GoldenRow, ...] = _nim_rows(NIM_70B_TABLE, "llama3.3-70b", "NIM 2xH100 TP2", "h100:2", 2, NIM_70B)
 """W: the rest of NIM 1.8.0's Llama 3.3 70B curve on two H100 (four more length pairs, and 5000/500 past 100
 clients), test rows only."""
 

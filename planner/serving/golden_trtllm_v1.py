@@ -41,10 +41,11 @@ V1_CHECKPOINTS = {("llama3.1-8b", "fp8"): "nvidia/Llama-3.1-8B-Instruct-FP8",
                   ("qwen3-30b-a3b", "fp4"): "nvidia/Qwen3-30B-A3B-FP4"}
 """The page's checkpoint of each (model, precision) it lists (its "FP4 Models" and "FP8 Models")."""
 
-_PAIRS = ((128, 128), (128, 2048), (128, 4096), (500, 2000), (1000, 1000), (1000, 2000), (2048, 128), (2048, 2048),
-          (5000, 500), (20000, 2000))
+V1_PAIRS = tuple(V1_REQUESTS)
+"""The length pairs of the page's tables, in their order (those of :data:`V1_REQUESTS`)."""
+
 V1_TABLES: dict[tuple[str, str, int, str], tuple[int, ...]] = {
-    # (model, kind, tensor-parallel GPUs, precision): total output tokens/s at each of _PAIRS, as the page gives them
+    # (model, kind, tensor-parallel GPUs, precision): total output tokens/s at each of V1_PAIRS, as the page gives them
     ("llama3.1-8b", "h200", 1, "fp8"): (27911, 26221, 18027, 20770, 17744, 16828, 3538, 12194, 3902, 1804),
     ("llama3.1-8b", "h100", 1, "fp8"): (28312, 22714, 14325, 17660, 15220, 13899, 3450, 9305, 3459, 1351),
     ("llama3.3-70b", "b200", 1, "fp4"): (11147, 9922, 6831, 7762, 7007, 6271, 1339, 4783, 1459, 665),
@@ -76,9 +77,9 @@ def _v1_row(model: str, kind: str, tp: int, precision: str, isl: int, osl: int, 
 TRTLLM_V1_ROWS: tuple[GoldenRow, ...] = tuple(
     _v1_row(model, kind, tp, precision, isl, osl, value)
     for (model, kind, tp, precision), values in V1_TABLES.items()
-    for (isl, osl), value in zip(_PAIRS, values)
+    for (isl, osl), value in zip(V1_PAIRS, values)
     if (model, kind, isl, osl) not in V1_LEFT_OUT)
 """V: TensorRT-LLM 1.0's throughput tables, test rows only (see the module doc)."""
 
 
-__all__ = ["TRTLLM_V1", "TRTLLM_V1_ROWS", "V1_CHECKPOINTS", "V1_LEFT_OUT", "V1_REQUESTS", "V1_TABLES"]
+__all__ = ["TRTLLM_V1", "TRTLLM_V1_ROWS", "V1_CHECKPOINTS", "V1_LEFT_OUT", "V1_PAIRS", "V1_REQUESTS", "V1_TABLES"]

@@ -249,7 +249,7 @@ def test_tensorrt_llm_1_0_tables_test_every_factor_and_fit_none(outcomes):
            if r.label.startswith("TRT-LLM")}  # the fit rows trtllm-bench ran (NIM's 5000/500 is another client)
     assert not {(o.row.model, o.row.rack, o.row.workload.lengths[0]) for o in rows.values()} & fit
     for (model, kind, tp, precision), values in golden_trtllm_v1.V1_TABLES.items():
-        for (isl, osl), value in zip(golden_trtllm_v1._PAIRS, values):
+        for (isl, osl), value in zip(golden_trtllm_v1.V1_PAIRS, values):
             label = f"TRT-LLM 1.0 {model} {kind.upper()} TP{tp} {isl}/{osl}"
             assert (label in rows) == ((model, kind, isl, osl) not in golden_trtllm_v1.V1_LEFT_OUT), label
             if label in rows:
